@@ -1,0 +1,121 @@
+#include "agent/agent.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/pool/core_assigner.h"
+#include "common/logging.h"
+#include "shm/segment.h"
+
+namespace packrat {
+namespace {
+
+Status WritePortFile(const std::string& path, uint16_t http, uint16_t management) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "{\"http\":" << http << ",\"management\":" << management << "}\n";
+    if (!out) return Internal("cannot write port file '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Internal("cannot rename port file to '" + path + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
+
+StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
+  if (access(options.runtime_path.c_str(), X_OK) != 0) {
+    return NotFound("runtime executable '" + options.runtime_path + "' not found");
+  }
+  for (const std::string& name : shm::Segment::RemoveStale()) {
+    PACKRAT_LOG(INFO) << "removed stale shared-memory segment " << name;
+  }
+  std::unique_ptr<Agent> agent(new Agent(std::move(options)));
+  const Config& config = agent->options_.config;
+
+  // Pin each model's instances to their own cores, in config order.
+  const std::vector<int> cores = AvailableCores();
+  size_t cursor = 0;
+  int threads_wanted = 0;
+  for (const ModelConfig& m : config.models) {
+    std::vector<int> threads;
+    for (const InstanceGroup& g : m.instances) {
+      for (int k = 0; k < g.count; ++k) threads.push_back(g.threads);
+      threads_wanted += g.count * g.threads;
+    }
+    agent->models_.emplace(m.name, std::make_unique<ServedModel>(
+                                       m, agent->options_.runtime_path, &agent->launcher_,
+                                       AssignCores(cores, threads, &cursor)));
+  }
+  if (threads_wanted > static_cast<int>(cores.size())) {
+    PACKRAT_LOG(WARNING) << "instances want " << threads_wanted << " threads but only "
+                         << cores.size() << " cores are available: cores are shared";
+  }
+
+  HttpServerOptions http;
+  http.endpoint = config.server.http;
+  http.threads = config.server.io_threads;
+  http.max_body_bytes = config.server.max_body_bytes;
+  http.max_header_bytes = config.server.max_header_bytes;
+  http.idle_timeout = std::chrono::seconds(config.server.idle_timeout_s);
+  ASSIGN_OR_RETURN(agent->http_, HttpServer::Create(http, &agent->handler_));
+  HttpServerOptions management = http;
+  management.endpoint = config.server.management;
+  management.threads = 1;
+  management.name = "management";
+  ASSIGN_OR_RETURN(agent->management_, HttpServer::Create(management, &agent->handler_));
+  if (!agent->options_.port_file.empty()) {
+    RETURN_IF_ERROR(WritePortFile(agent->options_.port_file, agent->http_port(),
+                                  agent->management_port()));
+  }
+  agent->http_->Start();
+  agent->management_->Start();
+  PACKRAT_LOG(INFO) << "listening: http=" << config.server.http.host << ":" << agent->http_port()
+                    << " management=" << config.server.management.host << ":"
+                    << agent->management_port();
+  Agent* raw = agent.get();
+  agent->loader_ = std::thread([raw] { raw->LoadModels(); });
+  return agent;
+}
+
+Agent::~Agent() { Shutdown(); }
+
+void Agent::LoadModels() {
+  int ready = 0;
+  for (auto& [name, model] : models_) {
+    if (model->Load().ok()) ++ready;
+  }
+  PACKRAT_LOG(INFO) << "models loaded: " << ready << " of " << models_.size() << " ready";
+}
+
+void Agent::WaitForModels() {
+  if (loader_.joinable()) loader_.join();
+}
+
+void Agent::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  PACKRAT_LOG(INFO) << "shutting down";
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(options_.config.server.shutdown_timeout_s);
+  http_->StopAccepting();
+  management_->StopAccepting();
+  WaitForModels();
+  // Models drain first so every accepted request gets its answer, then the servers write them.
+  for (auto& [name, model] : models_) {
+    model->Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now()));
+  }
+  http_->Stop(deadline);
+  management_->Stop(deadline);
+  PACKRAT_LOG(INFO) << "shut down";
+}
+
+}  // namespace packrat

@@ -1,0 +1,52 @@
+// The node agent: HTTP front ends, the served models and their runtime processes.
+//
+// Start() binds the listeners (so ports are known at once), writes the port file, starts
+// serving health and metadata, and loads the models on a background thread; a model accepts
+// inference once its instances are warm. Shutdown() stops accepting, drains in-flight requests,
+// stops the runtimes and removes their shared memory.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "agent/config/config.h"
+#include "agent/http/http_server.h"
+#include "agent/http/kserve_handler.h"
+#include "agent/pool/process_launcher.h"
+
+namespace packrat {
+
+struct AgentOptions {
+  Config config;
+  std::string runtime_path;  // packrat-runtime executable
+  std::string port_file;     // if set, {"http":P,"management":Q} is written here
+};
+
+class Agent {
+ public:
+  static StatusOr<std::unique_ptr<Agent>> Start(AgentOptions options);
+  ~Agent();  // Shutdown()s
+
+  uint16_t http_port() const { return http_->port(); }
+  uint16_t management_port() const { return management_->port(); }
+  // Blocks until every model has finished loading, ready or failed.
+  void WaitForModels();
+  // Graceful stop (see the class comment). Idempotent.
+  void Shutdown();
+
+ private:
+  explicit Agent(AgentOptions options);
+  void LoadModels();
+
+  AgentOptions options_;
+  ForkExecLauncher launcher_;
+  ModelMap models_;
+  KserveHandler handler_{&models_};
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<HttpServer> management_;
+  std::thread loader_;
+  bool shut_down_ = false;
+};
+
+}  // namespace packrat

@@ -1,0 +1,51 @@
+#include "agent/batching/batch_aggregator.h"
+
+namespace packrat {
+
+BatchAggregator::BatchAggregator(Options options) : options_(options) {
+  if (options_.target_rows < 1) options_.target_rows = 1;
+}
+
+Status BatchAggregator::Enqueue(std::shared_ptr<InferenceRequest> request) {
+  if (queued_rows_ + request->rows() > options_.max_queue_rows && !queue_.empty()) {
+    return ResourceExhausted("the model's queue is full (" + std::to_string(queued_rows_) +
+                             " rows waiting)");
+  }
+  queued_rows_ += request->rows();
+  queue_.push_back(std::move(request));
+  return Status::Ok();
+}
+
+std::optional<SteadyTime> BatchAggregator::NextDeadline() const {
+  if (queue_.empty()) return std::nullopt;
+  return queue_.front()->arrival() + options_.max_delay;
+}
+
+std::optional<Batch> BatchAggregator::Poll(SteadyTime now) {
+  if (queue_.empty()) return std::nullopt;
+  if (queued_rows_ < options_.target_rows && now < *NextDeadline()) return std::nullopt;
+  Batch batch;
+  batch.id = next_batch_id_++;
+  const InferenceRequest& first = *queue_.front();
+  while (!queue_.empty()) {
+    const auto& next = queue_.front();
+    if (!batch.requests.empty() &&
+        (batch.rows + next->rows() > options_.target_rows || !next->CompatibleWith(first))) {
+      break;
+    }
+    batch.rows += next->rows();
+    queued_rows_ -= next->rows();
+    batch.requests.push_back(next);
+    queue_.pop_front();
+  }
+  return batch;
+}
+
+std::vector<std::shared_ptr<InferenceRequest>> BatchAggregator::TakeAll() {
+  std::vector<std::shared_ptr<InferenceRequest>> all(queue_.begin(), queue_.end());
+  queue_.clear();
+  queued_rows_ = 0;
+  return all;
+}
+
+}  // namespace packrat

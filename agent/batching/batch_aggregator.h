@@ -1,0 +1,62 @@
+// The batching policy of one model: a bounded FIFO of requests that is cut into batches of B
+// rows, or fewer when the oldest request has waited max_delay.
+//
+// Pure logic with the time passed in, so tests drive it with a hand-moved clock; the thread
+// that calls it is BatchScheduler's. Not thread-safe: the caller serialises all calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "agent/batching/inference_request.h"
+#include "common/status.h"
+
+namespace packrat {
+
+struct Batch {
+  uint64_t id = 0;
+  int64_t rows = 0;
+  std::vector<std::shared_ptr<InferenceRequest>> requests;
+};
+
+class BatchAggregator {
+ public:
+  struct Options {
+    int64_t target_rows = 1;                 // B
+    std::chrono::microseconds max_delay{0};  // longest wait of the oldest request
+    int64_t max_queue_rows = 4096;           // beyond this, Enqueue fails
+  };
+
+  explicit BatchAggregator(Options options);
+
+  // Queues a request. kResourceExhausted if it would push the queue beyond max_queue_rows.
+  Status Enqueue(std::shared_ptr<InferenceRequest> request);
+
+  // The next batch, if one is due at `now`: B rows are queued, or the oldest request arrived
+  // max_delay ago. A batch takes whole requests from the front while they fit in B and have
+  // the same non-batch dims as the first; a first request larger than B goes alone (the
+  // dispatcher cuts it across instances).
+  std::optional<Batch> Poll(SteadyTime now);
+
+  // When the front request's max_delay expires; nullopt when the queue is empty.
+  std::optional<SteadyTime> NextDeadline() const;
+
+  // Removes and returns every queued request (shutdown).
+  std::vector<std::shared_ptr<InferenceRequest>> TakeAll();
+
+  int64_t queued_rows() const { return queued_rows_; }
+  size_t queued_requests() const { return queue_.size(); }
+  int64_t target_rows() const { return options_.target_rows; }
+
+ private:
+  Options options_;
+  std::deque<std::shared_ptr<InferenceRequest>> queue_;
+  int64_t queued_rows_ = 0;
+  uint64_t next_batch_id_ = 1;
+};
+
+}  // namespace packrat

@@ -1,0 +1,110 @@
+#include "agent/batching/dispatcher.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace packrat {
+
+std::vector<int64_t> PartitionRows(int64_t rows, const std::vector<int64_t>& batch_sizes,
+                                   const std::vector<size_t>& loads, size_t rotation) {
+  const size_t n = batch_sizes.size();
+  std::vector<int64_t> counts(n, 0);
+  if (n == 0 || rows <= 0) return counts;
+  const int64_t target = std::accumulate(batch_sizes.begin(), batch_sizes.end(), int64_t{0});
+  const int64_t rounds = rows / target;
+  int64_t rest = rows % target;
+  for (size_t i = 0; i < n; ++i) counts[i] = rounds * batch_sizes[i];
+  if (rest == 0) return counts;
+  // Proportional shares of the remainder, then one more row each by largest fraction.
+  std::vector<int64_t> fraction(n);
+  int64_t given = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t share = rest * batch_sizes[i] / target;
+    fraction[i] = rest * batch_sizes[i] % target;
+    counts[i] += share;
+    given += share;
+  }
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (fraction[a] != fraction[b]) return fraction[a] > fraction[b];
+    const size_t la = a < loads.size() ? loads[a] : 0;
+    const size_t lb = b < loads.size() ? loads[b] : 0;
+    if (la != lb) return la < lb;
+    return (a + n - rotation % n) % n < (b + n - rotation % n) % n;
+  });
+  for (size_t k = 0; given < rest; ++k, ++given) counts[order[k % n]] += 1;
+  return counts;
+}
+
+Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
+                       std::function<void()> on_batch_done)
+    : executors_(std::move(executors)),
+      max_inflight_(std::max(1, max_inflight_batches)),
+      on_batch_done_(std::move(on_batch_done)) {
+  for (const InstanceExecutor* e : executors_) batch_sizes_.push_back(e->batch_size());
+}
+
+bool Dispatcher::HasCapacity() const {
+  return !executors_.empty() && inflight_.load(std::memory_order_acquire) < max_inflight_;
+}
+
+void Dispatcher::Dispatch(Batch batch) {
+  std::vector<size_t> loads;
+  loads.reserve(executors_.size());
+  for (const InstanceExecutor* e : executors_) loads.push_back(e->load());
+  const std::vector<int64_t> counts = PartitionRows(batch.rows, batch_sizes_, loads, rotation_++);
+
+  // Cut the batch's rows, request by request, into slices of at most b rows per instance.
+  struct Cut {
+    size_t executor;
+    int64_t rows;
+  };
+  std::vector<Cut> cuts;
+  std::vector<int64_t> left = counts;
+  bool more = true;
+  while (more) {  // round-robin so that every instance starts early
+    more = false;
+    for (size_t i = 0; i < executors_.size(); ++i) {
+      if (left[i] == 0) continue;
+      const int64_t n = std::min(left[i], batch_sizes_[i]);
+      cuts.push_back({i, n});
+      left[i] -= n;
+      more = more || left[i] > 0;
+    }
+  }
+
+  // Counts slices still running; the last one to finish frees the batch's capacity.
+  auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
+  inflight_.fetch_add(1, std::memory_order_acq_rel);
+  auto slice_done = [this, remaining] {
+    if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      inflight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (on_batch_done_) on_batch_done_();
+    }
+  };
+
+  size_t req = 0;
+  int64_t offset = 0;  // rows of batch.requests[req] already assigned
+  for (const Cut& cut : cuts) {
+    WorkSlice slice;
+    slice.batch_id = batch.id;
+    slice.rows = cut.rows;
+    slice.on_done = slice_done;
+    int64_t need = cut.rows;
+    while (need > 0) {
+      const auto& request = batch.requests[req];
+      const int64_t take = std::min(need, request->rows() - offset);
+      slice.ranges.push_back({request, offset, take});
+      need -= take;
+      offset += take;
+      if (offset == request->rows()) {
+        ++req;
+        offset = 0;
+      }
+    }
+    executors_[cut.executor]->Enqueue(std::move(slice));
+  }
+}
+
+}  // namespace packrat

@@ -1,0 +1,49 @@
+// Cuts batches into per-instance slices following the active plan and hands them to the
+// instances' executors.
+//
+// Thread-safety: Dispatch() and HasCapacity() are called by the model's scheduler thread;
+// batch completions arrive on executor threads and only touch the atomic in-flight count.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "agent/batching/batch_aggregator.h"
+#include "agent/batching/instance_executor.h"
+
+namespace packrat {
+
+// How many rows each instance gets from a batch of `rows`. Full rounds of every instance's
+// batch size first; a remainder r < B is shared in proportion to the batch sizes (largest
+// remainder), ties going to the least-loaded instance, then the lowest index after `rotation`.
+// Returns one count per instance; counts beyond an instance's batch size mean several slices.
+std::vector<int64_t> PartitionRows(int64_t rows, const std::vector<int64_t>& batch_sizes,
+                                   const std::vector<size_t>& loads, size_t rotation);
+
+class Dispatcher {
+ public:
+  // `executors` are not owned and must outlive the Dispatcher. `on_batch_done` runs (on an
+  // executor thread) each time a batch has finished, i.e. capacity was freed.
+  Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
+             std::function<void()> on_batch_done);
+
+  // True while fewer than max_inflight_batches batches are running.
+  bool HasCapacity() const;
+  // Splits `batch` into slices and enqueues them. Never blocks.
+  void Dispatch(Batch batch);
+
+  int inflight_batches() const { return inflight_.load(std::memory_order_acquire); }
+  const std::vector<InstanceExecutor*>& executors() const { return executors_; }
+
+ private:
+  std::vector<InstanceExecutor*> executors_;
+  std::vector<int64_t> batch_sizes_;
+  const int max_inflight_;
+  std::function<void()> on_batch_done_;
+  std::atomic<int> inflight_{0};
+  size_t rotation_ = 0;  // scheduler thread only
+};
+
+}  // namespace packrat

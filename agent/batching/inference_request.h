@@ -1,0 +1,61 @@
+// One client request on its way through batching and execution.
+//
+// Ownership: shared (std::shared_ptr) by the queue and then by every batch slice that carries
+// some of its rows. Rows are finished by executors, possibly several at once from different
+// completion threads; when the last row is finished the completion callback runs exactly once,
+// on the thread that finished it, and must not block.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "agent/kserve/kserve_codec.h"
+#include "agent/kserve/tensor.h"
+#include "common/status.h"
+
+namespace packrat {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+class InferenceRequest {
+ public:
+  // Receives the final status and the request (outputs are valid when status is OK).
+  using Callback = std::function<void(const Status&, InferenceRequest&)>;
+
+  InferenceRequest(DecodedRequest decoded, Callback done, SteadyTime arrival);
+
+  const DecodedRequest& decoded() const { return decoded_; }
+  int64_t rows() const { return decoded_.rows; }
+  SteadyTime arrival() const { return arrival_; }
+
+  // True if both requests' inputs have equal non-batch dims, so their rows can share a batch.
+  bool CompatibleWith(const InferenceRequest& other) const;
+
+  // Rows [begin, begin + count) of this request were computed as rows [batch_row, ...) of
+  // `outputs` (one view per model output, each with the batch as dim 0). Copies them into
+  // this request's outputs. Thread-safe.
+  void DeliverRows(int64_t begin, int64_t count, const std::vector<TensorView>& outputs,
+                   int64_t batch_row);
+  // `count` rows could not be computed. The first error wins. Thread-safe.
+  void FailRows(int64_t count, const Status& status);
+
+  // The outputs, complete once the callback ran with OK. Not thread-safe before that.
+  const std::vector<Tensor>& outputs() const { return outputs_; }
+
+ private:
+  void FinishRows(int64_t count);
+
+  const DecodedRequest decoded_;
+  const Callback done_;
+  const SteadyTime arrival_;
+  std::atomic<int64_t> rows_pending_;
+  std::mutex mu_;
+  std::vector<Tensor> outputs_;  // guarded by mu_ until rows_pending_ reaches 0
+  Status status_;                // guarded by mu_
+};
+
+}  // namespace packrat

@@ -1,0 +1,43 @@
+// The seam between batching and execution: something that runs slices of batches. The real one
+// is a packrat-runtime process (agent/pool/runtime_instance.h); tests use fakes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "agent/batching/inference_request.h"
+
+namespace packrat {
+
+// Rows [begin, begin + rows) of one request.
+struct RowRange {
+  std::shared_ptr<InferenceRequest> request;
+  int64_t begin = 0;
+  int64_t rows = 0;
+};
+
+// The rows one instance runs as one forward pass, in order.
+struct WorkSlice {
+  uint64_t batch_id = 0;
+  int64_t rows = 0;
+  std::vector<RowRange> ranges;
+  // Runs once after every row of the slice was delivered or failed.
+  std::function<void()> on_done;
+};
+
+class InstanceExecutor {
+ public:
+  virtual ~InstanceExecutor() = default;
+
+  // Queues `slice` and returns at once (never waits for the runtime). The executor delivers or
+  // fails every row of the slice exactly once, then runs slice.on_done, on any thread.
+  virtual void Enqueue(WorkSlice slice) = 0;
+  // The instance's batch size b: slices never carry more rows.
+  virtual int64_t batch_size() const = 0;
+  // Slices queued or running; the dispatcher prefers instances with fewer.
+  virtual size_t load() const = 0;
+};
+
+}  // namespace packrat

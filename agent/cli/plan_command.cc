@@ -1,0 +1,182 @@
+#include "agent/cli/plan_command.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "agent/cli/command.h"
+#include "agent/cli/flags.h"
+#include "agent/planning/profile.h"
+
+namespace packrat {
+namespace {
+
+constexpr FlagSpec kPlanFlags[] = {
+    {"profile", "FILE", "latency profile CSV: threads,batch,latency_ms[,...] (required)"},
+    {"threads", "T", "threads (cores) to plan for; default: the profile's largest thread count"},
+    {"batch", "B", "batch size to plan (required); repeat it or give a list: --batch 1,8,64"},
+    {"json", "", "print one JSON object per line instead of a table"},
+    {"help", "", "print this help"},
+};
+
+std::string PlanUsage() {
+  return "usage: packrat plan --profile FILE [--threads T] --batch B [--batch B ...] [--json]\n"
+         "\n"
+         "Chooses, for each batch size B, the <instances,threads,batch> configuration that\n"
+         "minimises the batch latency predicted from the profile on T threads, and compares it\n"
+         "with one fat instance that runs all B rows on all T threads.\n"
+         "\n"
+         "flags:\n" +
+         FlagsHelp(kPlanFlags);
+}
+
+int UsageError(std::ostream& err, const Status& status) {
+  err << "error: " << status.message() << "\nrun 'packrat plan --help' for usage\n";
+  return kExitUsage;
+}
+
+int Failure(std::ostream& err, const Status& status) {
+  err << "error: " << status.message() << "\n";
+  return kExitError;
+}
+
+// Shortest decimal form that reads back as the same double (latencies print as profiled).
+std::string FormatShortest(double value) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  return ec == std::errc() ? std::string(buf, end) : "0";
+}
+
+std::string FormatFixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, value);
+  return buf;
+}
+
+// Parses every --batch value; each may be a comma-separated list.
+StatusOr<std::vector<int>> ParseBatches(const std::vector<std::string_view>& values) {
+  std::vector<int> batches;
+  for (std::string_view value : values) {
+    while (true) {
+      size_t comma = value.find(',');
+      ASSIGN_OR_RETURN(int batch, ParseIntFlag("batch", value.substr(0, comma), 1));
+      batches.push_back(batch);
+      if (comma == std::string_view::npos) break;
+      value.remove_prefix(comma + 1);
+    }
+  }
+  return batches;
+}
+
+// Renders rows as aligned columns: column 1 (config) left-aligned, the others right-aligned.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c > 0) line += "  ";
+      std::string pad(width[c] - row[c].size(), ' ');
+      line += c == 1 ? row[c] + pad : pad + row[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string PlanTable(const std::string& profile_path, const Profile& profile, int threads,
+                      const std::vector<Plan>& plans) {
+  std::vector<int> batches = profile.Batches();
+  std::string out = "profile: " + profile_path + " (" + std::to_string(profile.size()) +
+                    " points, threads " + std::to_string(profile.points().front().threads) + ".." +
+                    std::to_string(profile.MaxThreads()) + ", batch sizes " +
+                    std::to_string(batches.front()) + ".." + std::to_string(batches.back()) + ")\n";
+  out += "threads: " + std::to_string(threads) +
+         "; config <i,t,b> = i instances, each with t threads and b rows\n\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"B", "config", "instances", "threads_used", "latency_ms", "fat_latency_ms", "speedup"}};
+  for (const Plan& p : plans) {
+    rows.push_back({std::to_string(p.batch), p.ConfigString(), std::to_string(p.InstanceCount()),
+                    std::to_string(p.ThreadsUsed()), FormatFixed(p.latency_ms, 3),
+                    p.fat_latency_ms ? FormatFixed(*p.fat_latency_ms, 3) : "-",
+                    p.fat_latency_ms ? FormatFixed(p.ExpectedSpeedup(), 2) + "x" : "-"});
+  }
+  return out + RenderTable(rows);
+}
+
+}  // namespace
+
+std::string PlanToJson(const Plan& plan) {
+  std::string out = "{\"threads\":" + std::to_string(plan.threads_total) +
+                    ",\"batch\":" + std::to_string(plan.batch) +
+                    ",\"latency_ms\":" + FormatShortest(plan.latency_ms) + ",\"fat_latency_ms\":";
+  if (plan.fat_latency_ms.has_value()) {
+    // The speedup is rounded to two decimals; the latencies are exact for consumers that need
+    // more.
+    out += FormatShortest(*plan.fat_latency_ms) + ",\"expected_speedup\":" +
+           FormatShortest(std::round(plan.ExpectedSpeedup() * 100) / 100);
+  } else {
+    out += "null,\"expected_speedup\":null";
+  }
+  out += ",\"instances\":[";
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    const InstanceGroup& g = plan.groups[i];
+    if (i > 0) out += ',';
+    out += "{\"count\":" + std::to_string(g.count) + ",\"threads\":" + std::to_string(g.threads) +
+           ",\"batch\":" + std::to_string(g.batch) + "}";
+  }
+  return out + "]}";
+}
+
+int RunPlanCommand(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
+  StatusOr<ParsedFlags> flags = ParseFlags(kPlanFlags, args);
+  if (!flags.ok()) return UsageError(err, flags.status());
+  if (flags->Has("help")) {
+    out << PlanUsage();
+    return kExitOk;
+  }
+  if (!flags->positional().empty()) {
+    return UsageError(err, InvalidArgument("unexpected argument '" +
+                                           std::string(flags->positional().front()) + "'"));
+  }
+  std::optional<std::string_view> profile_path = flags->Get("profile");
+  if (!profile_path.has_value()) return UsageError(err, InvalidArgument("--profile is required"));
+  if (!flags->Has("batch")) return UsageError(err, InvalidArgument("--batch is required"));
+  StatusOr<std::vector<int>> batches = ParseBatches(flags->GetAll("batch"));
+  if (!batches.ok()) return UsageError(err, batches.status());
+  std::optional<int> threads;
+  if (std::optional<std::string_view> value = flags->Get("threads"); value.has_value()) {
+    StatusOr<int> parsed = ParseIntFlag("threads", *value, 1);
+    if (!parsed.ok()) return UsageError(err, parsed.status());
+    threads = *parsed;
+  }
+
+  const std::string path(*profile_path);
+  StatusOr<Profile> profile = Profile::LoadCsv(path);
+  if (!profile.ok()) return Failure(err, profile.status());
+  if (!threads.has_value()) threads = profile->MaxThreads();
+
+  const Optimizer optimizer(*std::move(profile));
+  std::vector<Plan> plans;
+  for (int batch : *batches) {
+    StatusOr<Plan> plan = optimizer.Solve(*threads, batch);
+    if (!plan.ok()) return Failure(err, plan.status());
+    plans.push_back(*std::move(plan));
+  }
+
+  if (flags->Has("json")) {
+    for (const Plan& plan : plans) out << PlanToJson(plan) << "\n";
+  } else {
+    out << PlanTable(path, optimizer.profile(), *threads, plans);
+  }
+  return out ? kExitOk : kExitError;
+}
+
+}  // namespace packrat

@@ -1,0 +1,317 @@
+#include "agent/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace packrat {
+namespace {
+
+// Reads one YAML document, turning every problem into InvalidArgument with "file:line: key:".
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  Status Error(const YAML::Node& node, const std::string& key, const std::string& what) const {
+    std::ostringstream m;
+    m << source_;
+    if (node.IsDefined() && node.Mark().line >= 0) m << ':' << node.Mark().line + 1;
+    m << ": " << key << ": " << what;
+    return InvalidArgument(m.str());
+  }
+
+  Status CheckKeys(const YAML::Node& map, const std::string& key,
+                   const std::set<std::string>& allowed) const {
+    if (!map.IsMap()) return Error(map, key, "must be a mapping");
+    for (const auto& kv : map) {
+      const std::string name = kv.first.as<std::string>();
+      if (allowed.count(name) == 0) return Error(kv.first, key + "." + name, "unknown key");
+    }
+    return Status::Ok();
+  }
+
+  template <typename T>
+  Status Get(const YAML::Node& node, const std::string& key, T* out) const {
+    try {
+      *out = node.as<T>();
+    } catch (const YAML::Exception&) {
+      return Error(node, key, "has the wrong type");
+    }
+    return Status::Ok();
+  }
+
+  Status GetInt(const YAML::Node& node, const std::string& key, int64_t min, int64_t max,
+                int64_t* out) const {
+    if (!node.IsScalar()) return Error(node, key, "must be an integer");
+    RETURN_IF_ERROR(Get(node, key, out));
+    if (*out < min || *out > max) {
+      return Error(node, key,
+                   "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    }
+    return Status::Ok();
+  }
+
+  template <typename T>
+  Status GetIntAs(const YAML::Node& node, const std::string& key, int64_t min, int64_t max,
+                  T* out) const {
+    int64_t v = 0;
+    RETURN_IF_ERROR(GetInt(node, key, min, max, &v));
+    *out = static_cast<T>(v);
+    return Status::Ok();
+  }
+
+  Status GetString(const YAML::Node& node, const std::string& key, std::string* out) const {
+    if (!node.IsScalar()) return Error(node, key, "must be a string");
+    return Get(node, key, out);
+  }
+
+ private:
+  std::string source_;
+};
+
+Status ParseEndpointNode(const Reader& r, const YAML::Node& node, const std::string& key,
+                         Endpoint* out) {
+  std::string text;
+  RETURN_IF_ERROR(r.GetString(node, key, &text));
+  auto ep = ParseEndpoint(text);
+  if (!ep.ok()) return r.Error(node, key, ep.status().message());
+  *out = *ep;
+  return Status::Ok();
+}
+
+Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
+  RETURN_IF_ERROR(r.CheckKeys(node, "server",
+                              {"http", "management", "io_threads", "max_body_bytes",
+                               "max_header_bytes", "idle_timeout_s", "runtime_path",
+                               "shutdown_timeout_s"}));
+  if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
+  if (node["management"]) {
+    RETURN_IF_ERROR(
+        ParseEndpointNode(r, node["management"], "server.management", &s->management));
+  }
+  if (node["io_threads"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["io_threads"], "server.io_threads", 1, 256, &s->io_threads));
+  }
+  if (node["max_body_bytes"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["max_body_bytes"], "server.max_body_bytes", 1024,
+                               int64_t{1} << 40, &s->max_body_bytes));
+  }
+  if (node["max_header_bytes"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["max_header_bytes"], "server.max_header_bytes", 1024,
+                               int64_t{1} << 24, &s->max_header_bytes));
+  }
+  if (node["idle_timeout_s"]) {
+    RETURN_IF_ERROR(
+        r.GetIntAs(node["idle_timeout_s"], "server.idle_timeout_s", 1, 86400, &s->idle_timeout_s));
+  }
+  if (node["shutdown_timeout_s"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["shutdown_timeout_s"], "server.shutdown_timeout_s", 0, 3600,
+                               &s->shutdown_timeout_s));
+  }
+  if (node["runtime_path"]) {
+    RETURN_IF_ERROR(r.GetString(node["runtime_path"], "server.runtime_path", &s->runtime_path));
+  }
+  return Status::Ok();
+}
+
+Status ParseTensors(const Reader& r, const YAML::Node& node, const std::string& key,
+                    std::vector<TensorSpec>* out) {
+  if (!node.IsSequence() || node.size() == 0) {
+    return r.Error(node, key, "must be a non-empty list of tensors");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node t = node[i];
+    const std::string k = key + "[" + std::to_string(i) + "]";
+    RETURN_IF_ERROR(r.CheckKeys(t, k, {"name", "datatype", "shape"}));
+    TensorSpec spec;
+    if (!t["name"]) return r.Error(t, k + ".name", "is required");
+    RETURN_IF_ERROR(r.GetString(t["name"], k + ".name", &spec.name));
+    if (spec.name.empty() || !names.insert(spec.name).second) {
+      return r.Error(t["name"], k + ".name", "must be non-empty and unique");
+    }
+    if (!t["datatype"]) return r.Error(t, k + ".datatype", "is required");
+    std::string type;
+    RETURN_IF_ERROR(r.GetString(t["datatype"], k + ".datatype", &type));
+    const auto dt = DataTypeFromName(type);
+    if (!dt) return r.Error(t["datatype"], k + ".datatype", "unknown datatype '" + type + "'");
+    spec.datatype = *dt;
+    const YAML::Node shape = t["shape"];
+    if (!shape || !shape.IsSequence() || shape.size() == 0) {
+      return r.Error(shape ? shape : t, k + ".shape", "must be a non-empty list of dims");
+    }
+    if (shape.size() > 8) return r.Error(shape, k + ".shape", "has more than 8 dims");
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t dim = 0;
+      RETURN_IF_ERROR(r.GetInt(shape[d], k + ".shape[" + std::to_string(d) + "]", -1,
+                               int64_t{1} << 31, &dim));
+      if (dim == 0) return r.Error(shape[d], k + ".shape", "dims must be -1 or >= 1");
+      spec.shape.push_back(dim);
+    }
+    if (spec.shape[0] != -1) {
+      return r.Error(shape, k + ".shape", "the first dim is the batch dim and must be -1");
+    }
+    out->push_back(std::move(spec));
+  }
+  return Status::Ok();
+}
+
+Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& key,
+                  const std::string& base_dir, ModelConfig* m) {
+  RETURN_IF_ERROR(r.CheckKeys(node, key,
+                              {"name", "path", "inputs", "outputs", "batching", "instances",
+                               "warmup_iterations", "startup_timeout_s"}));
+  if (!node["name"]) return r.Error(node, key + ".name", "is required");
+  RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
+  for (char c : m->name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
+      return r.Error(node["name"], key + ".name", "may hold only letters, digits, '_', '-', '.'");
+    }
+  }
+  if (m->name.empty()) return r.Error(node["name"], key + ".name", "must not be empty");
+  if (!node["path"]) return r.Error(node, key + ".path", "is required");
+  RETURN_IF_ERROR(r.GetString(node["path"], key + ".path", &m->path));
+  std::filesystem::path p(m->path);
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  m->path = p.lexically_normal().string();
+  if (!node["inputs"]) return r.Error(node, key + ".inputs", "is required");
+  RETURN_IF_ERROR(ParseTensors(r, node["inputs"], key + ".inputs", &m->inputs));
+  if (!node["outputs"]) return r.Error(node, key + ".outputs", "is required");
+  RETURN_IF_ERROR(ParseTensors(r, node["outputs"], key + ".outputs", &m->outputs));
+  if (m->inputs.size() > 8 || m->outputs.size() > 8) {
+    return r.Error(node, key, "at most 8 inputs and 8 outputs are supported");
+  }
+  if (const YAML::Node b = node["batching"]) {
+    const std::string k = key + ".batching";
+    RETURN_IF_ERROR(r.CheckKeys(b, k,
+                                {"max_batch", "max_delay_us", "max_inflight_batches",
+                                 "max_queue_rows"}));
+    if (b["max_batch"]) {
+      RETURN_IF_ERROR(
+          r.GetInt(b["max_batch"], k + ".max_batch", 0, 1 << 20, &m->batching.max_batch));
+    }
+    if (b["max_delay_us"]) {
+      RETURN_IF_ERROR(r.GetInt(b["max_delay_us"], k + ".max_delay_us", 0, 60'000'000,
+                               &m->batching.max_delay_us));
+    }
+    if (b["max_inflight_batches"]) {
+      RETURN_IF_ERROR(r.GetIntAs(b["max_inflight_batches"], k + ".max_inflight_batches", 1, 64,
+                                 &m->batching.max_inflight_batches));
+    }
+    if (b["max_queue_rows"]) {
+      RETURN_IF_ERROR(r.GetInt(b["max_queue_rows"], k + ".max_queue_rows", 1, 1 << 24,
+                               &m->batching.max_queue_rows));
+    }
+  }
+  const YAML::Node inst = node["instances"];
+  if (!inst) return r.Error(node, key + ".instances", "is required");
+  if (!inst.IsSequence() || inst.size() == 0) {
+    return r.Error(inst, key + ".instances", "must be a non-empty list of {count, threads, batch}");
+  }
+  for (size_t i = 0; i < inst.size(); ++i) {
+    const std::string k = key + ".instances[" + std::to_string(i) + "]";
+    RETURN_IF_ERROR(r.CheckKeys(inst[i], k, {"count", "threads", "batch"}));
+    InstanceGroup g;
+    for (const char* field : {"count", "threads", "batch"}) {
+      if (!inst[i][field]) return r.Error(inst[i], k + "." + field, "is required");
+    }
+    RETURN_IF_ERROR(r.GetIntAs(inst[i]["count"], k + ".count", 1, 1024, &g.count));
+    RETURN_IF_ERROR(r.GetIntAs(inst[i]["threads"], k + ".threads", 1, 1024, &g.threads));
+    RETURN_IF_ERROR(r.GetIntAs(inst[i]["batch"], k + ".batch", 1, 1 << 16, &g.batch));
+    m->instances.push_back(g);
+  }
+  if (node["warmup_iterations"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["warmup_iterations"], key + ".warmup_iterations", 0, 1000,
+                               &m->warmup_iterations));
+  }
+  if (node["startup_timeout_s"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["startup_timeout_s"], key + ".startup_timeout_s", 1, 86400,
+                               &m->startup_timeout_s));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int64_t ModelConfig::TargetBatch() const {
+  int64_t b = 0;
+  for (const InstanceGroup& g : instances) b += static_cast<int64_t>(g.count) * g.batch;
+  return b;
+}
+
+ModelSignature ModelConfig::Signature() const {
+  ModelSignature s;
+  s.name = name;
+  s.inputs = inputs;
+  s.outputs = outputs;
+  s.max_batch = batching.max_batch;
+  return s;
+}
+
+StatusOr<Endpoint> ParseEndpoint(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    return InvalidArgument("'" + text + "' is not HOST:PORT");
+  }
+  Endpoint ep;
+  ep.host = text.substr(0, colon);
+  if (ep.host.size() >= 2 && ep.host.front() == '[' && ep.host.back() == ']') {
+    ep.host = ep.host.substr(1, ep.host.size() - 2);
+  }
+  const std::string port = text.substr(colon + 1);
+  char* end = nullptr;
+  const long v = std::strtol(port.c_str(), &end, 10);
+  if (*end != '\0' || v < 0 || v > 65535) return InvalidArgument("bad port in '" + text + "'");
+  ep.port = static_cast<uint16_t>(v);
+  return ep;
+}
+
+StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
+                             const std::string& base_dir) {
+  Reader r(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ": " + e.what());
+  }
+  Config config;
+  config.source = source;
+  try {
+    RETURN_IF_ERROR(r.CheckKeys(root, "(top level)", {"server", "models"}));
+    if (root["server"]) RETURN_IF_ERROR(ParseServer(r, root["server"], &config.server));
+    const YAML::Node models = root["models"];
+    if (!models || !models.IsSequence() || models.size() == 0) {
+      return r.Error(models ? models : root, "models", "must be a non-empty list");
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < models.size(); ++i) {
+      ModelConfig m;
+      const std::string key = "models[" + std::to_string(i) + "]";
+      RETURN_IF_ERROR(ParseModel(r, models[i], key, base_dir, &m));
+      if (!names.insert(m.name).second) {
+        return r.Error(models[i]["name"], key + ".name", "duplicate model name '" + m.name + "'");
+      }
+      config.models.push_back(std::move(m));
+    }
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ": " + e.what());
+  }
+  return config;
+}
+
+StatusOr<Config> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read config file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string base = std::filesystem::absolute(path).parent_path().string();
+  return ParseConfig(text.str(), path, base);
+}
+
+}  // namespace packrat

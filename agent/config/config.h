@@ -1,0 +1,86 @@
+// The agent's YAML configuration (see docs/configuration.md for every key).
+//
+//   server:
+//     http: 127.0.0.1:8080          # port 0 = pick a free port (written to --port-file)
+//     management: 127.0.0.1:8081
+//   models:
+//     - name: demo
+//       path: models/resnet18.pt    # relative paths are relative to the config file's folder
+//       inputs:  [{name: input__0, datatype: FP32, shape: [-1, 3, 224, 224]}]
+//       outputs: [{name: output__0, datatype: FP32, shape: [-1, 1000]}]
+//       batching: {max_batch: 32, max_delay_us: 2000}
+//       instances: [{count: 2, threads: 1, batch: 4}]
+//
+// Errors name the file, the line and the key ("demo.yaml:7: models[0].instances[0].threads:
+// must be an integer >= 1"). Unknown keys are errors, so typos never pass silently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/kserve/tensor.h"
+#include "common/status.h"
+
+namespace packrat {
+
+struct Endpoint {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+};
+
+struct ServerConfig {
+  Endpoint http{"127.0.0.1", 8080};
+  Endpoint management{"127.0.0.1", 8081};
+  int io_threads = 2;                      // Asio threads serving HTTP
+  uint64_t max_body_bytes = 64ull << 20;   // larger bodies are answered 413
+  uint64_t max_header_bytes = 16ull << 10;
+  int idle_timeout_s = 60;                 // a connection silent this long is closed
+  std::string runtime_path;                // packrat-runtime; default: next to packrat-agent
+  int shutdown_timeout_s = 30;             // in-flight requests get this long on SIGTERM
+};
+
+struct InstanceGroup {
+  int count = 1;
+  int threads = 1;
+  int batch = 1;
+};
+
+struct BatchingConfig {
+  int64_t max_batch = 0;          // most rows one request may carry; 0 = no limit
+  int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
+  int max_inflight_batches = 2;   // batches dispatched but not finished, per model
+  int64_t max_queue_rows = 4096;  // rows waiting per model; beyond it requests get 429
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string path;  // absolute after loading
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  BatchingConfig batching;
+  std::vector<InstanceGroup> instances;
+  int warmup_iterations = 3;
+  int startup_timeout_s = 300;
+
+  // B: rows one aggregated batch aims for, Σ count·batch over the instance groups.
+  int64_t TargetBatch() const;
+  ModelSignature Signature() const;
+};
+
+struct Config {
+  std::string source;  // the file it was read from
+  ServerConfig server;
+  std::vector<ModelConfig> models;
+};
+
+// Parses and validates a config file. Never throws.
+StatusOr<Config> LoadConfig(const std::string& path);
+// Same, from text; `source` names it in errors and relative model paths resolve against
+// `base_dir`.
+StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
+                             const std::string& base_dir);
+// "127.0.0.1:8080" -> {host, port}; "[::1]:80" for IPv6.
+StatusOr<Endpoint> ParseEndpoint(const std::string& text);
+
+}  // namespace packrat

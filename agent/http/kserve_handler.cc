@@ -1,0 +1,218 @@
+#include "agent/http/kserve_handler.h"
+
+#include <charconv>
+#include <string_view>
+#include <vector>
+
+#include "agent/kserve/kserve_codec.h"
+
+namespace packrat {
+namespace {
+
+constexpr char kServerName[] = "packrat";
+constexpr char kServerVersion[] = "0.1.0";
+
+HttpResponse Json(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse Error(int status, std::string_view message) {
+  return Json(status, ErrorJson(message));
+}
+
+HttpResponse ErrorFor(const Status& s) {
+  HttpResponse r = Error(HttpStatusFor(s.code()), s.message());
+  if (s.code() == StatusCode::kResourceExhausted) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+// Health answers carry no body: 200 means true, 400 false (protocol: "4xx indicates false").
+HttpResponse Health(bool ok) {
+  HttpResponse r;
+  r.status = ok ? 200 : 400;
+  r.content_type = "text/plain";
+  return r;
+}
+
+std::vector<std::string_view> SplitPath(std::string_view target) {
+  const size_t q = target.find('?');
+  if (q != std::string_view::npos) target = target.substr(0, q);
+  std::vector<std::string_view> parts;
+  size_t pos = 0;
+  while (pos < target.size()) {
+    if (target[pos] == '/') {
+      ++pos;
+      continue;
+    }
+    const size_t next = target.find('/', pos);
+    parts.push_back(target.substr(pos, next == std::string_view::npos ? next : next - pos));
+    if (next == std::string_view::npos) break;
+    pos = next;
+  }
+  return parts;
+}
+
+void AppendTensorSpecs(std::string& out, const std::vector<TensorSpec>& specs) {
+  out += '[';
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"name\":";
+    AppendJsonString(out, specs[i].name);
+    out += ",\"datatype\":";
+    AppendJsonString(out, DataTypeName(specs[i].datatype));
+    out += ",\"shape\":" + ShapeToString(specs[i].shape) + "}";
+  }
+  out += ']';
+}
+
+std::string_view StateName(ModelState s) {
+  switch (s) {
+    case ModelState::kLoading: return "LOADING";
+    case ModelState::kReady: return "READY";
+    case ModelState::kFailed: return "FAILED";
+    case ModelState::kStopped: return "STOPPED";
+  }
+  return "UNKNOWN";
+}
+
+std::string ModelMetadata(const ServedModel& model) {
+  const ModelSignature& sig = model.signature();
+  std::string out = "{\"name\":";
+  AppendJsonString(out, sig.name);
+  out += ",\"versions\":[";
+  AppendJsonString(out, sig.version);
+  out += "],\"platform\":";
+  AppendJsonString(out, sig.platform);
+  out += ",\"inputs\":";
+  AppendTensorSpecs(out, sig.inputs);
+  out += ",\"outputs\":";
+  AppendTensorSpecs(out, sig.outputs);
+  out += ",\"parameters\":{\"state\":";
+  AppendJsonString(out, StateName(model.state()));
+  out += ",\"max_batch\":" + std::to_string(sig.max_batch);
+  out += ",\"target_batch\":" + std::to_string(model.config().TargetBatch());
+  const std::string failure = model.failure();
+  if (!failure.empty()) {
+    out += ",\"reason\":";
+    AppendJsonString(out, failure);
+  }
+  out += "}}";
+  return out;
+}
+
+}  // namespace
+
+int HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists: return 409;
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kFailedPrecondition: return 503;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kCancelled:
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+bool KserveHandler::AllReady() const {
+  for (const auto& [name, model] : *models_) {
+    if (model->state() != ModelState::kReady) return false;
+  }
+  return true;
+}
+
+void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
+  const std::vector<std::string_view> p = SplitPath(request.target);
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  const bool post = request.method == "POST";
+  if (p.empty() || p[0] != "v2") return respond(Error(404, "no route for " + request.target));
+
+  if (p.size() == 1) {
+    if (!get) return respond(Error(405, "use GET for server metadata"));
+    std::string body = "{\"name\":\"" + std::string(kServerName) + "\",\"version\":\"" +
+                       kServerVersion + "\",\"extensions\":[\"binary_tensor_data\"]}";
+    return respond(Json(200, std::move(body)));
+  }
+  if (p[1] == "health" && p.size() == 3) {
+    if (!get) return respond(Error(405, "use GET for health"));
+    if (p[2] == "live") return respond(Health(true));
+    if (p[2] == "ready") return respond(Health(AllReady()));
+    return respond(Error(404, "no route for " + request.target));
+  }
+  if (p[1] != "models" || p.size() < 3) {
+    return respond(Error(404, "no route for " + request.target));
+  }
+  const auto it = models_->find(p[2]);
+  if (it == models_->end()) {
+    return respond(Error(404, "unknown model '" + std::string(p[2]) + "'"));
+  }
+  ServedModel* model = it->second.get();
+  size_t next = 3;
+  if (p.size() >= 5 && p[3] == "versions") {
+    if (p[4] != model->signature().version) {
+      return respond(Error(404, "model '" + model->name() + "' has no version '" +
+                                    std::string(p[4]) + "'"));
+    }
+    next = 5;
+  }
+  if (p.size() == next) {
+    if (!get) return respond(Error(405, "use GET for model metadata"));
+    return respond(Json(200, ModelMetadata(*model)));
+  }
+  if (p.size() == next + 1 && p[next] == "ready") {
+    if (!get) return respond(Error(405, "use GET for model readiness"));
+    return respond(Health(model->state() == ModelState::kReady));
+  }
+  if (p.size() == next + 1 && p[next] == "infer") {
+    if (!post) return respond(Error(405, "use POST for inference"));
+    return Infer(model, std::move(request), std::move(respond));
+  }
+  return respond(Error(404, "no route for " + request.target));
+}
+
+void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder respond) {
+  if (model->state() != ModelState::kReady) {
+    return respond(Error(503, "model '" + model->name() + "' is not ready"));
+  }
+  std::optional<size_t> header_length;
+  if (auto h = request.Header("inference-header-content-length")) {
+    size_t v = 0;
+    const auto [ptr, ec] = std::from_chars(h->data(), h->data() + h->size(), v);
+    if (ec != std::errc() || ptr != h->data() + h->size()) {
+      return respond(Error(400, "bad Inference-Header-Content-Length '" + std::string(*h) + "'"));
+    }
+    header_length = v;
+  }
+  auto decoded = DecodeInferRequest(model->signature(), std::move(request.body), header_length);
+  if (!decoded.ok()) return respond(ErrorFor(decoded.status()));
+
+  auto done = [model, respond](const Status& status, InferenceRequest& req) {
+    if (!status.ok()) return respond(ErrorFor(status));
+    std::vector<TensorView> outputs;
+    outputs.reserve(req.outputs().size());
+    for (const Tensor& t : req.outputs()) outputs.push_back(t.View());
+    auto encoded = EncodeInferResponse(model->signature(), req.decoded(), outputs);
+    if (!encoded.ok()) return respond(ErrorFor(encoded.status()));
+    HttpResponse r;
+    r.status = 200;
+    r.content_type = std::move(encoded->content_type);
+    r.body = std::move(encoded->body);
+    if (encoded->header_length) {
+      r.headers.emplace_back("Inference-Header-Content-Length",
+                             std::to_string(*encoded->header_length));
+    }
+    respond(std::move(r));
+  };
+  auto req = std::make_shared<InferenceRequest>(std::move(decoded).value(), std::move(done),
+                                                std::chrono::steady_clock::now());
+  if (Status s = model->Submit(req); !s.ok()) respond(ErrorFor(s));
+}
+
+}  // namespace packrat

@@ -1,0 +1,39 @@
+// KServe v2 / Open Inference Protocol REST routes over the agent's models:
+//   GET  /v2/health/live | /v2/health/ready | /v2
+//   GET  /v2/models/{m}[/versions/{v}] | .../ready
+//   POST /v2/models/{m}[/versions/{v}]/infer   (JSON and binary tensor extension)
+// Errors are `{"error": "..."}` with the HTTP status of the Status code (HttpStatusFor).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "agent/http/http_types.h"
+#include "agent/model/served_model.h"
+#include "common/status.h"
+
+namespace packrat {
+
+// 400, 404, 409, 429, 503, 504 or 500.
+int HttpStatusFor(StatusCode code);
+
+// Models by name. Filled before serving starts and never changed after, so lookups from any
+// thread need no lock.
+using ModelMap = std::map<std::string, std::unique_ptr<ServedModel>, std::less<>>;
+
+class KserveHandler : public HttpHandler {
+ public:
+  // `models` is not owned and must outlive the handler.
+  explicit KserveHandler(const ModelMap* models) : models_(models) {}
+
+  void Handle(HttpRequest request, HttpResponder respond) override;
+
+ private:
+  void Infer(ServedModel* model, HttpRequest request, HttpResponder respond);
+  bool AllReady() const;
+
+  const ModelMap* models_;
+};
+
+}  // namespace packrat

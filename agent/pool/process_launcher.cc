@@ -1,0 +1,148 @@
+#include "agent/pool/process_launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+namespace packrat {
+namespace {
+
+std::string Describe(int wstatus) {
+  if (WIFEXITED(wstatus)) return "exit " + std::to_string(WEXITSTATUS(wstatus));
+  if (WIFSIGNALED(wstatus)) return "signal " + std::to_string(WTERMSIG(wstatus));
+  return "status " + std::to_string(wstatus);
+}
+
+StatusOr<pid_t> ForkExec(const LaunchSpec& spec) {
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> storage;
+  storage.push_back(spec.path);
+  storage.insert(storage.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : spec.cores) CPU_SET(c, &set);
+  const pid_t parent = getpid();
+
+  int pipefd[2];  // reports an exec failure (errno) back to the parent; closed on exec
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return Internal(std::string("pipe2: ") + strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return Internal(std::string("fork: ") + strerror(errno));
+  }
+  if (pid == 0) {
+    close(pipefd[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    if (!spec.cores.empty()) sched_setaffinity(0, sizeof(set), &set);
+    execv(argv[0], argv.data());
+    const int err = errno;
+    [[maybe_unused]] ssize_t n = write(pipefd[1], &err, sizeof(err));
+    _exit(127);
+  }
+  close(pipefd[1]);
+  int err = 0;
+  ssize_t n;
+  do {
+    n = read(pipefd[0], &err, sizeof(err));
+  } while (n < 0 && errno == EINTR);
+  close(pipefd[0]);
+  if (n == sizeof(err)) {
+    waitpid(pid, nullptr, 0);
+    return Internal("cannot execute '" + spec.path + "': " + strerror(err));
+  }
+  return pid;
+}
+
+}  // namespace
+
+struct ForkExecLauncher::Impl {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> tasks;  // guarded by mu
+  bool stop = false;                        // guarded by mu
+  std::thread thread;
+
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      cv.wait(lock, [&] { return stop || !tasks.empty(); });
+      if (tasks.empty()) return;
+      auto task = std::move(tasks.front());
+      tasks.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+};
+
+ForkExecLauncher::ForkExecLauncher() : impl_(std::make_unique<Impl>()) {
+  impl_->thread = std::thread([this] { impl_->Loop(); });
+}
+
+ForkExecLauncher::~ForkExecLauncher() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  impl_->thread.join();
+}
+
+StatusOr<pid_t> ForkExecLauncher::Launch(const LaunchSpec& spec) {
+  std::packaged_task<StatusOr<pid_t>()> task([&spec] { return ForkExec(spec); });
+  auto result = task.get_future();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop) return Unavailable("launcher stopped");
+    impl_->tasks.emplace_back([&task] { task(); });
+  }
+  impl_->cv.notify_all();
+  return result.get();
+}
+
+void ForkExecLauncher::Signal(pid_t pid, int signal) {
+  if (pid > 0) kill(pid, signal);
+}
+
+std::optional<std::string> ForkExecLauncher::Poll(pid_t pid) {
+  int wstatus = 0;
+  const pid_t r = waitpid(pid, &wstatus, WNOHANG);
+  if (r == pid) return Describe(wstatus);
+  if (r < 0) return std::string("gone");  // already reaped or not our child
+  return std::nullopt;
+}
+
+std::optional<std::string> ForkExecLauncher::Wait(pid_t pid, std::chrono::milliseconds timeout) {
+  if (auto done = Poll(pid)) return done;
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd pfd{pidfd, POLLIN, 0};
+    int rc;
+    do {
+      rc = poll(&pfd, 1, static_cast<int>(timeout.count()));
+    } while (rc < 0 && errno == EINTR);
+    close(pidfd);
+  }
+  return Poll(pid);
+}
+
+}  // namespace packrat

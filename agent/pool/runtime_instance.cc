@@ -1,0 +1,326 @@
+#include "agent/pool/runtime_instance.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "agent/batching/slice_io.h"
+#include "common/logging.h"
+#include "shm/futex.h"
+
+namespace packrat {
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(200);
+
+uint64_t SlabBytes(const std::vector<TensorSpec>& specs, int64_t rows, uint64_t variable) {
+  uint64_t total = 0;
+  for (const TensorSpec& s : specs) {
+    const int64_t row = s.RowBytes();
+    total += shm::AlignUp(row < 0 ? variable : static_cast<uint64_t>(row) * rows);
+  }
+  return total;
+}
+
+std::string JoinInts(const std::vector<int64_t>& v, size_t from) {
+  std::string out;
+  for (size_t i = from; i < v.size(); ++i) {
+    if (i > from) out += ',';
+    out += std::to_string(v[i]);
+  }
+  return out;
+}
+
+std::atomic<uint64_t> g_segment_counter{0};
+
+}  // namespace
+
+RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher* launcher,
+                                 std::unique_ptr<shm::Segment> segment, pid_t pid)
+    : options_(std::move(options)),
+      launcher_(launcher),
+      segment_(std::move(segment)),
+      pid_(pid),
+      running_(segment_->num_slots()),
+      slot_busy_(segment_->num_slots(), false) {
+  completion_thread_ = std::thread([this] { CompletionLoop(); });
+}
+
+StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
+    const RuntimeInstanceOptions& options, ProcessLauncher* launcher) {
+  const std::string label = options.model_name + "/" + std::to_string(options.index);
+  shm::SegmentOptions seg;
+  seg.num_slots = options.slots;
+  seg.ring_capacity = 8;
+  while (seg.ring_capacity < options.slots) seg.ring_capacity *= 2;
+  seg.slot_input_bytes = SlabBytes(options.inputs, options.batch, options.variable_slab_bytes);
+  seg.slot_output_bytes = SlabBytes(options.outputs, options.batch, options.variable_slab_bytes);
+  const std::string name = shm::Segment::MakeName(
+      getpid(), options.model_name + "." + std::to_string(options.index) + "." +
+                    std::to_string(g_segment_counter.fetch_add(1)));
+  ASSIGN_OR_RETURN(std::unique_ptr<shm::Segment> segment, shm::Segment::Create(name, seg));
+
+  LaunchSpec spec;
+  spec.path = options.runtime_path;
+  spec.cores = options.cores;
+  auto add = [&spec](const std::string& flag, const std::string& value) {
+    spec.args.push_back(flag);
+    spec.args.push_back(value);
+  };
+  add("--segment", name);
+  add("--model", options.model_path);
+  add("--threads", std::to_string(options.threads));
+  add("--agent-pid", std::to_string(getpid()));
+  add("--name", label);
+  if (!options.cores.empty()) {
+    std::vector<int64_t> cores(options.cores.begin(), options.cores.end());
+    add("--cores", JoinInts(cores, 0));
+  }
+  for (const TensorSpec& in : options.inputs) {
+    add("--input", std::string(DataTypeName(in.datatype)) + ":" + JoinInts(in.shape, 1));
+  }
+  for (const TensorSpec& out : options.outputs) {
+    add("--output-type", std::string(DataTypeName(out.datatype)));
+  }
+  // Warm up at the slice sizes this instance will see: its full batch and a single row.
+  add("--warmup-batch", std::to_string(options.batch));
+  if (options.batch != 1) add("--warmup-batch", "1");
+  add("--warmup-iterations", std::to_string(options.warmup_iterations));
+
+  ASSIGN_OR_RETURN(pid_t pid, launcher->Launch(spec));
+  const auto deadline = std::chrono::steady_clock::now() + options.startup_timeout;
+  std::atomic<uint32_t>* state = &segment->header()->state;
+  while (true) {
+    const uint32_t s = state->load(std::memory_order_acquire);
+    if (s == static_cast<uint32_t>(shm::RuntimeState::kReady)) break;
+    if (s == static_cast<uint32_t>(shm::RuntimeState::kFailed)) {
+      launcher->Wait(pid, std::chrono::seconds(5));
+      return FailedPrecondition("runtime " + label + " failed to start: " + segment->ErrorText());
+    }
+    if (auto exit = launcher->Poll(pid)) {
+      return Unavailable("runtime " + label + " exited during start-up (" + *exit + ")" +
+                         (segment->ErrorText().empty() ? "" : ": " + segment->ErrorText()));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      launcher->Signal(pid, SIGKILL);
+      launcher->Wait(pid, std::chrono::seconds(5));
+      return DeadlineExceeded("runtime " + label + " was not ready within " +
+                              std::to_string(options.startup_timeout.count()) + " s");
+    }
+    shm::FutexWait(state, s, kPollInterval);
+  }
+  PACKRAT_LOG(INFO) << "instance " << label << " ready: pid " << pid << ", " << options.threads
+                    << " thread(s), batch " << options.batch << ", segment " << name;
+  return std::unique_ptr<RuntimeInstance>(
+      new RuntimeInstance(options, launcher, std::move(segment), pid));
+}
+
+RuntimeInstance::~RuntimeInstance() { Stop(std::chrono::seconds(5)); }
+
+size_t RuntimeInstance::load() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_.size() + std::count(slot_busy_.begin(), slot_busy_.end(), true);
+}
+
+bool RuntimeInstance::alive() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_reason_.empty() && !stopped_;
+}
+
+void RuntimeInstance::Enqueue(WorkSlice slice) {
+  std::vector<std::pair<WorkSlice, Status>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) {
+      failed.emplace_back(std::move(slice),
+                          Unavailable(dead_reason_.empty() ? "instance is stopping" : dead_reason_));
+    } else {
+      queued_.push_back(std::move(slice));
+      failed = FillSlotsLocked();
+    }
+  }
+  for (auto& [s, status] : failed) {
+    FailSlice(s, status);
+    if (s.on_done) s.on_done();
+  }
+}
+
+std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
+  std::vector<std::pair<WorkSlice, Status>> failed;
+  std::vector<TensorView> inputs;
+  for (uint32_t slot = 0; slot < slot_busy_.size() && !queued_.empty(); ++slot) {
+    if (slot_busy_[slot]) continue;
+    WorkSlice slice = std::move(queued_.front());
+    queued_.pop_front();
+    uint8_t* slab = segment_->input_slab(slot);
+    Status s = GatherInputs(slice, slab, segment_->input_capacity(), &inputs);
+    if (s.ok() && inputs.size() > static_cast<size_t>(shm::kMaxTensors)) {
+      s = InvalidArgument("too many inputs");
+    }
+    if (!s.ok()) {
+      failed.emplace_back(std::move(slice), s);
+      --slot;  // try the next queued slice in the same slot
+      continue;
+    }
+    shm::BatchMessage msg;
+    std::memset(&msg, 0, sizeof(msg));
+    msg.batch_id = next_batch_id_++;
+    msg.slot = slot;
+    msg.rows = slice.rows;
+    msg.num_tensors = static_cast<uint32_t>(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      shm::TensorDesc& d = msg.tensors[i];
+      d.datatype = static_cast<uint8_t>(inputs[i].datatype);
+      d.ndim = static_cast<uint8_t>(inputs[i].shape.size());
+      for (size_t k = 0; k < inputs[i].shape.size(); ++k) d.shape[k] = inputs[i].shape[k];
+      d.offset = static_cast<uint64_t>(inputs[i].data - slab);
+      d.byte_size = inputs[i].byte_size;
+    }
+    // The ring holds at least one entry per slot, so a push for a free slot always fits.
+    if (!segment_->requests().TryPush(msg)) {
+      failed.emplace_back(std::move(slice), Internal("request ring unexpectedly full"));
+      continue;
+    }
+    running_[slot] = std::move(slice);
+    slot_busy_[slot] = true;
+  }
+  return failed;
+}
+
+bool RuntimeInstance::IdleLocked() const {
+  return queued_.empty() && std::none_of(slot_busy_.begin(), slot_busy_.end(),
+                                         [](bool busy) { return busy; });
+}
+
+void RuntimeInstance::CompletionLoop() {
+  shm::CompletionMessage msg;
+  while (true) {
+    const Status s = segment_->completions().Pop(&msg, kPollInterval);
+    if (s.ok()) {
+      HandleCompletion(msg);
+      continue;
+    }
+    if (s.code() != StatusCode::kDeadlineExceeded) return;  // ring closed by Stop()
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_ || !dead_reason_.empty()) continue;
+    }
+    if (auto exit = launcher_->Poll(pid_)) {
+      MarkDead("runtime " + options_.model_name + "/" + std::to_string(options_.index) +
+               " exited (" + *exit + ")");
+    }
+  }
+}
+
+void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
+  std::optional<WorkSlice> slice;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (msg.slot >= running_.size() || !running_[msg.slot].has_value()) {
+      PACKRAT_LOG(ERROR) << "completion for idle slot " << msg.slot << " ignored";
+      return;
+    }
+    slice = std::move(running_[msg.slot]);
+    running_[msg.slot].reset();
+  }
+  // slot_busy_ keeps the slot from being refilled until its outputs are copied out below.
+  if (msg.status != shm::CompletionStatus::kOk) {
+    FailSlice(*slice, Internal("model execution failed: " +
+                               std::string(msg.error, strnlen(msg.error, sizeof(msg.error)))));
+  } else if (msg.num_tensors != options_.outputs.size()) {
+    FailSlice(*slice, Internal("model returned " + std::to_string(msg.num_tensors) +
+                               " outputs, the config declares " +
+                               std::to_string(options_.outputs.size())));
+  } else {
+    const uint8_t* slab = segment_->output_slab(msg.slot);
+    const uint64_t cap = segment_->output_capacity();
+    std::vector<TensorView> outputs(msg.num_tensors);
+    Status valid;
+    for (uint32_t i = 0; i < msg.num_tensors && valid.ok(); ++i) {
+      const shm::TensorDesc& d = msg.tensors[i];
+      if (d.ndim < 1 || d.ndim > shm::kMaxDims || d.offset > cap || d.byte_size > cap - d.offset) {
+        valid = Internal("runtime sent a malformed output descriptor");
+        break;
+      }
+      TensorView& v = outputs[i];
+      v.name = options_.outputs[i].name;
+      v.datatype = static_cast<DataType>(d.datatype);
+      v.shape.assign(d.shape, d.shape + d.ndim);
+      v.data = slab + d.offset;
+      v.byte_size = d.byte_size;
+      if (v.shape[0] != slice->rows) {
+        valid = Internal("model output '" + v.name + "' has " + std::to_string(v.shape[0]) +
+                         " rows for a batch of " + std::to_string(slice->rows));
+      }
+    }
+    if (valid.ok()) {
+      ScatterOutputs(*slice, outputs);
+    } else {
+      FailSlice(*slice, valid);
+    }
+  }
+  if (slice->on_done) slice->on_done();
+
+  std::vector<std::pair<WorkSlice, Status>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slot_busy_[msg.slot] = false;
+    failed = FillSlotsLocked();
+    if (IdleLocked()) idle_cv_.notify_all();
+  }
+  for (auto& [s, status] : failed) {
+    FailSlice(s, status);
+    if (s.on_done) s.on_done();
+  }
+}
+
+void RuntimeInstance::MarkDead(const std::string& why) {
+  std::vector<WorkSlice> orphans;
+  bool was_stopped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    was_stopped = stopped_;
+    dead_reason_ = why;
+    accepting_ = false;
+    for (auto& r : running_) {
+      if (r.has_value()) orphans.push_back(std::move(*r));
+      r.reset();
+    }
+    std::fill(slot_busy_.begin(), slot_busy_.end(), false);
+    for (auto& q : queued_) orphans.push_back(std::move(q));
+    queued_.clear();
+    idle_cv_.notify_all();
+  }
+  if (!was_stopped || !orphans.empty()) {
+    PACKRAT_LOG(ERROR) << why << "; failing " << orphans.size() << " slice(s)";
+  }
+  for (WorkSlice& s : orphans) {
+    FailSlice(s, Unavailable(why));
+    if (s.on_done) s.on_done();
+  }
+}
+
+void RuntimeInstance::Stop(std::chrono::milliseconds drain) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopped_) return;
+    accepting_ = false;
+    idle_cv_.wait_for(lock, drain, [&] { return IdleLocked(); });
+    stopped_ = true;
+  }
+  segment_->requests().Close();  // the runtime leaves its loop and exits 0
+  if (!launcher_->Wait(pid_, std::chrono::seconds(5))) {
+    PACKRAT_LOG(WARNING) << "runtime pid " << pid_ << " did not exit; killing it";
+    launcher_->Signal(pid_, SIGKILL);
+    launcher_->Wait(pid_, std::chrono::seconds(5));
+  }
+  segment_->completions().Close();
+  if (completion_thread_.joinable()) completion_thread_.join();
+  MarkDead("instance stopped");  // fails whatever did not drain in time
+  segment_.reset();              // unmaps and removes the shared-memory name
+}
+
+}  // namespace packrat

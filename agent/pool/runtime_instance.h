@@ -1,0 +1,101 @@
+// One thin model instance: a packrat-runtime process, its shared-memory segment, and the agent
+// thread that collects its completions.
+//
+// Life cycle: Start() creates the segment, launches the process and blocks until the runtime
+// has loaded and warmed up the model (or failed). Enqueue()d slices wait in a FIFO for one of
+// the segment's slots; a slot is filled (the one input copy), pushed to the request ring, and
+// freed when its completion arrives. Stop() drains in-flight work, closes the rings, reaps the
+// process and removes the segment. If the process dies, every queued and running slice fails
+// with kUnavailable and later slices fail at once.
+//
+// Thread-safety: Enqueue/load/Stop may be called from any thread. Completion callbacks
+// (request delivery, slice on_done) run on the instance's completion thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/batching/instance_executor.h"
+#include "agent/kserve/tensor.h"
+#include "agent/pool/process_launcher.h"
+#include "shm/segment.h"
+
+namespace packrat {
+
+struct RuntimeInstanceOptions {
+  std::string model_name;
+  int index = 0;                // position in the model's instance list, for names and logs
+  std::string runtime_path;     // packrat-runtime
+  std::string model_path;
+  int threads = 1;
+  int64_t batch = 1;            // b: the most rows in one slice
+  std::vector<int> cores;       // pinned cores; empty = inherit the agent's affinity
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  int warmup_iterations = 3;
+  std::chrono::seconds startup_timeout{300};
+  uint32_t slots = 2;           // slices in flight: one computing while the next is copied in
+  uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
+};
+
+class RuntimeInstance : public InstanceExecutor {
+ public:
+  // Blocks until the runtime is ready. Errors carry the runtime's own reason (e.g. the model
+  // failed to load). `launcher` is not owned and must outlive the instance.
+  static StatusOr<std::unique_ptr<RuntimeInstance>> Start(const RuntimeInstanceOptions& options,
+                                                          ProcessLauncher* launcher);
+  ~RuntimeInstance() override;  // Stop()s with a short drain
+
+  void Enqueue(WorkSlice slice) override;
+  int64_t batch_size() const override { return options_.batch; }
+  size_t load() const override;
+
+  // Lets in-flight and queued slices finish (up to `drain`), then stops the process and removes
+  // the segment. Slices enqueued afterwards fail with kUnavailable. Idempotent.
+  void Stop(std::chrono::milliseconds drain);
+
+  pid_t pid() const { return pid_; }
+  const RuntimeInstanceOptions& options() const { return options_; }
+  bool alive() const;
+
+ private:
+  RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher* launcher,
+                  std::unique_ptr<shm::Segment> segment, pid_t pid);
+
+  void CompletionLoop();
+  // Moves queued slices into free slots. Returns slices that failed to start (to be failed by
+  // the caller without the lock). Requires mu_.
+  std::vector<std::pair<WorkSlice, Status>> FillSlotsLocked();
+  void HandleCompletion(const shm::CompletionMessage& msg);
+  // The runtime is gone: fail everything, refuse new work.
+  void MarkDead(const std::string& why);
+  bool IdleLocked() const;
+
+  const RuntimeInstanceOptions options_;
+  ProcessLauncher* const launcher_;
+  std::unique_ptr<shm::Segment> segment_;
+  const pid_t pid_;
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;                // signalled when nothing is queued or running
+  std::deque<WorkSlice> queued_;                   // guarded by mu_
+  std::vector<std::optional<WorkSlice>> running_;  // by slot; guarded by mu_
+  // By slot: true from filling the input slab until the outputs were copied out. Guarded by mu_.
+  std::vector<bool> slot_busy_;
+  bool accepting_ = true;                          // guarded by mu_
+  std::string dead_reason_;                        // guarded by mu_; non-empty once dead
+  bool stopped_ = false;                           // guarded by mu_
+  uint64_t next_batch_id_ = 1;                     // guarded by mu_
+  std::thread completion_thread_;
+};
+
+}  // namespace packrat

@@ -1,0 +1,48 @@
+// Minimal leveled logging to stderr: `PACKRAT_LOG(INFO) << "text " << value;`
+//
+// Thread-safe: each statement is formatted into its own buffer and written with one write(2),
+// so lines from different threads and processes never interleave. The minimum level comes from
+// the PACKRAT_LOG_LEVEL environment variable (DEBUG, INFO, WARNING, ERROR; default INFO).
+#pragma once
+
+#include <sstream>
+#include <string_view>
+
+namespace packrat {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+
+bool LogEnabled(LogLevel level);
+// Sets the process-wide prefix, e.g. "agent" or "runtime[demo/0]".
+void SetLogComponent(std::string_view component);
+
+class LogMessage {
+ public:
+  LogMessage(LogLevel level, const char* file, int line);
+  ~LogMessage();  // writes the line
+  std::ostream& stream() { return stream_; }
+
+ private:
+  LogLevel level_;
+  std::ostringstream stream_;
+};
+
+}  // namespace packrat
+
+#define PACKRAT_LOG_LEVEL_DEBUG ::packrat::LogLevel::kDebug
+#define PACKRAT_LOG_LEVEL_INFO ::packrat::LogLevel::kInfo
+#define PACKRAT_LOG_LEVEL_WARNING ::packrat::LogLevel::kWarning
+#define PACKRAT_LOG_LEVEL_ERROR ::packrat::LogLevel::kError
+
+namespace packrat {
+// Lets PACKRAT_LOG be a single expression (safe inside an unbraced if/else).
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
+}  // namespace packrat
+
+#define PACKRAT_LOG(level)                                  \
+  !::packrat::LogEnabled(PACKRAT_LOG_LEVEL_##level)         \
+      ? (void)0                                             \
+      : ::packrat::LogVoidify() &                           \
+            ::packrat::LogMessage(PACKRAT_LOG_LEVEL_##level, __FILE__, __LINE__).stream()

@@ -1,0 +1,165 @@
+// packrat-runtime: one thin model instance. Launched by packrat-agent (never by hand) with the
+// shared-memory segment it serves; see docs/architecture.md for the protocol.
+//
+//   packrat-runtime --segment NAME --model PATH --threads T [--cores 0,1] [--agent-pid PID]
+//                   [--input FP32:3,224,224]... [--output-type FP32]... [--warmup-batch 4]...
+//                   [--warmup-iterations 3] [--name demo/0]
+//
+// Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/logging.h"
+#include "runtime/model_runner.h"
+#include "runtime/worker.h"
+#include "shm/segment.h"
+
+namespace packrat::runtime {
+namespace {
+
+struct Flags {
+  std::string segment;
+  std::string model;
+  std::string name = "runtime";
+  int threads = 1;
+  pid_t agent_pid = 0;
+  std::vector<int> cores;
+  std::vector<InputSpec> inputs;
+  std::vector<DataType> output_types;
+  std::vector<int64_t> warmup_batches;
+  int warmup_iterations = 3;
+};
+
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
+  std::vector<int64_t> values;
+  size_t pos = 0;
+  while (pos <= text.size() && !text.empty()) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0') return InvalidArgument("bad integer list '" + text + "'");
+    values.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return values;
+}
+
+StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return InvalidArgument("flag " + flag + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--segment") {
+      f.segment = value;
+    } else if (flag == "--model") {
+      f.model = value;
+    } else if (flag == "--name") {
+      f.name = value;
+    } else if (flag == "--threads") {
+      f.threads = std::atoi(value.c_str());
+    } else if (flag == "--agent-pid") {
+      f.agent_pid = static_cast<pid_t>(std::atoi(value.c_str()));
+    } else if (flag == "--cores") {
+      ASSIGN_OR_RETURN(auto cores, ParseIntList(value));
+      for (int64_t c : cores) f.cores.push_back(static_cast<int>(c));
+    } else if (flag == "--input") {  // DTYPE:d1,d2,...  (row shape; may be empty)
+      const size_t colon = value.find(':');
+      const auto type = DataTypeFromName(value.substr(0, colon));
+      if (!type) return InvalidArgument("bad --input '" + value + "'");
+      InputSpec spec;
+      spec.datatype = *type;
+      if (colon != std::string::npos && colon + 1 < value.size()) {
+        ASSIGN_OR_RETURN(spec.row_shape, ParseIntList(value.substr(colon + 1)));
+      }
+      f.inputs.push_back(std::move(spec));
+    } else if (flag == "--output-type") {
+      const auto type = DataTypeFromName(value);
+      f.output_types.push_back(type ? *type : DataType::kInvalid);
+    } else if (flag == "--warmup-batch") {
+      f.warmup_batches.push_back(std::atoll(value.c_str()));
+    } else if (flag == "--warmup-iterations") {
+      f.warmup_iterations = std::atoi(value.c_str());
+    } else {
+      return InvalidArgument("unknown flag " + flag);
+    }
+  }
+  if (f.segment.empty() || f.model.empty()) return InvalidArgument("--segment and --model are required");
+  if (f.threads < 1) return InvalidArgument("--threads must be >= 1");
+  return f;
+}
+
+Status PinToCores(const std::vector<int>& cores) {
+  if (cores.empty()) return Status::Ok();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cores) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    return Internal("sched_setaffinity failed: " + std::string(strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
+  auto flags_or = ParseFlags(argc, argv);
+  if (!flags_or.ok()) {
+    std::cerr << "packrat-runtime: " << flags_or.status().message() << "\n";
+    return 2;
+  }
+  const Flags& flags = *flags_or;
+  SetLogComponent("runtime[" + flags.name + "]");
+  // Die with the agent. The agent forks from a thread that lives as long as the agent, so the
+  // signal is not sent early; re-check the parent to close the race with an agent already gone.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (flags.agent_pid != 0 && getppid() != flags.agent_pid) return 1;
+
+  auto segment_or = shm::Segment::Open(flags.segment);
+  if (!segment_or.ok()) {
+    PACKRAT_LOG(ERROR) << segment_or.status().ToString();
+    return 1;
+  }
+  std::unique_ptr<shm::Segment> segment = std::move(segment_or).value();
+  auto fail = [&](const Status& s) {
+    PACKRAT_LOG(ERROR) << s.ToString();
+    segment->Fail(s.ToString());
+    return 1;
+  };
+  if (Status s = PinToCores(flags.cores); !s.ok()) return fail(s);
+
+  ModelRunnerOptions options;
+  options.model_path = flags.model;
+  options.threads = flags.threads;
+  options.output_types = flags.output_types;
+  auto runner_or = ModelRunner::Create(options);
+  if (!runner_or.ok()) return fail(runner_or.status());
+  std::unique_ptr<ModelRunner> runner = std::move(runner_or).value();
+  if (!flags.inputs.empty() && !flags.warmup_batches.empty()) {
+    if (Status s = runner->Warmup(flags.inputs, flags.warmup_batches, flags.warmup_iterations);
+        !s.ok()) {
+      return fail(s);
+    }
+  }
+  segment->header()->runtime_pid.store(getpid(), std::memory_order_release);
+  segment->SetState(shm::RuntimeState::kReady);
+  PACKRAT_LOG(INFO) << "ready: model " << flags.model << ", " << flags.threads << " thread(s)";
+
+  Worker worker(segment.get(), runner.get(), WorkerOptions{flags.agent_pid, {}});
+  Status s = worker.Run();
+  segment->SetState(shm::RuntimeState::kStopped);
+  if (!s.ok()) PACKRAT_LOG(WARNING) << "stopping: " << s.message();
+  return 0;
+}
+
+}  // namespace
+}  // namespace packrat::runtime
+
+int main(int argc, char** argv) { return packrat::runtime::Main(argc, argv); }

@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""Generates the TorchScript models Packrat's demo, tests and benchmarks serve.
+
+Run with Debian's interpreter (/usr/bin/python3, which has python3-torch and
+python3-torchvision). Weights are random but seeded, so every machine gets the same files.
+Nothing generated here is committed: `scripts/setup.sh` calls this.
+
+    /usr/bin/python3 scripts/make_models.py --out models [--bench]
+"""
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+
+
+class TinyMlp(nn.Module):
+    """16 -> 32 -> 8: the tiny model for overhead and throughput measurements."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class TwoHead(nn.Module):
+    """Two inputs (FP32 features, INT64 ids) and two outputs (FP32 scores, INT64 argmax):
+    exercises multi-tensor requests and non-float datatypes end to end."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 8)
+        self.fc = nn.Linear(8 + 8, 5)
+
+    def forward(self, x, ids):
+        h = torch.cat([x, self.emb(ids).mean(dim=1)], dim=1)
+        scores = self.fc(h)
+        return scores, scores.argmax(dim=1)
+
+
+class SmallCnn(nn.Module):
+    """A small image classifier (3x32x32 -> 10) for tests of image-shaped tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(), nn.Linear(32, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def save(module, example, path):
+    module.eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(module, example)
+    traced.save(path)
+    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default="models")
+    parser.add_argument("--bench", action="store_true", help="also the large benchmark models")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.manual_seed(0)
+
+    import torchvision  # noqa: E402  (slow import: only when needed)
+
+    jobs = [
+        ("tiny_mlp.pt", TinyMlp(), (torch.randn(2, 16),)),
+        ("two_head.pt", TwoHead(), (torch.randn(2, 8), torch.randint(0, 100, (2, 4)))),
+        ("small_cnn.pt", SmallCnn(), (torch.randn(2, 3, 32, 32),)),
+        ("resnet18.pt", torchvision.models.resnet18(), (torch.randn(1, 3, 224, 224),)),
+    ]
+    if args.bench:
+        jobs.append(("resnet50.pt", torchvision.models.resnet50(), (torch.randn(1, 3, 224, 224),)))
+    for name, module, example in jobs:
+        path = os.path.join(args.out, name)
+        if os.path.exists(path):
+            print(f"kept {path}")
+            continue
+        save(module, example, path)
+    # A file that is not TorchScript, for the load-failure tests.
+    with open(os.path.join(args.out, "not_a_model.pt"), "w") as f:
+        f.write("this is not a TorchScript archive\n")
+
+
+if __name__ == "__main__":
+    main()

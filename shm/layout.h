@@ -1,0 +1,110 @@
+// The plain-data layout of one instance's shared-memory segment: the ABI between the agent and
+// one packrat-runtime process.
+//
+//   [SegmentHeader][request ring][completion ring][slot 0: input slab | output slab][slot 1]...
+//
+// Everything in the segment is trivially copyable, addressed by offsets from the segment base
+// (never pointers: the two processes map it at different addresses), and 64-byte aligned.
+// Bump kLayoutVersion on any change; a runtime refuses a segment of another version.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace packrat::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x3154415252434150ull;  // "PACRRAT1", little endian
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr int kMaxTensors = 8;
+inline constexpr int kMaxDims = 8;
+inline constexpr size_t kErrorTextSize = 512;
+inline constexpr size_t kAlign = 64;
+
+constexpr size_t AlignUp(size_t n, size_t align = kAlign) { return (n + align - 1) / align * align; }
+
+// One tensor inside a slab. `offset` is from the start of the slab it lives in.
+struct TensorDesc {
+  uint8_t datatype;  // packrat::DataType
+  uint8_t ndim;
+  uint8_t reserved[6];
+  int64_t shape[kMaxDims];
+  uint64_t offset;
+  uint64_t byte_size;
+};
+
+// Agent -> runtime: run the batch whose inputs are in slot `slot`'s input slab.
+struct BatchMessage {
+  uint64_t batch_id;
+  uint32_t slot;
+  uint32_t num_tensors;
+  int64_t rows;
+  TensorDesc tensors[kMaxTensors];
+};
+
+enum class CompletionStatus : int32_t { kOk = 0, kError = 1 };
+
+// Runtime -> agent: batch `batch_id` finished; on success its outputs are in the slot's output
+// slab, described by `tensors`; on error `error` holds a NUL-terminated message.
+struct CompletionMessage {
+  uint64_t batch_id;
+  uint32_t slot;
+  CompletionStatus status;
+  uint32_t num_tensors;
+  uint32_t reserved;
+  uint64_t compute_ns;  // time inside forward(), for metrics
+  TensorDesc tensors[kMaxTensors];
+  char error[kErrorTextSize];
+};
+
+// Head of a single-producer single-consumer ring. `head` is written only by the producer,
+// `tail` only by the consumer; each lives on its own cache line. The two 32-bit sequence words
+// are futexes: producers bump `data_seq` after a push, consumers bump `space_seq` after a pop,
+// and a side that found the ring empty/full sleeps on the word until it changes.
+struct alignas(kAlign) RingHeader {
+  alignas(kAlign) std::atomic<uint64_t> head;
+  alignas(kAlign) std::atomic<uint64_t> tail;
+  alignas(kAlign) std::atomic<uint32_t> data_seq;
+  std::atomic<uint32_t> consumer_waiting;
+  std::atomic<uint32_t> space_seq;
+  std::atomic<uint32_t> producer_waiting;
+  std::atomic<uint32_t> closed;  // set by either side on shutdown; wakes every waiter
+  uint32_t capacity;             // entries, a power of two
+  uint32_t entry_size;
+};
+
+enum class RuntimeState : uint32_t {
+  kStarting = 0,  // segment created, runtime loading the model
+  kReady = 1,     // model loaded and warmed up; the runtime serves the request ring
+  kFailed = 2,    // the runtime could not start; `error` says why
+  kStopped = 3,   // the runtime left its loop
+};
+
+struct alignas(kAlign) SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t num_slots;
+  uint64_t segment_size;
+  uint64_t request_ring_offset;
+  uint64_t completion_ring_offset;
+  uint64_t slots_offset;
+  uint64_t slot_input_bytes;   // capacity of each slot's input slab
+  uint64_t slot_output_bytes;  // capacity of each slot's output slab
+  int32_t agent_pid;
+  std::atomic<int32_t> runtime_pid;
+  std::atomic<uint32_t> state;  // RuntimeState; also a futex word, woken on every change
+  uint32_t reserved;
+  char error[kErrorTextSize];  // written by the runtime before state becomes kFailed
+};
+
+static_assert(std::is_trivially_copyable_v<TensorDesc>);
+static_assert(std::is_trivially_copyable_v<BatchMessage>);
+static_assert(std::is_trivially_copyable_v<CompletionMessage>);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
+static_assert(sizeof(TensorDesc) == 88);
+static_assert(sizeof(RingHeader) == 3 * kAlign);
+
+}  // namespace packrat::shm

@@ -1,0 +1,191 @@
+#include "shm/segment.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "shm/futex.h"
+
+namespace packrat::shm {
+namespace bip = boost::interprocess;
+
+namespace {
+
+constexpr char kPrefix[] = "packrat.";
+
+bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+std::string Segment::MakeName(pid_t agent_pid, const std::string& tag) {
+  std::string name = kPrefix + std::to_string(agent_pid) + ".";
+  for (char c : tag) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.';
+    name += ok ? c : '_';
+  }
+  return name;
+}
+
+Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region, bool owner,
+                 SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions)
+    : name_(std::move(name)),
+      region_(std::move(region)),
+      owner_(owner),
+      header_(static_cast<SegmentHeader*>(region_->get_address())),
+      requests_(requests),
+      completions_(completions) {}
+
+Segment::~Segment() {
+  region_.reset();
+  if (owner_) bip::shared_memory_object::remove(name_.c_str());
+}
+
+StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
+                                                   const SegmentOptions& options) {
+  if (options.num_slots == 0) return InvalidArgument("segment needs at least one slot");
+  if (!IsPowerOfTwo(options.ring_capacity) || options.ring_capacity < options.num_slots) {
+    return InvalidArgument("ring capacity must be a power of two >= num_slots");
+  }
+  const uint64_t header_bytes = AlignUp(sizeof(SegmentHeader));
+  const uint64_t req_off = header_bytes;
+  const uint64_t comp_off = req_off + SpscRing<BatchMessage>::BytesFor(options.ring_capacity);
+  // Slabs start on a page boundary so tensors are well aligned for vectorised kernels.
+  const uint64_t slots_off =
+      AlignUp(comp_off + SpscRing<CompletionMessage>::BytesFor(options.ring_capacity), 4096);
+  const uint64_t in_bytes = AlignUp(options.slot_input_bytes, 4096);
+  const uint64_t out_bytes = AlignUp(options.slot_output_bytes, 4096);
+  const uint64_t total = slots_off + options.num_slots * (in_bytes + out_bytes);
+
+  try {
+    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write);
+    shm.truncate(static_cast<bip::offset_t>(total));
+    auto region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
+    char* base = static_cast<char*>(region->get_address());
+    auto* header = new (base) SegmentHeader();
+    header->magic = kSegmentMagic;
+    header->version = kLayoutVersion;
+    header->num_slots = options.num_slots;
+    header->segment_size = total;
+    header->request_ring_offset = req_off;
+    header->completion_ring_offset = comp_off;
+    header->slots_offset = slots_off;
+    header->slot_input_bytes = in_bytes;
+    header->slot_output_bytes = out_bytes;
+    header->agent_pid = static_cast<int32_t>(getpid());
+    header->runtime_pid.store(0, std::memory_order_relaxed);
+    header->state.store(static_cast<uint32_t>(RuntimeState::kStarting), std::memory_order_relaxed);
+    header->error[0] = '\0';
+    auto requests = SpscRing<BatchMessage>::Initialize(base + req_off, options.ring_capacity);
+    auto completions =
+        SpscRing<CompletionMessage>::Initialize(base + comp_off, options.ring_capacity);
+    std::atomic_thread_fence(std::memory_order_release);
+    return std::unique_ptr<Segment>(
+        new Segment(name, std::move(region), /*owner=*/true, requests, completions));
+  } catch (const bip::interprocess_exception& e) {
+    bip::shared_memory_object::remove(name.c_str());
+    return Internal("cannot create shared memory segment '" + name + "': " + e.what());
+  }
+}
+
+StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
+  std::unique_ptr<bip::mapped_region> region;
+  try {
+    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
+    region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
+  } catch (const bip::interprocess_exception& e) {
+    return NotFound("cannot open shared memory segment '" + name + "': " + e.what());
+  }
+  const size_t size = region->get_size();
+  if (size < sizeof(SegmentHeader)) return InvalidArgument("segment smaller than its header");
+  auto* header = static_cast<SegmentHeader*>(region->get_address());
+  if (header->magic != kSegmentMagic) return InvalidArgument("segment has a bad magic number");
+  if (header->version != kLayoutVersion) {
+    return InvalidArgument("segment layout version " + std::to_string(header->version) +
+                           ", this runtime speaks " + std::to_string(kLayoutVersion));
+  }
+  if (header->segment_size != size) return InvalidArgument("segment size does not match header");
+  if (header->num_slots == 0 || header->num_slots > 1024) {
+    return InvalidArgument("segment has a bad slot count");
+  }
+  // Every region must lie inside the mapping; compute in a way that cannot overflow.
+  const uint64_t slot_bytes = header->slot_input_bytes + header->slot_output_bytes;
+  if (header->slot_input_bytes > size || header->slot_output_bytes > size ||
+      header->slots_offset > size || slot_bytes > size ||
+      (slot_bytes != 0 && header->num_slots > (size - header->slots_offset) / slot_bytes) ||
+      header->request_ring_offset >= header->completion_ring_offset ||
+      header->completion_ring_offset >= header->slots_offset) {
+    return InvalidArgument("segment regions exceed its size");
+  }
+  char* base = static_cast<char*>(region->get_address());
+  ASSIGN_OR_RETURN(
+      auto requests,
+      SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
+                                     header->completion_ring_offset - header->request_ring_offset));
+  ASSIGN_OR_RETURN(auto completions,
+                   SpscRing<CompletionMessage>::Attach(
+                       base + header->completion_ring_offset,
+                       header->slots_offset - header->completion_ring_offset));
+  return std::unique_ptr<Segment>(
+      new Segment(name, std::move(region), /*owner=*/false, requests, completions));
+}
+
+Status Segment::Remove(const std::string& name) {
+  bip::shared_memory_object::remove(name.c_str());
+  return Status::Ok();
+}
+
+std::vector<std::string> Segment::RemoveStale() {
+  std::vector<std::string> removed;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return removed;
+  while (dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    const size_t dot = name.find('.', sizeof(kPrefix) - 1);
+    if (dot == std::string::npos) continue;
+    const std::string pid_text = name.substr(sizeof(kPrefix) - 1, dot - (sizeof(kPrefix) - 1));
+    char* end = nullptr;
+    const long pid = std::strtol(pid_text.c_str(), &end, 10);
+    if (pid_text.empty() || *end != '\0' || pid <= 0) continue;
+    if (pid == getpid()) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // still alive
+    bip::shared_memory_object::remove(name.c_str());
+    removed.push_back(name);
+  }
+  closedir(dir);
+  return removed;
+}
+
+uint8_t* Segment::input_slab(uint32_t slot) const {
+  auto* base = reinterpret_cast<uint8_t*>(header_);
+  return base + header_->slots_offset +
+         slot * (header_->slot_input_bytes + header_->slot_output_bytes);
+}
+
+uint8_t* Segment::output_slab(uint32_t slot) const {
+  return input_slab(slot) + header_->slot_input_bytes;
+}
+
+void Segment::SetState(RuntimeState state) {
+  header_->state.store(static_cast<uint32_t>(state), std::memory_order_release);
+  FutexWakeAll(&header_->state);
+}
+
+void Segment::Fail(const std::string& message) {
+  const size_t n = std::min(message.size(), kErrorTextSize - 1);
+  std::memcpy(header_->error, message.data(), n);
+  header_->error[n] = '\0';
+  SetState(RuntimeState::kFailed);
+}
+
+std::string Segment::ErrorText() const {
+  return std::string(header_->error, strnlen(header_->error, kErrorTextSize));
+}
+
+}  // namespace packrat::shm

@@ -1,0 +1,84 @@
+// One instance's shared-memory segment (see layout.h), created by the agent and opened by the
+// runtime process it launches.
+//
+// Ownership: the Segment that Create()d the object removes its name on destruction (or on
+// Remove()); one that Open()ed it only unmaps. Segment names are "packrat.<agent pid>.<tag>" so
+// that a later agent can find and remove the segments of an agent that died (RemoveStale).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "shm/layout.h"
+#include "shm/spsc_ring.h"
+
+namespace boost::interprocess {
+class mapped_region;
+}
+
+namespace packrat::shm {
+
+struct SegmentOptions {
+  uint32_t num_slots = 2;          // batches in flight per instance
+  uint32_t ring_capacity = 8;      // entries per ring (>= num_slots), a power of two
+  uint64_t slot_input_bytes = 0;   // capacity of each input slab
+  uint64_t slot_output_bytes = 0;  // capacity of each output slab
+};
+
+class Segment {
+ public:
+  // "packrat.<pid>.<tag>"; `tag` may hold [A-Za-z0-9_.-] (other characters become '_').
+  static std::string MakeName(pid_t agent_pid, const std::string& tag);
+
+  // Creates, sizes and initialises a new segment; fails if the name exists.
+  static StatusOr<std::unique_ptr<Segment>> Create(const std::string& name,
+                                                   const SegmentOptions& options);
+  // Opens an existing segment and validates magic, version and every offset against its size.
+  static StatusOr<std::unique_ptr<Segment>> Open(const std::string& name);
+  // Removes a segment name; OK if it does not exist.
+  static Status Remove(const std::string& name);
+  // Removes the segments of agents that are no longer running; returns the names removed.
+  static std::vector<std::string> RemoveStale();
+
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  const std::string& name() const { return name_; }
+  SegmentHeader* header() const { return header_; }
+  SpscRing<BatchMessage>& requests() { return requests_; }
+  SpscRing<CompletionMessage>& completions() { return completions_; }
+
+  uint32_t num_slots() const { return header_->num_slots; }
+  uint8_t* input_slab(uint32_t slot) const;
+  uint8_t* output_slab(uint32_t slot) const;
+  uint64_t input_capacity() const { return header_->slot_input_bytes; }
+  uint64_t output_capacity() const { return header_->slot_output_bytes; }
+
+  RuntimeState state() const {
+    return static_cast<RuntimeState>(header_->state.load(std::memory_order_acquire));
+  }
+  // Publishes a new state and wakes everyone waiting for a state change.
+  void SetState(RuntimeState state);
+  // Records `message` and moves to kFailed (runtime side).
+  void Fail(const std::string& message);
+  std::string ErrorText() const;
+
+ private:
+  Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region,
+          bool owner, SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions);
+
+  std::string name_;
+  std::unique_ptr<boost::interprocess::mapped_region> region_;
+  bool owner_;
+  SegmentHeader* header_;
+  SpscRing<BatchMessage> requests_;
+  SpscRing<CompletionMessage> completions_;
+};
+
+}  // namespace packrat::shm
