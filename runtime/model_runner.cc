@@ -151,8 +151,8 @@ Status ModelRunner::Run(const std::vector<RawTensor>& inputs, uint8_t* out, size
     }
   } catch (const c10::Error& e) {
     return InvalidArgument(std::string("model failed: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return Internal(std::string("model failed: ") + e.what());
+  } catch (const std::exception& e) {  // e.g. torch::jit::JITException from the interpreter
+    return InvalidArgument(std::string("model failed: ") + e.what());
   }
   return Status::Ok();
 }

@@ -48,8 +48,8 @@ class ModelRunner {
 
   // Runs forward() on `inputs`, which are wrapped without copying. Writes each output,
   // contiguous and 64-byte aligned, into [out, out + out_capacity) and describes it in
-  // *outputs (data pointing into `out`). Errors: kInvalidArgument when the model rejects the
-  // inputs, kResourceExhausted when the outputs do not fit, kInternal otherwise. Never throws.
+  // *outputs (data pointing into `out`). Errors: kInvalidArgument when forward() throws (the
+  // model rejected its inputs), kResourceExhausted when the outputs do not fit. Never throws.
   Status Run(const std::vector<RawTensor>& inputs, uint8_t* out, size_t out_capacity,
              std::vector<RawTensor>* outputs);
 

@@ -62,8 +62,10 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
   const uint64_t out_bytes = AlignUp(options.slot_output_bytes, 4096);
   const uint64_t total = slots_off + options.num_slots * (in_bytes + out_bytes);
 
+  bool created = false;  // only a segment this call created may be removed on failure
   try {
     bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write);
+    created = true;
     shm.truncate(static_cast<bip::offset_t>(total));
     auto region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
     char* base = static_cast<char*>(region->get_address());
@@ -88,7 +90,7 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     return std::unique_ptr<Segment>(
         new Segment(name, std::move(region), /*owner=*/true, requests, completions));
   } catch (const bip::interprocess_exception& e) {
-    bip::shared_memory_object::remove(name.c_str());
+    if (created) bip::shared_memory_object::remove(name.c_str());
     return Internal("cannot create shared memory segment '" + name + "': " + e.what());
   }
 }

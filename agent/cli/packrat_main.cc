@@ -53,7 +53,7 @@ int RunHelp(std::span<const std::string_view> args, std::ostream& out, std::ostr
     return kExitOk;
   }
   const CliCommand* command = FindCommand(args.front());
-  if (command == nullptr || command->run == RunHelp) {
+  if (command == nullptr) {
     err << "error: unknown command '" << args.front() << "'\n";
     PrintUsage(err);
     return kExitUsage;

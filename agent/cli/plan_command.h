@@ -3,11 +3,12 @@
 //   packrat plan --profile FILE.csv [--threads T] --batch B [--batch B2 ...] [--json]
 //
 // Prints one table row (or, with --json, one JSON object per line) per requested batch size,
-// in the order given:
-//   {"threads":16,"batch":64,"latency_ms":286.142,"fat_latency_ms":591.966,
-//    "expected_speedup":2.07,"instances":[{"count":4,"threads":4,"batch":16}]}
-// fat_latency_ms and expected_speedup are null when L[T,B] is not in the profile. Every batch
-// is solved before anything is printed, so a failure leaves stdout empty.
+// in the order given. For the shared BERT profile at T=16, B=64:
+//   {"threads":16,"batch":64,"latency_ms":114.056,"fat_latency_ms":172.477,
+//    "expected_speedup":1.51,"instances":[{"count":4,"threads":4,"batch":16}]}
+// "threads" is T; latencies are printed exactly as profiled; expected_speedup is rounded to two
+// decimals. fat_latency_ms and expected_speedup are null when L[T,B] is not in the profile.
+// Every batch is solved before anything is printed, so a failure leaves stdout empty.
 #pragma once
 
 #include <ostream>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -53,6 +54,7 @@ class HttpServer::Impl {
 
   void Start() {
     Accept();
+    // Requests being computed have no pending I/O; the guard keeps run() from returning.
     for (int i = 0; i < std::max(1, options_.threads); ++i) {
       threads_.emplace_back([this] { ioc_.run(); });
     }
@@ -72,6 +74,7 @@ class HttpServer::Impl {
       std::unique_lock<std::mutex> lock(mu_);
       idle_cv_.wait_until(lock, deadline, [&] { return active_ == 0; });
     }
+    work_.reset();
     ioc_.stop();
     for (auto& t : threads_) t.join();
     threads_.clear();
@@ -96,6 +99,7 @@ class HttpServer::Impl {
   const HttpServerOptions options_;
   HttpHandler* const handler_;
   net::io_context ioc_;
+  net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
   tcp::acceptor acceptor_;
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;

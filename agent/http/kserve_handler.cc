@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "agent/kserve/kserve_codec.h"
+#include "common/logging.h"
 
 namespace packrat {
 namespace {
@@ -212,7 +213,12 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
   };
   auto req = std::make_shared<InferenceRequest>(std::move(decoded).value(), std::move(done),
                                                 std::chrono::steady_clock::now());
-  if (Status s = model->Submit(req); !s.ok()) respond(ErrorFor(s));
+  if (Status s = model->Submit(req); !s.ok()) {
+    respond(ErrorFor(s));
+    return;
+  }
+  PACKRAT_LOG(DEBUG) << "queued request '" << req->decoded().id << "' for model '"
+                     << model->name() << "': " << req->rows() << " row(s)";
 }
 
 }  // namespace packrat

@@ -4,8 +4,9 @@
 // Problem. Given profiled single-instance latencies L[t,b], choose a multiset of instances
 // ⟨t_k,b_k⟩, each a profiled point, with Σ t_k ≤ T and Σ b_k = B, minimising max_k L[t_k,b_k]
 // (instances run concurrently, so a batch takes as long as its slowest slice). Cores may stay
-// idle: a plan never needs more threads than help. T may exceed the profile's largest thread
-// count, since several instances share the budget; an instance's own ⟨t,b⟩ is always profiled.
+// idle: a plan uses no more threads than its latency needs (see the tie-break). T may exceed the
+// profile's largest thread count, since several instances share the budget; each instance's own
+// ⟨t,b⟩ is always a profiled point.
 //
 // Tie-break (exact, documented contract). Among all multisets with the minimal latency the
 // optimizer returns the one with
@@ -23,10 +24,13 @@
 // items with latency ≤ ℓ the table holds, for every cell, the best plan by the additive key
 // (instances, threads, latency sum) using only those items; the first ℓ at which cell ⟨T,B⟩
 // becomes reachable is exactly opt[T][B], and the plan stored there is the tie-break winner.
-// Each item costs one forward pass over the table, so the work is
-// O(|items| · T · B) — the same as the paper's DP — and a single query stops at the first ℓ
-// that reaches its cell. Items dominated by a point with the same batch, fewer threads and no
-// higher latency are dropped first; that never changes a result.
+// Each item costs one forward pass over the table, so the work is O(|items| · T · B), the same as
+// the paper's DP, and a single query stops at the first ℓ that reaches its cell. Items dominated by
+// a point with the same batch, fewer threads and no higher latency are dropped first; that never
+// changes a result.
+//
+// Cost: a cold Solve blocks its caller for the DP (about 7 ms for T=128, B=1024 with a 16-thread
+// profile on one core; docs/benchmarks.md), so servers call it off their I/O threads.
 //
 // Thread-safety: all methods are const and thread-safe. Solutions are cached per ⟨T,B⟩ (one
 // Optimizer per model profile, so per ⟨model,T,B⟩); the cache grows by one Plan per distinct

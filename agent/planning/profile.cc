@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
@@ -177,16 +175,20 @@ StatusOr<ProfilePoint> ParseRow(std::string_view line, const std::array<int, kNu
 }  // namespace
 
 StatusOr<Profile> Profile::LoadCsv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
     return NotFound("cannot open profile '" + path + "': " + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return NotFound("cannot read profile '" + path + "': " + std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int saved_errno = errno;
+  std::fclose(f);
+  if (failed) {
+    return NotFound("cannot read profile '" + path + "': " + std::strerror(saved_errno));
   }
-  return ParseCsv(text.str(), path);
+  return ParseCsv(text, path);
 }
 
 StatusOr<Profile> Profile::ParseCsv(std::string_view text, std::string_view source_name) {
@@ -198,6 +200,7 @@ StatusOr<Profile> Profile::ParseCsv(std::string_view text, std::string_view sour
   size_t num_fields = 0;
   std::unordered_map<int64_t, int> first_line;  // (threads << 32 | batch) -> line number
   int line_number = 0;
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte-order mark
   while (!text.empty()) {
     size_t newline = text.find('\n');
     std::string_view line = Trim(text.substr(0, newline));

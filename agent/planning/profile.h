@@ -10,7 +10,7 @@
 //
 // `threads`, `batch` and `latency_ms` are required; the others are optional columns, and an
 // empty field in an optional column means "not measured". Blank lines and lines starting with
-// '#' are ignored; CRLF line ends are accepted.
+// '#' are ignored; CRLF line ends and a leading UTF-8 byte-order mark are accepted.
 //
 // Thread-safety: a Profile is a value. Const methods may be called from any number of threads;
 // Add() needs external synchronisation.

@@ -72,7 +72,7 @@ TEST_F(ProfileTest, ParsesRequiredColumnsOnly) {
 
 TEST_F(ProfileTest, ParsesOptionalColumnsInAnyOrderWithCommentsAndCrlf) {
   StatusOr<Profile> profile = Profile::ParseCsv(
-      "# measured on a test machine\r\n"
+      "\xEF\xBB\xBF# measured on a test machine\r\n"
       "\r\n"
       " batch , threads,iterations,latency_max_ms,latency_ms,latency_min_ms\r\n"
       "8,3,100,12.5,11,10\r\n"
@@ -220,6 +220,11 @@ TEST_F(ProfileTest, LoadCsvReportsUnreadableFile) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("/nonexistent/profile.csv"), std::string::npos);
+
+  StatusOr<Profile> directory = Profile::LoadCsv(::testing::TempDir());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(directory.status().message().find("cannot read profile"), std::string::npos);
 
   const std::string path = TempPath("bad.csv");
   std::ofstream(path) << "threads,batch,latency_ms\n1,1,5\n1,2,oops\n";

@@ -1,0 +1,164 @@
+#include "tests/support/agent_process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+namespace packrat::testing {
+
+AgentProcess::AgentProcess(const std::string& agent_path, const std::string& config_yaml) {
+  char tmpl[] = "/tmp/packrat-test-XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  const std::string config = dir_ + "/config.yaml";
+  std::ofstream(config) << config_yaml;
+  const std::string port_file = dir_ + "/ports.json";
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) abort();
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(fds[1], STDERR_FILENO);
+    setenv("PACKRAT_LOG_LEVEL", "DEBUG", 1);
+    execl(agent_path.c_str(), agent_path.c_str(), "--config", config.c_str(), "--port-file",
+          port_file.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  reader_ = std::thread([this, fd = fds[0]] { ReadLoop(fd); });
+}
+
+AgentProcess::~AgentProcess() {
+  if (!reaped_ && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (reader_.joinable()) reader_.join();
+  std::string cmd = "rm -rf '" + dir_ + "'";
+  [[maybe_unused]] int rc = system(cmd.c_str());
+}
+
+void AgentProcess::ReadLoop(int fd) {
+  std::string partial;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    partial.append(buf, static_cast<size_t>(n));
+    size_t nl;
+    std::vector<std::string> complete;
+    while ((nl = partial.find('\n')) != std::string::npos) {
+      complete.push_back(partial.substr(0, nl));
+      partial.erase(0, nl + 1);
+    }
+    if (!complete.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& l : complete) lines_.push_back(std::move(l));
+      cv_.notify_all();
+    }
+  }
+  close(fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  eof_ = true;
+  cv_.notify_all();
+}
+
+bool AgentProcess::WaitForLog(const std::string& needle, std::chrono::milliseconds timeout) {
+  return WaitForLogCount(needle, 1, timeout);
+}
+
+bool AgentProcess::WaitForLogCount(const std::string& needle, size_t count,
+                                   std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  size_t checked = 0;
+  size_t found = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    for (; checked < lines_.size(); ++checked) {
+      if (lines_[checked].find(needle) != std::string::npos && ++found >= count) return true;
+    }
+    if (eof_) return false;
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return false;
+  }
+}
+
+bool AgentProcess::WaitUntilServing(std::chrono::milliseconds timeout) {
+  if (!WaitForLog("models loaded", timeout)) return false;
+  std::ifstream in(dir_ + "/ports.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::smatch m;
+  const std::string s = text.str();
+  if (!std::regex_search(s, m, std::regex(R"(\"http\":(\d+),\"management\":(\d+))"))) return false;
+  http_port_ = static_cast<uint16_t>(std::stoi(m[1]));
+  management_port_ = static_cast<uint16_t>(std::stoi(m[2]));
+  return true;
+}
+
+std::vector<pid_t> AgentProcess::RuntimePids() const {
+  std::vector<pid_t> pids;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::regex re(R"(instance \S+ ready: pid (\d+))");
+  for (const auto& line : lines_) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) pids.push_back(std::stoi(m[1]));
+  }
+  return pids;
+}
+
+std::optional<int> AgentProcess::Stop(int signal, std::chrono::milliseconds timeout) {
+  if (reaped_) return std::nullopt;
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  kill(pid_, signal);
+  if (pidfd >= 0) {
+    pollfd pfd{pidfd, POLLIN, 0};
+    poll(&pfd, 1, static_cast<int>(timeout.count()));
+    close(pidfd);
+  }
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+  reaped_ = true;
+  return status;
+}
+
+std::string AgentProcess::Log() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  for (const auto& l : lines_) out += l + "\n";
+  return out;
+}
+
+bool ProcessExists(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  // A zombie still answers kill(); look at its state.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  std::getline(stat, content);
+  const size_t paren = content.rfind(')');
+  return paren == std::string::npos || paren + 2 >= content.size() || content[paren + 2] != 'Z';
+}
+
+std::vector<std::string> SegmentsOf(pid_t agent_pid) {
+  std::vector<std::string> names;
+  const std::string prefix = "packrat." + std::to_string(agent_pid) + ".";
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (dirent* e = readdir(dir)) {
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) names.push_back(e->d_name);
+    }
+    closedir(dir);
+  }
+  return names;
+}
+
+}  // namespace packrat::testing

@@ -1,0 +1,92 @@
+#include "tests/support/http_client.h"
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <optional>
+
+namespace packrat::testing {
+
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct HttpClient::Impl {
+  std::string host;
+  uint16_t port;
+  net::io_context ioc;
+  std::optional<beast::tcp_stream> stream;
+  beast::flat_buffer buffer;
+
+  bool Connect(std::string* error) {
+    beast::error_code ec;
+    stream.emplace(ioc);
+    tcp::resolver resolver(ioc);
+    auto results = resolver.resolve(host, std::to_string(port), ec);
+    if (!ec) stream->connect(results, ec);
+    if (ec) {
+      *error = ec.message();
+      stream.reset();
+      return false;
+    }
+    stream->socket().set_option(tcp::no_delay(true), ec);
+    buffer.clear();
+    return true;
+  }
+};
+
+HttpClient::HttpClient(std::string host, uint16_t port) : impl_(std::make_unique<Impl>()) {
+  impl_->host = std::move(host);
+  impl_->port = port;
+}
+
+HttpClient::~HttpClient() = default;
+
+HttpResult HttpClient::Request(const std::string& method, const std::string& target,
+                               const std::string& body,
+                               const std::map<std::string, std::string>& headers) {
+  HttpResult result;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!impl_->stream && !impl_->Connect(&result.error)) return result;
+    bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
+    req.set(bhttp::field::host, impl_->host);
+    for (const auto& [k, v] : headers) req.set(k, v);
+    if (!body.empty() || method == "POST") {
+      req.body() = body;
+      if (headers.count("Content-Type") == 0) req.set(bhttp::field::content_type, "application/json");
+    }
+    req.keep_alive(true);
+    req.prepare_payload();
+    beast::error_code ec;
+    bhttp::write(*impl_->stream, req, ec);
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(1ull << 30);
+    if (!ec) bhttp::read(*impl_->stream, impl_->buffer, parser, ec);
+    if (ec) {
+      // A server that closed an idle keep-alive connection: reconnect once and resend.
+      result.error = ec.message();
+      impl_->stream.reset();
+      continue;
+    }
+    auto res = parser.release();
+    result.status = static_cast<int>(res.result_int());
+    for (const auto& field : res) {
+      std::string name(field.name_string());
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      result.headers[name] = std::string(field.value());
+    }
+    result.body = std::move(res.body());
+    result.error.clear();
+    if (!res.keep_alive()) impl_->stream.reset();
+    return result;
+  }
+  return result;
+}
+
+}  // namespace packrat::testing
