@@ -1,0 +1,353 @@
+#include "agent/config/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace packrat {
+namespace {
+
+// Line numbers below are 1-based and refer to this text.
+constexpr char kValidConfig[] = R"(server:
+  http: 0.0.0.0:0
+  management: "[::1]:9091"
+  io_threads: 4
+  max_body_bytes: 1048576
+  idle_timeout_s: 30
+  runtime_path: /opt/packrat/bin/packrat-runtime
+  shutdown_timeout_s: 5
+models:
+  - name: resnet
+    path: models/resnet18.pt
+    inputs:
+      - name: input__0
+        datatype: FP32
+        shape: [-1, 3, 224, 224]
+    outputs:
+      - {name: output__0, datatype: FP32, shape: [-1, 1000]}
+    batching: {max_batch: 64, max_delay_us: 500, max_inflight_batches: 3, max_queue_rows: 256}
+    instances:
+      - {count: 2, threads: 4, batch: 8}
+      - {count: 3, threads: 1, batch: 2}
+    warmup_iterations: 1
+    startup_timeout_s: 60
+  - name: bert.tiny-v2
+    path: /abs/bert.pt
+    inputs:
+      - {name: ids, datatype: INT64, shape: [-1, -1]}
+      - {name: mask, datatype: INT64, shape: [-1, -1]}
+    outputs:
+      - {name: logits, datatype: FP16, shape: [-1, 2]}
+    instances: [{count: 1, threads: 2, batch: 1}]
+)";
+
+StatusOr<Config> Parse(const std::string& text) {
+  return ParseConfig(text, "test.yaml", "/etc/packrat");
+}
+
+// The config's error message, or "" if it parsed.
+std::string ErrorOf(const std::string& text) {
+  auto config = Parse(text);
+  if (config.ok()) return "";
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  return config.status().message();
+}
+
+// A minimal valid model list with `model_extra` appended to the one model's mapping.
+std::string OneModel(const std::string& model_extra = "",
+                     const std::string& instances = "[{count: 1, threads: 1, batch: 4}]") {
+  return "models:\n"                                                   // 1
+         "  - name: demo\n"                                            // 2
+         "    path: demo.pt\n"                                         // 3
+         "    inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]\n"   // 4
+         "    outputs: [{name: y, datatype: FP32, shape: [-1, 1]}]\n"  // 5
+         "    instances: " +                                           // 6
+         instances +
+         "\n" + model_extra;
+}
+
+class ConfigTest : public ::testing::Test {};
+
+TEST_F(ConfigTest, ParsesAFullConfig) {
+  auto config = Parse(kValidConfig);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->source, "test.yaml");
+
+  const ServerConfig& s = config->server;
+  EXPECT_EQ(s.http.host, "0.0.0.0");
+  EXPECT_EQ(s.http.port, 0);
+  EXPECT_EQ(s.management.host, "::1");
+  EXPECT_EQ(s.management.port, 9091);
+  EXPECT_EQ(s.io_threads, 4);
+  EXPECT_EQ(s.max_body_bytes, 1048576u);
+  EXPECT_EQ(s.max_header_bytes, 16u << 10);  // default kept
+  EXPECT_EQ(s.idle_timeout_s, 30);
+  EXPECT_EQ(s.runtime_path, "/opt/packrat/bin/packrat-runtime");
+  EXPECT_EQ(s.shutdown_timeout_s, 5);
+
+  ASSERT_EQ(config->models.size(), 2u);
+  const ModelConfig& m = config->models[0];
+  EXPECT_EQ(m.name, "resnet");
+  EXPECT_EQ(m.path, "/etc/packrat/models/resnet18.pt");
+  ASSERT_EQ(m.inputs.size(), 1u);
+  EXPECT_EQ(m.inputs[0].name, "input__0");
+  EXPECT_EQ(m.inputs[0].datatype, DataType::kFp32);
+  EXPECT_EQ(m.inputs[0].shape, (std::vector<int64_t>{-1, 3, 224, 224}));
+  ASSERT_EQ(m.outputs.size(), 1u);
+  EXPECT_EQ(m.outputs[0].name, "output__0");
+  EXPECT_EQ(m.outputs[0].shape, (std::vector<int64_t>{-1, 1000}));
+  EXPECT_EQ(m.batching.max_batch, 64);
+  EXPECT_EQ(m.batching.max_delay_us, 500);
+  EXPECT_EQ(m.batching.max_inflight_batches, 3);
+  EXPECT_EQ(m.batching.max_queue_rows, 256);
+  ASSERT_EQ(m.instances.size(), 2u);
+  EXPECT_EQ(m.instances[0].count, 2);
+  EXPECT_EQ(m.instances[0].threads, 4);
+  EXPECT_EQ(m.instances[0].batch, 8);
+  EXPECT_EQ(m.instances[1].count, 3);
+  EXPECT_EQ(m.instances[1].threads, 1);
+  EXPECT_EQ(m.instances[1].batch, 2);
+  EXPECT_EQ(m.TargetBatch(), 2 * 8 + 3 * 2);
+  EXPECT_EQ(m.warmup_iterations, 1);
+  EXPECT_EQ(m.startup_timeout_s, 60);
+
+  const ModelSignature sig = m.Signature();
+  EXPECT_EQ(sig.name, "resnet");
+  EXPECT_EQ(sig.max_batch, 64);
+  EXPECT_EQ(sig.inputs.size(), 1u);
+  EXPECT_EQ(sig.outputs.size(), 1u);
+
+  const ModelConfig& b = config->models[1];
+  EXPECT_EQ(b.name, "bert.tiny-v2");
+  EXPECT_EQ(b.path, "/abs/bert.pt");  // absolute paths are kept
+  ASSERT_EQ(b.inputs.size(), 2u);
+  EXPECT_EQ(b.inputs[1].name, "mask");
+  EXPECT_EQ(b.inputs[1].datatype, DataType::kInt64);
+  EXPECT_EQ(b.inputs[1].shape, (std::vector<int64_t>{-1, -1}));
+  EXPECT_EQ(b.outputs[0].datatype, DataType::kFp16);
+  EXPECT_EQ(b.TargetBatch(), 1);
+  // Defaults where the file says nothing.
+  const BatchingConfig defaults;
+  EXPECT_EQ(b.batching.max_batch, defaults.max_batch);
+  EXPECT_EQ(b.batching.max_delay_us, defaults.max_delay_us);
+  EXPECT_EQ(b.batching.max_inflight_batches, defaults.max_inflight_batches);
+  EXPECT_EQ(b.batching.max_queue_rows, defaults.max_queue_rows);
+  EXPECT_EQ(b.warmup_iterations, 3);
+  EXPECT_EQ(b.startup_timeout_s, 300);
+}
+
+TEST_F(ConfigTest, ServerSectionIsOptional) {
+  auto config = Parse(OneModel());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->server.http.host, "127.0.0.1");
+  EXPECT_EQ(config->server.http.port, 8080);
+  EXPECT_EQ(config->server.management.port, 8081);
+  EXPECT_EQ(config->server.io_threads, 2);
+}
+
+TEST_F(ConfigTest, ResolvesRelativeModelPathsAgainstBaseDir) {
+  auto config = ParseConfig(OneModel(), "x.yaml", "/srv/conf");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].path, "/srv/conf/demo.pt");
+
+  std::string up = OneModel();
+  up.replace(up.find("demo.pt"), 7, "../models/./demo.pt");
+  config = ParseConfig(up, "x.yaml", "/srv/conf");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].path, "/srv/models/demo.pt");
+}
+
+TEST_F(ConfigTest, TargetBatchSumsCountTimesBatch) {
+  ModelConfig m;
+  EXPECT_EQ(m.TargetBatch(), 0);
+  m.instances = {{4, 1, 1}, {1, 8, 16}, {2, 2, 3}};
+  EXPECT_EQ(m.TargetBatch(), 4 * 1 + 1 * 16 + 2 * 3);
+}
+
+TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {max_dealy_us: 10}\n")),
+            "test.yaml:7: models[0].batching.max_dealy_us: unknown key");
+  EXPECT_EQ(ErrorOf(OneModel("    warmup: 2\n")), "test.yaml:7: models[0].warmup: unknown key");
+  EXPECT_EQ(ErrorOf("server:\n  http: 127.0.0.1:1\n  htpp: 127.0.0.1:2\n" + OneModel()),
+            "test.yaml:3: server.htpp: unknown key");
+  EXPECT_EQ(ErrorOf(OneModel() + "modles: []\n"), "test.yaml:7: (top level).modles: unknown key");
+}
+
+TEST_F(ConfigTest, MissingModelsIsAnError) {
+  EXPECT_EQ(ErrorOf("server:\n  io_threads: 2\n"), "test.yaml:1: models: must be a non-empty list");
+  EXPECT_EQ(ErrorOf("server:\n  io_threads: 2\nmodels: []\n"),
+            "test.yaml:3: models: must be a non-empty list");
+  const std::string empty = ErrorOf("");
+  EXPECT_EQ(empty.rfind("test.yaml", 0), 0u) << empty;
+}
+
+TEST_F(ConfigTest, BadDatatypeNamesTheTensor) {
+  std::string text = OneModel();
+  text.replace(text.find("datatype: FP32"), 14, "datatype: FP33");
+  EXPECT_EQ(ErrorOf(text), "test.yaml:4: models[0].inputs[0].datatype: unknown datatype 'FP33'");
+}
+
+TEST_F(ConfigTest, FirstDimMustBeTheBatchDim) {
+  std::string text = OneModel();
+  text.replace(text.find("shape: [-1, 1]"), 14, "shape: [8, 1]");
+  EXPECT_EQ(ErrorOf(text),
+            "test.yaml:5: models[0].outputs[0].shape: the first dim is the batch dim and must be "
+            "-1");
+}
+
+TEST_F(ConfigTest, BadShapesAreRejected) {
+  std::string text = OneModel();
+  text.replace(text.find("shape: [-1, 3]"), 14, "shape: [-1, 0]");
+  EXPECT_EQ(ErrorOf(text), "test.yaml:4: models[0].inputs[0].shape: dims must be -1 or >= 1");
+  text = OneModel();
+  text.replace(text.find("shape: [-1, 3]"), 14, "shape: []");
+  EXPECT_EQ(ErrorOf(text),
+            "test.yaml:4: models[0].inputs[0].shape: must be a non-empty list of dims");
+  text = OneModel();
+  text.replace(text.find("shape: [-1, 3]"), 14, "shape: [-1, x]");
+  EXPECT_EQ(ErrorOf(text), "test.yaml:4: models[0].inputs[0].shape[1]: has the wrong type");
+}
+
+TEST_F(ConfigTest, InstanceThreadsMustBePositive) {
+  EXPECT_EQ(ErrorOf(OneModel("", "[{count: 1, threads: 0, batch: 4}]")),
+            "test.yaml:6: models[0].instances[0].threads: must be between 1 and 1024");
+  EXPECT_EQ(ErrorOf(OneModel("",
+                             "\n      - {count: 1, threads: 1, batch: 4}\n"
+                             "      - {count: 0, threads: 1, batch: 4}")),
+            "test.yaml:8: models[0].instances[1].count: must be between 1 and 1024");
+  EXPECT_EQ(ErrorOf(OneModel("", "[{count: 1, batch: 4}]")),
+            "test.yaml:6: models[0].instances[0].threads: is required");
+  EXPECT_EQ(
+      ErrorOf(OneModel("", "[]")),
+      "test.yaml:6: models[0].instances: must be a non-empty list of {count, threads, batch}");
+}
+
+TEST_F(ConfigTest, DuplicateModelNamesAreRejected) {
+  const std::string text = OneModel() +
+                           "  - name: demo\n"                                           // 7
+                           "    path: other.pt\n"                                       // 8
+                           "    inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]\n"  // 9
+                           "    outputs: [{name: y, datatype: FP32, shape: [-1, 1]}]\n"
+                           "    instances: [{count: 1, threads: 1, batch: 1}]\n";
+  EXPECT_EQ(ErrorOf(text), "test.yaml:7: models[1].name: duplicate model name 'demo'");
+}
+
+TEST_F(ConfigTest, DuplicateTensorNamesAreRejected) {
+  std::string text = OneModel();
+  text.replace(text.find("{name: y,"), 9, "{name: x,");
+  EXPECT_TRUE(Parse(text).ok()) << "inputs and outputs are separate namespaces";
+  text = OneModel();
+  text.replace(text.find("inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]"), 51,
+               "inputs: [{name: x, datatype: FP32, shape: [-1, 3]}, {name: x, datatype: FP32, "
+               "shape: [-1, 1]}]");
+  EXPECT_EQ(ErrorOf(text), "test.yaml:4: models[0].inputs[1].name: must be non-empty and unique");
+}
+
+TEST_F(ConfigTest, BadValuesNameTheirKey) {
+  EXPECT_EQ(ErrorOf("server:\n  io_threads: many\n" + OneModel()),
+            "test.yaml:2: server.io_threads: has the wrong type");
+  EXPECT_EQ(ErrorOf("server:\n  http: localhost\n" + OneModel()),
+            "test.yaml:2: server.http: 'localhost' is not HOST:PORT");
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {max_inflight_batches: 0}\n")),
+            "test.yaml:7: models[0].batching.max_inflight_batches: must be between 1 and 64");
+  std::string text = OneModel();
+  text.replace(text.find("name: demo"), 10, "name: de mo");
+  EXPECT_EQ(ErrorOf(text),
+            "test.yaml:2: models[0].name: may hold only letters, digits, '_', '-', '.'");
+  text = OneModel();
+  text.replace(text.find("    path: demo.pt\n"), 18, "");
+  EXPECT_EQ(ErrorOf(text), "test.yaml:2: models[0].path: is required");
+}
+
+TEST_F(ConfigTest, MalformedYamlNamesFileAndLine) {
+  const std::string error = ErrorOf(
+      "models:\n"
+      "  - name: demo\n"
+      "    inputs: [{name: x, datatype: FP32\n"
+      "    outputs: []\n");
+  EXPECT_EQ(error.rfind("test.yaml:", 0), 0u) << error;
+  const int line = std::atoi(error.c_str() + std::string("test.yaml:").size());
+  EXPECT_GE(line, 3) << error;
+  EXPECT_LE(line, 5) << error;
+
+  EXPECT_EQ(ErrorOf("models:\n  - name: a\n   - name: b\n").rfind("test.yaml:3:", 0), 0u)
+      << ErrorOf("models:\n  - name: a\n   - name: b\n");
+}
+
+TEST_F(ConfigTest, ParseEndpointAcceptsHostPort) {
+  auto ep = ParseEndpoint("127.0.0.1:0");
+  ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+  EXPECT_EQ(ep->host, "127.0.0.1");
+  EXPECT_EQ(ep->port, 0);
+
+  ep = ParseEndpoint("[::1]:8080");
+  ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+  EXPECT_EQ(ep->host, "::1");
+  EXPECT_EQ(ep->port, 8080);
+
+  ep = ParseEndpoint("localhost:65535");
+  ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+  EXPECT_EQ(ep->host, "localhost");
+  EXPECT_EQ(ep->port, 65535);
+}
+
+TEST_F(ConfigTest, ParseEndpointRejectsMalformedText) {
+  for (const char* bad : {"", "localhost", ":8080", "127.0.0.1:", "127.0.0.1:http",
+                          "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:80x", "[::1]"}) {
+    auto ep = ParseEndpoint(bad);
+    EXPECT_FALSE(ep.ok()) << "'" << bad << "' parsed as " << ep->host << ":" << ep->port;
+    if (!ep.ok()) {
+      EXPECT_EQ(ep.status().code(), StatusCode::kInvalidArgument) << bad;
+    }
+  }
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = ::testing::TempDir() + "config_test.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ConfigFileTest, LoadConfigResolvesPathsAgainstTheFilesFolder) {
+  const std::string path = Write("packrat.yaml", OneModel());
+  auto config = LoadConfig(path);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->source, path);
+  EXPECT_EQ(config->models[0].path,
+            (std::filesystem::path(dir_) / "demo.pt").lexically_normal().string());
+}
+
+TEST_F(ConfigFileTest, LoadConfigErrorsNameTheFile) {
+  const std::string path = Write("bad.yaml", OneModel("", "[{count: 1, threads: 0, batch: 4}]"));
+  auto config = LoadConfig(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(config.status().message(),
+            path + ":6: models[0].instances[0].threads: must be between 1 and 1024");
+}
+
+TEST_F(ConfigFileTest, LoadConfigOfMissingFileIsNotFound) {
+  auto config = LoadConfig(dir_ + "/absent.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(config.status().message().find("absent.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace packrat
