@@ -86,7 +86,6 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     auto requests = SpscRing<BatchMessage>::Initialize(base + req_off, options.ring_capacity);
     auto completions =
         SpscRing<CompletionMessage>::Initialize(base + comp_off, options.ring_capacity);
-    std::atomic_thread_fence(std::memory_order_release);
     return std::unique_ptr<Segment>(
         new Segment(name, std::move(region), /*owner=*/true, requests, completions));
   } catch (const bip::interprocess_exception& e) {

@@ -11,6 +11,7 @@
 // The object itself is a cheap view (two pointers) and may be copied.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <type_traits>
@@ -110,8 +111,11 @@ class SpscRing {
     FutexWakeAll(&header_->space_seq);
   }
 
-  // Spin iterations before sleeping on the futex (tests set 0 to exercise the sleep path).
-  void set_spin_iterations(int n) { spin_iterations_ = n; }
+  // How long a blocking call polls before sleeping on the futex. A futex wake-up costs tens of
+  // microseconds on a VM, more than a short batch of a small model; tests set 0 to exercise
+  // the sleep path.
+  void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
+  void set_spin_iterations(int n) { spin_ = n == 0 ? std::chrono::nanoseconds(0) : spin_; }
 
  private:
   explicit SpscRing(RingHeader* header) : header_(header) {}
@@ -130,12 +134,15 @@ class SpscRing {
   template <typename TryFn>
   Status Wait(TryFn try_once, std::atomic<uint32_t>* seq, std::atomic<uint32_t>* waiting,
               std::chrono::nanoseconds timeout) {
-    for (int i = 0; i < spin_iterations_; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto spin_until = start + std::min(spin_, timeout);
+    for (int i = 0; spin_.count() > 0; ++i) {
       if (try_once()) return Status::Ok();
       if (closed()) break;
       __builtin_ia32_pause();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() >= spin_until) break;
     }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = start + timeout;
     while (true) {
       if (try_once()) return Status::Ok();
       if (closed()) return Unavailable("ring closed");
@@ -157,7 +164,7 @@ class SpscRing {
   }
 
   RingHeader* header_;
-  int spin_iterations_ = 256;
+  std::chrono::nanoseconds spin_{std::chrono::microseconds(5)};
 };
 
 }  // namespace packrat::shm

@@ -10,12 +10,18 @@ BatchScheduler::BatchScheduler(BatchAggregator::Options options, Dispatcher* dis
 BatchScheduler::~BatchScheduler() { Stop(); }
 
 Status BatchScheduler::Submit(std::shared_ptr<InferenceRequest> request) {
+  std::optional<Batch> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || draining_) return Unavailable("the model is shutting down");
     RETURN_IF_ERROR(aggregator_.Enqueue(std::move(request)));
+    if (dispatcher_->HasCapacity()) batch = aggregator_.Poll(std::chrono::steady_clock::now());
   }
-  cv_.notify_one();
+  if (batch) {
+    dispatcher_->Dispatch(std::move(*batch));
+  } else {
+    cv_.notify_one();
+  }
   return Status::Ok();
 }
 

@@ -2,7 +2,10 @@
 // shape): it sleeps until a batch is due and the instances have capacity, then dispatches.
 //
 // Thread-safety: Submit() may be called from any thread (the HTTP I/O threads); it never blocks
-// beyond a short mutex. Stop() fails every request still queued with kUnavailable.
+// beyond a short mutex. When the request completes a batch that is due at once (B rows, or no
+// batching delay) and the instances have capacity, Submit dispatches it on the caller's thread,
+// saving a thread hop; otherwise the scheduler thread dispatches when the batch is due.
+// Stop() fails every request still queued with kUnavailable.
 #pragma once
 
 #include <condition_variable>

@@ -1,8 +1,10 @@
 // Cuts batches into per-instance slices following the active plan and hands them to the
 // instances' executors.
 //
-// Thread-safety: Dispatch() and HasCapacity() are called by the model's scheduler thread;
-// batch completions arrive on executor threads and only touch the atomic in-flight count.
+// Thread-safety: all methods may be called concurrently (the scheduler thread and I/O threads
+// dispatch; batch completions arrive on executor threads). The in-flight limit is advisory:
+// two callers that both saw capacity may exceed it by one batch each; executors queue the
+// extra slices, so nothing is lost.
 #pragma once
 
 #include <atomic>
@@ -43,7 +45,7 @@ class Dispatcher {
   const int max_inflight_;
   std::function<void()> on_batch_done_;
   std::atomic<int> inflight_{0};
-  size_t rotation_ = 0;  // scheduler thread only
+  std::atomic<size_t> rotation_{0};
 };
 
 }  // namespace packrat

@@ -227,6 +227,8 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
     running_[msg.slot].reset();
   }
   // slot_busy_ keeps the slot from being refilled until its outputs are copied out below.
+  PACKRAT_LOG(DEBUG) << options_.model_name << "/" << options_.index << ": batch of "
+                     << slice->rows << " row(s) computed in " << msg.compute_ns / 1000 << " us";
   if (msg.status != shm::CompletionStatus::kOk) {
     FailSlice(*slice, Internal("model execution failed: " +
                                std::string(msg.error, strnlen(msg.error, sizeof(msg.error)))));
