@@ -40,23 +40,27 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   const Config& config = agent->options_.config;
 
-  // Pin each model's instances to their own cores, in config order.
+  // Pin instances to cores in load order; the cursor wraps (cores are shared) when the
+  // models together want more threads than there are cores.
   const std::vector<int> cores = AvailableCores();
-  size_t cursor = 0;
-  int threads_wanted = 0;
+  auto cursor = std::make_shared<size_t>(0);
   for (const ModelConfig& m : config.models) {
-    std::vector<int> threads;
-    for (const InstanceGroup& g : m.instances) {
-      for (int k = 0; k < g.count; ++k) threads.push_back(g.threads);
-      threads_wanted += g.count * g.threads;
-    }
-    agent->models_.emplace(m.name, std::make_unique<ServedModel>(
-                                       m, agent->options_.runtime_path, &agent->launcher_,
-                                       AssignCores(cores, threads, &cursor)));
-  }
-  if (threads_wanted > static_cast<int>(cores.size())) {
-    PACKRAT_LOG(WARNING) << "instances want " << threads_wanted << " threads but only "
-                         << cores.size() << " cores are available: cores are shared";
+    ServedModelOptions options;
+    options.runtime_path = agent->options_.runtime_path;
+    options.profile_dir = config.server.profile_dir;
+    options.cores = cores;
+    options.assign_cores = [cores, cursor, name = m.name](const std::vector<int>& threads) {
+      int wanted = 0;
+      for (int t : threads) wanted += t;
+      if (*cursor + wanted > cores.size()) {
+        PACKRAT_LOG(WARNING) << "model '" << name << "': instances want " << wanted
+                             << " threads beyond the " << cores.size()
+                             << " usable cores: cores are shared";
+      }
+      return AssignCores(cores, threads, cursor.get());
+    };
+    agent->models_.emplace(m.name, std::make_unique<ServedModel>(m, std::move(options),
+                                                                 &agent->launcher_));
   }
 
   HttpServerOptions http;

@@ -1,6 +1,7 @@
 // packrat-runtime: one thin model instance. Launched by packrat-agent (never by hand) with the
 // shared-memory segment it serves; see docs/architecture.md for the protocol.
 //
+//   packrat-runtime --version              (prints the libtorch version; profiles are keyed by it)
 //   packrat-runtime --segment NAME --model PATH --threads T [--cores 0,1] [--agent-pid PID]
 //                   [--input FP32:3,224,224]... [--output-type FP32]... [--warmup-batch 4]...
 //                   [--warmup-iterations 3] [--name demo/0]
@@ -15,6 +16,8 @@
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include <torch/version.h>
 
 #include "common/logging.h"
 #include "runtime/model_runner.h"
@@ -110,6 +113,11 @@ Status PinToCores(const std::vector<int>& cores) {
 }
 
 int Main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::cout << "libtorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << "."
+              << TORCH_VERSION_PATCH << "\n";
+    return 0;
+  }
   auto flags_or = ParseFlags(argc, argv);
   if (!flags_or.ok()) {
     std::cerr << "packrat-runtime: " << flags_or.status().message() << "\n";

@@ -12,6 +12,7 @@
 
 #include "agent/cli/command.h"
 #include "agent/cli/plan_command.h"
+#include "agent/cli/profile_command.h"
 
 #ifndef PACKRAT_VERSION
 #define PACKRAT_VERSION "unknown"
@@ -25,6 +26,8 @@ int RunVersion(std::span<const std::string_view> args, std::ostream& out, std::o
 
 constexpr CliCommand kCommands[] = {
     {"plan", "choose the <instances,threads,batch> configuration for a profile", RunPlanCommand},
+    {"profile", "measure a model's latency profile L[t,b] with pinned runtimes",
+     RunProfileCommand},
     {"help", "print this help, or a command's: packrat help COMMAND", RunHelp},
     {"version", "print the version", RunVersion},
 };

@@ -86,7 +86,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   RETURN_IF_ERROR(r.CheckKeys(node, "server",
                               {"http", "management", "io_threads", "max_body_bytes",
                                "max_header_bytes", "idle_timeout_s", "runtime_path",
-                               "shutdown_timeout_s"}));
+                               "shutdown_timeout_s", "profile_dir"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(
@@ -113,6 +113,9 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   }
   if (node["runtime_path"]) {
     RETURN_IF_ERROR(r.GetString(node["runtime_path"], "server.runtime_path", &s->runtime_path));
+  }
+  if (node["profile_dir"]) {
+    RETURN_IF_ERROR(r.GetString(node["profile_dir"], "server.profile_dir", &s->profile_dir));
   }
   return Status::Ok();
 }
@@ -163,7 +166,7 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
                   const std::string& base_dir, ModelConfig* m) {
   RETURN_IF_ERROR(r.CheckKeys(node, key,
                               {"name", "path", "inputs", "outputs", "batching", "instances",
-                               "warmup_iterations", "startup_timeout_s"}));
+                               "warmup_iterations", "startup_timeout_s", "auto_threads"}));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {
@@ -208,10 +211,17 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   }
   const YAML::Node inst = node["instances"];
   if (!inst) return r.Error(node, key + ".instances", "is required");
-  if (!inst.IsSequence() || inst.size() == 0) {
-    return r.Error(inst, key + ".instances", "must be a non-empty list of {count, threads, batch}");
+  if (inst.IsScalar() && inst.as<std::string>() == "auto") {
+    m->auto_instances = true;
+    if (m->batching.max_batch < 1) {
+      return r.Error(inst, key + ".instances",
+                     "'auto' needs batching.max_batch (the B the optimizer plans for)");
+    }
+  } else if (!inst.IsSequence() || inst.size() == 0) {
+    return r.Error(inst, key + ".instances",
+                   "must be 'auto' or a non-empty list of {count, threads, batch}");
   }
-  for (size_t i = 0; i < inst.size(); ++i) {
+  for (size_t i = 0; !m->auto_instances && i < inst.size(); ++i) {
     const std::string k = key + ".instances[" + std::to_string(i) + "]";
     RETURN_IF_ERROR(r.CheckKeys(inst[i], k, {"count", "threads", "batch"}));
     InstanceGroup g;
@@ -227,6 +237,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     RETURN_IF_ERROR(r.GetIntAs(node["warmup_iterations"], key + ".warmup_iterations", 0, 1000,
                                &m->warmup_iterations));
   }
+  if (node["auto_threads"]) {
+    RETURN_IF_ERROR(
+        r.GetIntAs(node["auto_threads"], key + ".auto_threads", 1, 4096, &m->auto_threads));
+  }
   if (node["startup_timeout_s"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["startup_timeout_s"], key + ".startup_timeout_s", 1, 86400,
                                &m->startup_timeout_s));
@@ -237,6 +251,7 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
 }  // namespace
 
 int64_t ModelConfig::TargetBatch() const {
+  if (auto_instances) return batching.max_batch;
   int64_t b = 0;
   for (const InstanceGroup& g : instances) b += static_cast<int64_t>(g.count) * g.batch;
   return b;
@@ -282,9 +297,14 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
   }
   Config config;
   config.source = source;
+  config.server.profile_dir = (std::filesystem::path(base_dir) / "profiles").string();
   try {
     RETURN_IF_ERROR(r.CheckKeys(root, "(top level)", {"server", "models"}));
     if (root["server"]) RETURN_IF_ERROR(ParseServer(r, root["server"], &config.server));
+    if (std::filesystem::path(config.server.profile_dir).is_relative()) {
+      config.server.profile_dir =
+          (std::filesystem::path(base_dir) / config.server.profile_dir).lexically_normal().string();
+    }
     const YAML::Node models = root["models"];
     if (!models || !models.IsSequence() || models.size() == 0) {
       return r.Error(models ? models : root, "models", "must be a non-empty list");

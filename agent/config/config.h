@@ -9,7 +9,7 @@
 //       inputs:  [{name: input__0, datatype: FP32, shape: [-1, 3, 224, 224]}]
 //       outputs: [{name: output__0, datatype: FP32, shape: [-1, 1000]}]
 //       batching: {max_batch: 32, max_delay_us: 2000}
-//       instances: [{count: 2, threads: 1, batch: 4}]
+//       instances: [{count: 2, threads: 1, batch: 4}]   # or: instances: auto
 //
 // Errors name the file, the line and the key ("demo.yaml:7: models[0].instances[0].threads:
 // must be an integer >= 1"). Unknown keys are errors, so typos never pass silently.
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "agent/kserve/tensor.h"
+#include "agent/planning/instance_group.h"
 #include "common/status.h"
 
 namespace packrat {
@@ -37,13 +38,9 @@ struct ServerConfig {
   uint64_t max_header_bytes = 16ull << 10;
   int idle_timeout_s = 60;                 // a connection silent this long is closed
   std::string runtime_path;                // packrat-runtime; default: next to packrat-agent
+  std::string profile_dir;                 // profiles for `instances: auto`; default: the
+                                           // "profiles" folder beside the config file
   int shutdown_timeout_s = 30;             // in-flight requests get this long on SIGTERM
-};
-
-struct InstanceGroup {
-  int count = 1;
-  int threads = 1;
-  int batch = 1;
 };
 
 struct BatchingConfig {
@@ -59,11 +56,16 @@ struct ModelConfig {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   BatchingConfig batching;
+  // The static plan, or empty with auto_instances: the agent profiles the model (or reuses its
+  // stored profile) and serves the optimizer's plan for B = batching.max_batch.
   std::vector<InstanceGroup> instances;
+  bool auto_instances = false;
+  int auto_threads = 0;  // T for auto plans; 0 = every core the agent may use
   int warmup_iterations = 3;
   int startup_timeout_s = 300;
 
-  // B: rows one aggregated batch aims for, Σ count·batch over the instance groups.
+  // B: rows one aggregated batch aims for: Σ count·batch over the instance groups, or
+  // batching.max_batch for auto plans.
   int64_t TargetBatch() const;
   ModelSignature Signature() const;
 };

@@ -95,6 +95,26 @@ std::string ModelMetadata(const ServedModel& model) {
   AppendJsonString(out, StateName(model.state()));
   out += ",\"max_batch\":" + std::to_string(sig.max_batch);
   out += ",\"target_batch\":" + std::to_string(model.config().TargetBatch());
+  out += ",\"instances\":";
+  if (model.config().auto_instances && model.groups().empty()) {
+    out += "\"auto\"";
+  } else {
+    out += '[';
+    const std::vector<InstanceGroup> groups = model.groups();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (i) out += ',';
+      out += "{\"count\":" + std::to_string(groups[i].count) +
+             ",\"threads\":" + std::to_string(groups[i].threads) +
+             ",\"batch\":" + std::to_string(groups[i].batch) + "}";
+    }
+    out += ']';
+  }
+  if (const std::optional<Plan> plan = model.optimizer_plan()) {
+    out += ",\"predicted_batch_latency_ms\":" + std::to_string(plan->latency_ms);
+    if (plan->fat_latency_ms) {
+      out += ",\"fat_batch_latency_ms\":" + std::to_string(*plan->fat_latency_ms);
+    }
+  }
   const std::string failure = model.failure();
   if (!failure.empty()) {
     out += ",\"reason\":";

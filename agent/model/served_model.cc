@@ -1,16 +1,16 @@
 #include "agent/model/served_model.h"
 
+#include "agent/profiling/profile_store.h"
 #include "common/logging.h"
 
 namespace packrat {
 
-ServedModel::ServedModel(ModelConfig config, std::string runtime_path, ProcessLauncher* launcher,
-                         std::vector<std::vector<int>> cores)
+ServedModel::ServedModel(ModelConfig config, ServedModelOptions options,
+                         ProcessLauncher* launcher)
     : config_(std::move(config)),
       signature_(config_.Signature()),
-      runtime_path_(std::move(runtime_path)),
-      launcher_(launcher),
-      cores_(std::move(cores)) {}
+      options_(std::move(options)),
+      launcher_(launcher) {}
 
 ServedModel::~ServedModel() { Stop(std::chrono::seconds(5)); }
 
@@ -26,20 +26,72 @@ std::vector<pid_t> ServedModel::instance_pids() const {
   return pids;
 }
 
+std::vector<InstanceGroup> ServedModel::groups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return groups_;
+}
+
+std::optional<Plan> ServedModel::optimizer_plan() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plan_;
+}
+
+StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan() {
+  if (!config_.auto_instances) return config_.instances;
+  const int threads = config_.auto_threads > 0 ? config_.auto_threads
+                                               : static_cast<int>(options_.cores.size());
+  const int batch = static_cast<int>(config_.batching.max_batch);
+  if (threads < 1) return FailedPrecondition("no usable cores to plan for");
+  ProfilerOptions profiling;
+  profiling.model = config_;
+  profiling.runtime_path = options_.runtime_path;
+  profiling.cores = options_.cores;
+  for (int t = 1; t <= std::min<int>(threads, static_cast<int>(options_.cores.size())); ++t) {
+    profiling.threads.push_back(t);
+  }
+  profiling.batches = PowersOfTwoUpTo(batch);
+  ASSIGN_OR_RETURN(Profile profile,
+                   LoadOrMeasureProfile(options_.profile_dir, profiling, launcher_, nullptr));
+  Optimizer optimizer(std::move(profile));
+  ASSIGN_OR_RETURN(Plan plan, optimizer.Solve(threads, batch));
+  PACKRAT_LOG(INFO) << "model '" << config_.name << "': plan for T=" << threads << ", B=" << batch
+                    << ": " << plan.ConfigString() << ", predicted " << plan.latency_ms
+                    << " ms per batch"
+                    << (plan.fat_latency_ms ? " (fat instance: " +
+                                                  std::to_string(*plan.fat_latency_ms) + " ms)"
+                                            : std::string());
+  std::vector<InstanceGroup> groups = plan.groups;
+  std::lock_guard<std::mutex> lock(mu_);
+  plan_ = std::move(plan);
+  return groups;
+}
+
 Status ServedModel::Load() {
   std::vector<std::unique_ptr<RuntimeInstance>> instances;
-  int index = 0;
   Status status;
-  for (const InstanceGroup& group : config_.instances) {
+  std::vector<InstanceGroup> groups;
+  if (auto resolved = ResolvePlan(); resolved.ok()) {
+    groups = std::move(resolved).value();
+  } else {
+    status = resolved.status();
+  }
+  std::vector<int> threads;
+  for (const InstanceGroup& g : groups) {
+    for (int k = 0; k < g.count; ++k) threads.push_back(g.threads);
+  }
+  const std::vector<std::vector<int>> cores =
+      options_.assign_cores ? options_.assign_cores(threads) : std::vector<std::vector<int>>();
+  int index = 0;
+  for (const InstanceGroup& group : groups) {
     for (int k = 0; k < group.count && status.ok(); ++k, ++index) {
       RuntimeInstanceOptions o;
       o.model_name = config_.name;
       o.index = index;
-      o.runtime_path = runtime_path_;
+      o.runtime_path = options_.runtime_path;
       o.model_path = config_.path;
       o.threads = group.threads;
       o.batch = group.batch;
-      if (static_cast<size_t>(index) < cores_.size()) o.cores = cores_[index];
+      if (static_cast<size_t>(index) < cores.size()) o.cores = cores[index];
       o.inputs = config_.inputs;
       o.outputs = config_.outputs;
       o.warmup_iterations = config_.warmup_iterations;
@@ -66,7 +118,8 @@ Status ServedModel::Load() {
   std::vector<InstanceExecutor*> executors;
   for (auto& i : instances) executors.push_back(i.get());
   BatchAggregator::Options batching;
-  batching.target_rows = config_.TargetBatch();
+  batching.target_rows = 0;
+  for (const InstanceGroup& g : groups) batching.target_rows += int64_t{g.count} * g.batch;
   batching.max_delay = std::chrono::microseconds(config_.batching.max_delay_us);
   batching.max_queue_rows = config_.batching.max_queue_rows;
   {
@@ -76,6 +129,7 @@ Status ServedModel::Load() {
       return Unavailable("model stopped while loading");
     }
     instances_ = std::move(instances);
+    groups_ = groups;
     dispatcher_ = std::make_unique<Dispatcher>(executors, config_.batching.max_inflight_batches,
                                                [this] {
                                                  if (scheduler_) scheduler_->Notify();
@@ -84,7 +138,7 @@ Status ServedModel::Load() {
     state_.store(ModelState::kReady, std::memory_order_release);
   }
   PACKRAT_LOG(INFO) << "model '" << config_.name << "' ready: " << instances_.size()
-                    << " instance(s), B=" << config_.TargetBatch();
+                    << " instance(s), B=" << batching.target_rows;
   return Status::Ok();
 }
 

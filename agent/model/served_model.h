@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,7 @@
 #include "agent/batching/batch_scheduler.h"
 #include "agent/batching/dispatcher.h"
 #include "agent/config/config.h"
+#include "agent/planning/optimizer.h"
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/runtime_instance.h"
 
@@ -23,16 +26,26 @@ namespace packrat {
 
 enum class ModelState { kLoading, kReady, kFailed, kStopped };
 
+// Gives each instance (by its thread count, in plan order) the cores it is pinned to.
+using CoreAssignFn = std::function<std::vector<std::vector<int>>(const std::vector<int>& threads)>;
+
+struct ServedModelOptions {
+  std::string runtime_path;
+  std::string profile_dir;     // where `instances: auto` profiles are kept
+  std::vector<int> cores;      // usable cores; T for auto plans unless auto_threads is set
+  CoreAssignFn assign_cores;   // may be empty: no pinning
+};
+
 class ServedModel {
  public:
-  // `launcher` is not owned. `cores` are the cores each instance is pinned to, one list per
-  // instance in plan order (empty lists = no pinning).
-  ServedModel(ModelConfig config, std::string runtime_path, ProcessLauncher* launcher,
-              std::vector<std::vector<int>> cores);
+  // `launcher` is not owned.
+  ServedModel(ModelConfig config, ServedModelOptions options, ProcessLauncher* launcher);
   ~ServedModel();  // Stop()s
 
-  // Starts every instance (blocking, minutes for big models) and then serves. On failure the
-  // model is kFailed, the reason is kept, and instances already started are stopped.
+  // Starts every instance (blocking, minutes for big models) and then serves. With
+  // `instances: auto` it first loads the stored profile or measures one (much longer) and
+  // solves the optimizer's plan. On failure the model is kFailed, the reason is kept, and
+  // instances already started are stopped.
   Status Load();
   // Queues a validated request. kFailedPrecondition unless ready; kResourceExhausted when the
   // queue is full.
@@ -48,17 +61,25 @@ class ServedModel {
   std::string failure() const;
   // Process ids of the running instances (tests and /metrics).
   std::vector<pid_t> instance_pids() const;
+  // The plan being served (set once loaded): the config's groups, or the optimizer's with
+  // its predicted latency for `instances: auto`.
+  std::vector<InstanceGroup> groups() const;
+  std::optional<Plan> optimizer_plan() const;
 
  private:
+  // Resolves the groups to serve: the config's, or the optimizer's for `instances: auto`.
+  StatusOr<std::vector<InstanceGroup>> ResolvePlan();
+
   const ModelConfig config_;
   const ModelSignature signature_;
-  const std::string runtime_path_;
+  const ServedModelOptions options_;
   ProcessLauncher* const launcher_;
-  const std::vector<std::vector<int>> cores_;
 
   std::atomic<ModelState> state_{ModelState::kLoading};
   mutable std::mutex mu_;
   std::string failure_;                                      // guarded by mu_
+  std::vector<InstanceGroup> groups_;                        // guarded by mu_
+  std::optional<Plan> plan_;                                 // guarded by mu_
   std::vector<std::unique_ptr<RuntimeInstance>> instances_;  // set once by Load()
   std::unique_ptr<Dispatcher> dispatcher_;                   // set once by Load()
   std::unique_ptr<BatchScheduler> scheduler_;                // set once by Load()

@@ -47,20 +47,13 @@
 #include <utility>
 #include <vector>
 
+#include "agent/planning/instance_group.h"
 #include "agent/planning/profile.h"
 #include "common/status.h"
 
 namespace packrat {
 
 // `count` identical instances, each running `batch` rows with `threads` intra-op threads.
-struct InstanceGroup {
-  int count = 0;
-  int threads = 0;
-  int batch = 0;
-
-  bool operator==(const InstanceGroup&) const = default;
-};
-
 struct Plan {
   int threads_total = 0;  // T, the thread budget the plan was solved for (≥ ThreadsUsed())
   int batch = 0;          // B = Σ count·batch

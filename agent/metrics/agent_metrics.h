@@ -1,0 +1,172 @@
+// The metrics the Packrat agent exports (docs/operations.md lists them with their meaning):
+//
+//   packrat_requests_total{model,code}                        counter
+//   packrat_request_duration_seconds{model}                   histogram
+//   packrat_queue_duration_seconds{model}                     histogram
+//   packrat_compute_duration_seconds{model}                   histogram
+//   packrat_batch_size_rows{model}                            histogram
+//   packrat_inflight_requests{model}                          gauge
+//   packrat_queue_rows{model}                                 gauge (callback)
+//   packrat_instances{model,threads,batch,state}              gauge
+//   packrat_target_batch_rows{model}                          gauge  (B)
+//   packrat_estimated_batch_rows{model}                       gauge  (the estimator's value)
+//   packrat_reconfigurations_total{model}                     counter
+//   packrat_runtime_restarts_total{model}                     counter
+//   packrat_predicted_batch_latency_seconds{model}            gauge  (the optimizer's plan)
+//   packrat_measured_batch_latency_seconds{model}             gauge
+//   process_*                                                 (process_metrics.h)
+//
+// Usage: AgentMetrics::Create() once per agent; ForModel(name) once per model, keeping the
+// ModelMetrics reference; then every update on the request path is one atomic operation.
+// Serve Render() at GET /metrics with Content-Type kPrometheusContentType.
+//
+// Thread-safety: everything is thread-safe. Ownership: AgentMetrics owns the registry and every
+// ModelMetrics; references from ForModel live as long as the AgentMetrics.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/metrics/metrics_registry.h"
+#include "agent/metrics/process_metrics.h"
+#include "common/status.h"
+
+namespace packrat::metrics {
+
+struct AgentMetricsOptions {
+  // Bounds of the request, queue and compute duration histograms, in seconds.
+  BucketBounds latency_buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                  0.15,   0.25,  0.5,    0.75,  1,    2.5,   5,    10,    30};
+  // Bounds of the executed batch size histogram, in rows.
+  BucketBounds batch_size_buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  // Exports process_* metrics read from this /proc; empty: no process metrics.
+  std::string proc_root = "/proc";
+};
+
+// How many instances of one ⟨threads,batch⟩ are in one state ("starting", "warming", "ready",
+// "draining", "failed", ... — free text, used as a label value).
+struct InstanceCount {
+  int threads = 0;
+  int batch = 0;
+  std::string state;
+  int count = 0;
+};
+
+class AgentMetrics;
+
+// The series of one model. All accessors are lock-free except where noted.
+class ModelMetrics {
+ public:
+  ModelMetrics(const ModelMetrics&) = delete;
+  ModelMetrics& operator=(const ModelMetrics&) = delete;
+
+  const std::string& model() const { return model_; }
+
+  // Requests answered with HTTP status `code`: Increment() once per response, errors included.
+  // The first call per code takes the family's lock; later calls are one atomic load.
+  Counter& requests(int code);
+
+  // Observe(seconds) once per request, from receipt to response.
+  Histogram& request_duration() { return *request_duration_; }
+  // Observe(seconds) once per request: enqueued until its batch was dispatched.
+  Histogram& queue_duration() { return *queue_duration_; }
+  // Observe(seconds) once per executed batch: dispatched to an instance until its result came back.
+  Histogram& compute_duration() { return *compute_duration_; }
+  // Observe(rows) once per executed batch.
+  Histogram& batch_size() { return *batch_size_; }
+  // Increment() when a request is accepted, Decrement() when it is answered.
+  Gauge& inflight() { return *inflight_; }
+  // Set(B) whenever the target batch changes.
+  Gauge& target_batch() { return *target_batch_; }
+  // Set(value) whenever the batch-size estimator updates.
+  Gauge& estimated_batch() { return *estimated_batch_; }
+  // Increment() once per completed reconfiguration.
+  Counter& reconfigurations() { return *reconfigurations_; }
+  // Increment() once per runtime process restarted after it died.
+  Counter& runtime_restarts() { return *runtime_restarts_; }
+  // Set(seconds): the optimizer's predicted latency of a batch under the current plan.
+  Gauge& predicted_batch_latency() { return *predicted_batch_latency_; }
+  // Set(seconds): the measured latency of recent batches (e.g. a moving average).
+  Gauge& measured_batch_latency() { return *measured_batch_latency_; }
+
+  // Replaces this model's packrat_instances series with `counts` (combinations not listed stop
+  // being exported). Takes locks; call on state changes, not per request.
+  void SetInstances(const std::vector<InstanceCount>& counts);
+
+  // Makes `rows` (evaluated at scrape time) the value of packrat_queue_rows for this model; the
+  // series lives as long as the handle (see callback_family.h for the callback's rules).
+  CallbackHandle BindQueueRows(MetricCallback rows);
+
+ private:
+  friend class AgentMetrics;
+  ModelMetrics(const AgentMetrics* owner, std::string model);
+
+  static constexpr int kMaxCachedCode = 599;
+
+  const AgentMetrics* const owner_;
+  const std::string model_;
+  // requests(code) for codes 0..kMaxCachedCode, filled on first use (release/acquire).
+  std::array<std::atomic<Counter*>, kMaxCachedCode + 1> requests_by_code_{};
+  Histogram* request_duration_;
+  Histogram* queue_duration_;
+  Histogram* compute_duration_;
+  Histogram* batch_size_;
+  Gauge* inflight_;
+  Gauge* target_batch_;
+  Gauge* estimated_batch_;
+  Counter* reconfigurations_;
+  Counter* runtime_restarts_;
+  Gauge* predicted_batch_latency_;
+  Gauge* measured_batch_latency_;
+  std::mutex instances_mu_;  // serializes SetInstances
+};
+
+class AgentMetrics {
+ public:
+  // Registers every family (and the process metrics unless options.proc_root is empty).
+  // Fails only on invalid bucket options.
+  static StatusOr<std::unique_ptr<AgentMetrics>> Create(const AgentMetricsOptions& options = {});
+  ~AgentMetrics();
+
+  // The series of `model`, created on first use. Takes a lock: call once per model and keep the
+  // reference (valid for the lifetime of this object).
+  ModelMetrics& ForModel(std::string_view model);
+
+  // The /metrics page (Content-Type kPrometheusContentType).
+  std::string Render() const { return registry_.Render(); }
+  // For families beyond the standard set.
+  MetricsRegistry& registry() { return registry_; }
+
+ private:
+  friend class ModelMetrics;
+  AgentMetrics() = default;
+  Status Init(const AgentMetricsOptions& options);
+
+  MetricsRegistry registry_;
+  Family<Counter>* requests_ = nullptr;
+  Family<Histogram>* request_duration_ = nullptr;
+  Family<Histogram>* queue_duration_ = nullptr;
+  Family<Histogram>* compute_duration_ = nullptr;
+  Family<Histogram>* batch_size_ = nullptr;
+  Family<Gauge>* inflight_ = nullptr;
+  CallbackFamily* queue_rows_ = nullptr;
+  Family<Gauge>* instances_ = nullptr;
+  Family<Gauge>* target_batch_ = nullptr;
+  Family<Gauge>* estimated_batch_ = nullptr;
+  Family<Counter>* reconfigurations_ = nullptr;
+  Family<Counter>* runtime_restarts_ = nullptr;
+  Family<Gauge>* predicted_batch_latency_ = nullptr;
+  Family<Gauge>* measured_batch_latency_ = nullptr;
+  std::unique_ptr<ProcessMetrics> process_;
+
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<ModelMetrics>, std::less<>> models_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace packrat::metrics

@@ -1,0 +1,150 @@
+#include "agent/metrics/process_metrics.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <utility>
+
+namespace packrat::metrics {
+namespace {
+
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return text.str();
+}
+
+std::optional<double> ParseNumber(std::string_view text) {
+  double value = 0;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (result.ec != std::errc() || result.ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Fields of /proc/<pid>/stat after the command name (which may hold spaces and parentheses, so
+// the split starts after the last ')'); element 0 is field 3 of proc(5), `state`.
+std::vector<std::string> StatFieldsAfterComm(const std::string& stat) {
+  std::vector<std::string> fields;
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return fields;
+  std::istringstream in(stat.substr(paren + 1));
+  std::string field;
+  while (in >> field) fields.push_back(field);
+  return fields;
+}
+
+// proc(5) field number -> index into StatFieldsAfterComm.
+constexpr size_t StatIndex(int field) { return static_cast<size_t>(field - 3); }
+
+std::optional<double> BootTimeSeconds(const std::string& proc_root) {
+  const std::optional<std::string> stat = ReadFile(proc_root + "/stat");
+  if (!stat) return std::nullopt;
+  std::istringstream in(*stat);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("btime ")) return ParseNumber(line.substr(6));
+  }
+  return std::nullopt;
+}
+
+std::optional<double> SoftFdLimit(const std::string& proc_root) {
+  const std::optional<std::string> limits = ReadFile(proc_root + "/self/limits");
+  if (!limits) return std::nullopt;
+  std::istringstream in(*limits);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("Max open files")) continue;
+    std::istringstream fields(line.substr(14));
+    std::string soft;
+    fields >> soft;
+    if (soft == "unlimited") return std::nullopt;
+    return ParseNumber(soft);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> OpenFds(const std::string& proc_root) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(proc_root + "/self/fd", ec);
+  if (ec) return std::nullopt;
+  double count = 0;
+  for (const auto& entry : it) {
+    (void)entry;
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+ProcessStats ReadProcessStats(const std::string& proc_root) {
+  ProcessStats stats;
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (const std::optional<std::string> stat = ReadFile(proc_root + "/self/stat")) {
+    const std::vector<std::string> f = StatFieldsAfterComm(*stat);
+    if (f.size() > StatIndex(24)) {
+      const auto utime = ParseNumber(f[StatIndex(14)]);
+      const auto stime = ParseNumber(f[StatIndex(15)]);
+      const auto start = ParseNumber(f[StatIndex(22)]);
+      const auto vsize = ParseNumber(f[StatIndex(23)]);
+      const auto rss = ParseNumber(f[StatIndex(24)]);
+      if (utime && stime) stats.cpu_seconds = (*utime + *stime) / ticks;
+      if (vsize) stats.virtual_memory_bytes = *vsize;
+      if (rss) stats.resident_memory_bytes = *rss * page;
+      const std::optional<double> boot = BootTimeSeconds(proc_root);
+      if (start && boot) stats.start_time_seconds = *boot + *start / ticks;
+    }
+  }
+  stats.open_fds = OpenFds(proc_root);
+  stats.max_fds = SoftFdLimit(proc_root);
+  return stats;
+}
+
+StatusOr<std::unique_ptr<ProcessMetrics>> ProcessMetrics::Create(
+    MetricsRegistry* registry, const ProcessMetricsOptions& options) {
+  std::unique_ptr<ProcessMetrics> metrics(new ProcessMetrics());
+  using Field = std::optional<double> ProcessStats::*;
+  const std::string root = options.proc_root;
+  const auto bind = [&](CallbackFamily* family, Field field) {
+    metrics->handles_.push_back(
+        family->Bind({}, [root, field] { return ReadProcessStats(root).*field; }));
+  };
+
+  ASSIGN_OR_RETURN(CallbackFamily * cpu,
+                   registry->AddCallbackCounter(
+                       {"process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", {}}));
+  bind(cpu, &ProcessStats::cpu_seconds);
+  ASSIGN_OR_RETURN(CallbackFamily * rss,
+                   registry->AddCallbackGauge(
+                       {"process_resident_memory_bytes", "Resident memory size in bytes.", {}}));
+  bind(rss, &ProcessStats::resident_memory_bytes);
+  ASSIGN_OR_RETURN(CallbackFamily * vsize,
+                   registry->AddCallbackGauge(
+                       {"process_virtual_memory_bytes", "Virtual memory size in bytes.", {}}));
+  bind(vsize, &ProcessStats::virtual_memory_bytes);
+  ASSIGN_OR_RETURN(CallbackFamily * open_fds,
+                   registry->AddCallbackGauge(
+                       {"process_open_fds", "Number of open file descriptors.", {}}));
+  bind(open_fds, &ProcessStats::open_fds);
+  ASSIGN_OR_RETURN(CallbackFamily * max_fds,
+                   registry->AddCallbackGauge(
+                       {"process_max_fds", "Maximum number of open file descriptors.", {}}));
+  bind(max_fds, &ProcessStats::max_fds);
+  ASSIGN_OR_RETURN(
+      CallbackFamily * start,
+      registry->AddCallbackGauge({"process_start_time_seconds",
+                                  "Start time of the process since unix epoch in seconds.", {}}));
+  bind(start, &ProcessStats::start_time_seconds);
+  return metrics;
+}
+
+}  // namespace packrat::metrics

@@ -1,0 +1,69 @@
+#include "agent/profiling/profile_store.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/logging.h"
+
+namespace packrat {
+
+StatusOr<Profile> LoadProfileIfCurrent(const std::string& path, const ProfileKey& key,
+                                       bool* reused) {
+  *reused = false;
+  std::ifstream key_in(path + ".key");
+  if (!key_in || !std::filesystem::exists(path)) return Profile();
+  std::string stored;
+  std::getline(key_in, stored);
+  if (stored != key.ToString()) {
+    PACKRAT_LOG(INFO) << "profile " << path << " was measured under another key (" << stored
+                      << "); measuring anew";
+    return Profile();
+  }
+  ASSIGN_OR_RETURN(Profile profile, Profile::LoadCsv(path));
+  *reused = true;
+  return profile;
+}
+
+Status SaveProfile(const std::string& path, const ProfileKey& key, const Profile& profile) {
+  const std::string key_path = path + ".key";
+  {
+    std::ofstream out(key_path + ".tmp");
+    out << key.ToString() << "\n";
+    if (!out) return Internal("cannot write '" + key_path + "'");
+  }
+  if (std::rename((key_path + ".tmp").c_str(), key_path.c_str()) != 0) {
+    return Internal("cannot rename to '" + key_path + "'");
+  }
+  if (profile.empty()) return Status::Ok();
+  return profile.WriteCsv(path);
+}
+
+StatusOr<Profile> LoadOrMeasureProfile(
+    const std::string& dir, const ProfilerOptions& options, ProcessLauncher* launcher,
+    const std::function<void(const ProfileProgress&)>& progress) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal("cannot create profile folder '" + dir + "': " + ec.message());
+  ASSIGN_OR_RETURN(ProfileKey key, ComputeProfileKey(options.model.path, options.runtime_path));
+  const std::string path = dir + "/" + options.model.name + "-" + key.Digest() + ".csv";
+  bool reused = false;
+  ASSIGN_OR_RETURN(Profile profile, LoadProfileIfCurrent(path, key, &reused));
+  size_t missing = 0;
+  for (int t : options.threads) {
+    for (int b : options.batches) missing += profile.Find(t, b) == nullptr ? 1 : 0;
+  }
+  if (missing == 0) {
+    PACKRAT_LOG(INFO) << "model '" << options.model.name << "': using stored profile " << path;
+    return profile;
+  }
+  PACKRAT_LOG(INFO) << "model '" << options.model.name << "': profiling " << missing
+                    << " point(s) into " << path << (reused ? " (resuming)" : "");
+  Profiler profiler(options, launcher);
+  RETURN_IF_ERROR(profiler.Run(
+      &profile, [&](const Profile& p) { return SaveProfile(path, key, p); }, progress));
+  return profile;
+}
+
+}  // namespace packrat
