@@ -116,8 +116,14 @@ namespace {
 // next. Lives as long as an operation holds a shared_ptr to it.
 class Session : public std::enable_shared_from_this<Session> {
  public:
+  static constexpr size_t kReadBufferBytes = 256 * 1024;
+
   Session(tcp::socket&& socket, HttpServer::Impl* server)
-      : stream_(std::move(socket)), server_(server) {}
+      : stream_(std::move(socket)), server_(server) {
+    // Beast reads at most the buffer's free capacity (512 bytes when small) per read: without
+    // room, a 600 KB tensor body takes ~1,200 reads (5 ms instead of 0.3 ms).
+    buffer_.reserve(kReadBufferBytes);
+  }
 
   void Run() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });

@@ -76,7 +76,7 @@ class CallbackFamily final : public MetricFamily {
   };
 
   mutable std::mutex mu_;
-  uint64_t next_id_ = 1;                   // GUARDED_BY(mu_)
+  uint64_t next_id_ = 1;                  // GUARDED_BY(mu_)
   std::map<LabelValues, Series> series_;  // GUARDED_BY(mu_)
 };
 

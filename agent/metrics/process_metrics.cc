@@ -83,27 +83,32 @@ std::optional<double> OpenFds(const std::string& proc_root) {
   return count;
 }
 
+// The fields that come from <root>/self/stat (and the boot time in <root>/stat).
+ProcessStats ReadStatFields(const std::string& proc_root) {
+  ProcessStats stats;
+  const std::optional<std::string> stat = ReadFile(proc_root + "/self/stat");
+  if (!stat) return stats;
+  const std::vector<std::string> f = StatFieldsAfterComm(*stat);
+  if (f.size() <= StatIndex(24)) return stats;
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  const auto utime = ParseNumber(f[StatIndex(14)]);
+  const auto stime = ParseNumber(f[StatIndex(15)]);
+  const auto start = ParseNumber(f[StatIndex(22)]);
+  const auto vsize = ParseNumber(f[StatIndex(23)]);
+  const auto rss = ParseNumber(f[StatIndex(24)]);
+  if (utime && stime) stats.cpu_seconds = (*utime + *stime) / ticks;
+  if (vsize) stats.virtual_memory_bytes = *vsize;
+  if (rss) stats.resident_memory_bytes = *rss * page;
+  const std::optional<double> boot = BootTimeSeconds(proc_root);
+  if (start && boot) stats.start_time_seconds = *boot + *start / ticks;
+  return stats;
+}
+
 }  // namespace
 
 ProcessStats ReadProcessStats(const std::string& proc_root) {
-  ProcessStats stats;
-  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
-  if (const std::optional<std::string> stat = ReadFile(proc_root + "/self/stat")) {
-    const std::vector<std::string> f = StatFieldsAfterComm(*stat);
-    if (f.size() > StatIndex(24)) {
-      const auto utime = ParseNumber(f[StatIndex(14)]);
-      const auto stime = ParseNumber(f[StatIndex(15)]);
-      const auto start = ParseNumber(f[StatIndex(22)]);
-      const auto vsize = ParseNumber(f[StatIndex(23)]);
-      const auto rss = ParseNumber(f[StatIndex(24)]);
-      if (utime && stime) stats.cpu_seconds = (*utime + *stime) / ticks;
-      if (vsize) stats.virtual_memory_bytes = *vsize;
-      if (rss) stats.resident_memory_bytes = *rss * page;
-      const std::optional<double> boot = BootTimeSeconds(proc_root);
-      if (start && boot) stats.start_time_seconds = *boot + *start / ticks;
-    }
-  }
+  ProcessStats stats = ReadStatFields(proc_root);
   stats.open_fds = OpenFds(proc_root);
   stats.max_fds = SoftFdLimit(proc_root);
   return stats;
@@ -114,14 +119,20 @@ StatusOr<std::unique_ptr<ProcessMetrics>> ProcessMetrics::Create(
   std::unique_ptr<ProcessMetrics> metrics(new ProcessMetrics());
   using Field = std::optional<double> ProcessStats::*;
   const std::string root = options.proc_root;
+  // Each callback reads only the files its value comes from.
   const auto bind = [&](CallbackFamily* family, Field field) {
     metrics->handles_.push_back(
-        family->Bind({}, [root, field] { return ReadProcessStats(root).*field; }));
+        family->Bind({}, [root, field] { return ReadStatFields(root).*field; }));
+  };
+  const auto bind_reader = [&](CallbackFamily* family,
+                               std::optional<double> (*read)(const std::string&)) {
+    metrics->handles_.push_back(family->Bind({}, [root, read] { return read(root); }));
   };
 
-  ASSIGN_OR_RETURN(CallbackFamily * cpu,
-                   registry->AddCallbackCounter(
-                       {"process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", {}}));
+  ASSIGN_OR_RETURN(
+      CallbackFamily * cpu,
+      registry->AddCallbackCounter(
+          {"process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", {}}));
   bind(cpu, &ProcessStats::cpu_seconds);
   ASSIGN_OR_RETURN(CallbackFamily * rss,
                    registry->AddCallbackGauge(
@@ -131,18 +142,19 @@ StatusOr<std::unique_ptr<ProcessMetrics>> ProcessMetrics::Create(
                    registry->AddCallbackGauge(
                        {"process_virtual_memory_bytes", "Virtual memory size in bytes.", {}}));
   bind(vsize, &ProcessStats::virtual_memory_bytes);
-  ASSIGN_OR_RETURN(CallbackFamily * open_fds,
-                   registry->AddCallbackGauge(
-                       {"process_open_fds", "Number of open file descriptors.", {}}));
-  bind(open_fds, &ProcessStats::open_fds);
+  ASSIGN_OR_RETURN(
+      CallbackFamily * open_fds,
+      registry->AddCallbackGauge({"process_open_fds", "Number of open file descriptors.", {}}));
+  bind_reader(open_fds, &OpenFds);
   ASSIGN_OR_RETURN(CallbackFamily * max_fds,
                    registry->AddCallbackGauge(
                        {"process_max_fds", "Maximum number of open file descriptors.", {}}));
-  bind(max_fds, &ProcessStats::max_fds);
+  bind_reader(max_fds, &SoftFdLimit);
   ASSIGN_OR_RETURN(
       CallbackFamily * start,
       registry->AddCallbackGauge({"process_start_time_seconds",
-                                  "Start time of the process since unix epoch in seconds.", {}}));
+                                  "Start time of the process since unix epoch in seconds.",
+                                  {}}));
   bind(start, &ProcessStats::start_time_seconds);
   return metrics;
 }

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <string_view>
 
 namespace packrat::metrics {
 namespace {
@@ -128,8 +129,20 @@ void AppendDouble(double value, std::string* out) {
     out->append(value > 0 ? "+Inf" : "-Inf");
     return;
   }
-  char buf[32];
-  const auto result = std::to_chars(buf, buf + sizeof(buf), value);
+  // Shortest round-trip digits; plain decimal for exponents -4..20 (as JavaScript prints
+  // numbers), so bucket bounds read le="0.0005" and le="1000000", not le="5e-04".
+  char buf[64];
+  auto result = std::to_chars(buf, buf + sizeof(buf), value);
+  const std::string_view shortest(buf, static_cast<size_t>(result.ptr - buf));
+  const size_t e = shortest.find('e');
+  if (e != std::string_view::npos) {
+    int exponent = 0;
+    std::from_chars(shortest.data() + e + (shortest[e + 1] == '+' ? 2 : 1),
+                    shortest.data() + shortest.size(), exponent);
+    if (exponent >= -4 && exponent <= 20) {
+      result = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::fixed);
+    }
+  }
   out->append(buf, result.ptr);
 }
 

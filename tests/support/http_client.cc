@@ -36,6 +36,7 @@ struct HttpClient::Impl {
     }
     stream->socket().set_option(tcp::no_delay(true), ec);
     buffer.clear();
+    buffer.reserve(256 * 1024);  // Beast reads at most the free capacity per call
     return true;
   }
 };

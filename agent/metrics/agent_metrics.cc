@@ -1,0 +1,132 @@
+#include "agent/metrics/agent_metrics.h"
+
+#include <set>
+#include <tuple>
+#include <utility>
+
+namespace packrat::metrics {
+
+ModelMetrics::ModelMetrics(const AgentMetrics* owner, std::string model)
+    : owner_(owner),
+      model_(std::move(model)),
+      request_duration_(&owner->request_duration_->WithLabelValues({model_})),
+      queue_duration_(&owner->queue_duration_->WithLabelValues({model_})),
+      compute_duration_(&owner->compute_duration_->WithLabelValues({model_})),
+      batch_size_(&owner->batch_size_->WithLabelValues({model_})),
+      inflight_(&owner->inflight_->WithLabelValues({model_})),
+      target_batch_(&owner->target_batch_->WithLabelValues({model_})),
+      estimated_batch_(&owner->estimated_batch_->WithLabelValues({model_})),
+      reconfigurations_(&owner->reconfigurations_->WithLabelValues({model_})),
+      runtime_restarts_(&owner->runtime_restarts_->WithLabelValues({model_})),
+      predicted_batch_latency_(&owner->predicted_batch_latency_->WithLabelValues({model_})),
+      measured_batch_latency_(&owner->measured_batch_latency_->WithLabelValues({model_})) {}
+
+Counter& ModelMetrics::requests(int code) {
+  const bool cacheable = code >= 0 && code <= kMaxCachedCode;
+  if (cacheable) {
+    Counter* cached = requests_by_code_[code].load(std::memory_order_acquire);
+    if (cached != nullptr) return *cached;
+  }
+  Counter& counter = owner_->requests_->WithLabelValues({model_, std::to_string(code)});
+  // Racing first calls store the same pointer: the family returns one series per label set.
+  if (cacheable) requests_by_code_[code].store(&counter, std::memory_order_release);
+  return counter;
+}
+
+void ModelMetrics::SetInstances(const std::vector<InstanceCount>& counts) {
+  std::lock_guard<std::mutex> lock(instances_mu_);
+  std::set<LabelValues> keep;
+  for (const InstanceCount& c : counts) {
+    LabelValues values{model_, std::to_string(c.threads), std::to_string(c.batch), c.state};
+    owner_->instances_->WithLabelValues(values).Set(c.count);
+    keep.insert(std::move(values));
+  }
+  owner_->instances_->RemoveIf(
+      [&](const LabelValues& values) { return values[0] == model_ && keep.count(values) == 0; });
+}
+
+CallbackHandle ModelMetrics::BindQueueRows(MetricCallback rows) {
+  return owner_->queue_rows_->Bind({model_}, std::move(rows));
+}
+
+AgentMetrics::~AgentMetrics() = default;
+
+StatusOr<std::unique_ptr<AgentMetrics>> AgentMetrics::Create(const AgentMetricsOptions& options) {
+  std::unique_ptr<AgentMetrics> metrics(new AgentMetrics());
+  RETURN_IF_ERROR(metrics->Init(options));
+  return metrics;
+}
+
+Status AgentMetrics::Init(const AgentMetricsOptions& options) {
+  MetricsRegistry& r = registry_;
+  const std::vector<std::string> model = {"model"};
+  ASSIGN_OR_RETURN(requests_, r.AddCounter({"packrat_requests_total",
+                                            "Inference requests answered, by model and HTTP "
+                                            "status code.",
+                                            {"model", "code"}}));
+  ASSIGN_OR_RETURN(
+      request_duration_,
+      r.AddHistogram({"packrat_request_duration_seconds",
+                      "Time from receiving an inference request to answering it.", model},
+                     options.latency_buckets));
+  ASSIGN_OR_RETURN(queue_duration_,
+                   r.AddHistogram({"packrat_queue_duration_seconds",
+                                   "Time a request waited in the batcher before its batch was "
+                                   "dispatched to the instances.",
+                                   model},
+                                  options.latency_buckets));
+  ASSIGN_OR_RETURN(compute_duration_,
+                   r.AddHistogram({"packrat_compute_duration_seconds",
+                                   "Time the instances took to execute one batch.", model},
+                                  options.latency_buckets));
+  ASSIGN_OR_RETURN(batch_size_, r.AddHistogram({"packrat_batch_size_rows",
+                                                "Rows in each executed batch.", model},
+                                               options.batch_size_buckets));
+  ASSIGN_OR_RETURN(inflight_,
+                   r.AddGauge({"packrat_inflight_requests",
+                               "Inference requests accepted and not yet answered.", model}));
+  ASSIGN_OR_RETURN(
+      queue_rows_,
+      r.AddCallbackGauge({"packrat_queue_rows", "Rows waiting in the batcher's queue.", model}));
+  ASSIGN_OR_RETURN(instances_,
+                   r.AddGauge({"packrat_instances",
+                               "Runtime instances by intra-op threads, batch rows and state.",
+                               {"model", "threads", "batch", "state"}}));
+  ASSIGN_OR_RETURN(
+      target_batch_,
+      r.AddGauge({"packrat_target_batch_rows",
+                  "The target batch size B the instances are configured for.", model}));
+  ASSIGN_OR_RETURN(estimated_batch_,
+                   r.AddGauge({"packrat_estimated_batch_rows",
+                               "The batch-size estimator's current value; B follows it.", model}));
+  ASSIGN_OR_RETURN(reconfigurations_,
+                   r.AddCounter({"packrat_reconfigurations_total",
+                                 "Completed reconfigurations of the model's instances.", model}));
+  ASSIGN_OR_RETURN(runtime_restarts_,
+                   r.AddCounter({"packrat_runtime_restarts_total",
+                                 "Runtime processes restarted after they died.", model}));
+  ASSIGN_OR_RETURN(
+      predicted_batch_latency_,
+      r.AddGauge({"packrat_predicted_batch_latency_seconds",
+                  "Batch latency the optimizer predicts for the current plan.", model}));
+  ASSIGN_OR_RETURN(measured_batch_latency_,
+                   r.AddGauge({"packrat_measured_batch_latency_seconds",
+                               "Measured latency of recent batches.", model}));
+  if (!options.proc_root.empty()) {
+    ASSIGN_OR_RETURN(process_,
+                     ProcessMetrics::Create(&registry_, ProcessMetricsOptions{options.proc_root}));
+  }
+  return Status::Ok();
+}
+
+ModelMetrics& AgentMetrics::ForModel(std::string_view model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(model);
+  if (it == models_.end()) {
+    std::unique_ptr<ModelMetrics> metrics(new ModelMetrics(this, std::string(model)));
+    it = models_.emplace(std::string(model), std::move(metrics)).first;
+  }
+  return *it->second;
+}
+
+}  // namespace packrat::metrics
