@@ -13,11 +13,13 @@
 namespace packrat {
 namespace {
 
-Status WritePortFile(const std::string& path, uint16_t http, uint16_t management) {
+Status WritePortFile(const std::string& path, uint16_t http, uint16_t management,
+                     uint16_t metrics) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << "{\"http\":" << http << ",\"management\":" << management << "}\n";
+    out << "{\"http\":" << http << ",\"management\":" << management
+        << ",\"metrics\":" << metrics << "}\n";
     if (!out) return Internal("cannot write port file '" + tmp + "'");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -39,6 +41,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   }
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   const Config& config = agent->options_.config;
+  ASSIGN_OR_RETURN(agent->metrics_, metrics::AgentMetrics::Create());
+  agent->metrics_handler_ = std::make_unique<MetricsHandler>(agent->metrics_.get());
 
   // Pin instances to cores in load order; the cursor wraps (cores are shared) when the
   // models together want more threads than there are cores.
@@ -49,6 +53,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     options.runtime_path = agent->options_.runtime_path;
     options.profile_dir = config.server.profile_dir;
     options.cores = cores;
+    options.metrics = &agent->metrics_->ForModel(m.name);
     options.assign_cores = [cores, cursor, name = m.name](const std::vector<int>& threads) {
       int wanted = 0;
       for (int t : threads) wanted += t;
@@ -75,15 +80,22 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   management.threads = 1;
   management.name = "management";
   ASSIGN_OR_RETURN(agent->management_, HttpServer::Create(management, &agent->handler_));
+  HttpServerOptions metrics = management;
+  metrics.endpoint = config.server.metrics;
+  metrics.name = "metrics";
+  ASSIGN_OR_RETURN(agent->metrics_server_,
+                   HttpServer::Create(metrics, agent->metrics_handler_.get()));
   if (!agent->options_.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(agent->options_.port_file, agent->http_port(),
-                                  agent->management_port()));
+                                  agent->management_port(), agent->metrics_port()));
   }
   agent->http_->Start();
   agent->management_->Start();
+  agent->metrics_server_->Start();
   PACKRAT_LOG(INFO) << "listening: http=" << config.server.http.host << ":" << agent->http_port()
                     << " management=" << config.server.management.host << ":"
-                    << agent->management_port();
+                    << agent->management_port() << " metrics=" << config.server.metrics.host
+                    << ":" << agent->metrics_port();
   Agent* raw = agent.get();
   agent->loader_ = std::thread([raw] { raw->LoadModels(); });
   return agent;
@@ -111,6 +123,7 @@ void Agent::Shutdown() {
                         std::chrono::seconds(options_.config.server.shutdown_timeout_s);
   http_->StopAccepting();
   management_->StopAccepting();
+  metrics_server_->StopAccepting();
   WaitForModels();
   // Models drain first so every accepted request gets its answer, then the servers write them.
   for (auto& [name, model] : models_) {
@@ -119,6 +132,7 @@ void Agent::Shutdown() {
   }
   http_->Stop(deadline);
   management_->Stop(deadline);
+  metrics_server_->Stop(deadline);
   PACKRAT_LOG(INFO) << "shut down";
 }
 

@@ -13,6 +13,8 @@
 #include "agent/config/config.h"
 #include "agent/http/http_server.h"
 #include "agent/http/kserve_handler.h"
+#include "agent/http/metrics_handler.h"
+#include "agent/metrics/agent_metrics.h"
 #include "agent/pool/process_launcher.h"
 
 namespace packrat {
@@ -20,7 +22,7 @@ namespace packrat {
 struct AgentOptions {
   Config config;
   std::string runtime_path;  // packrat-runtime executable
-  std::string port_file;     // if set, {"http":P,"management":Q} is written here
+  std::string port_file;     // if set, {"http":P,"management":Q,"metrics":R} is written here
 };
 
 class Agent {
@@ -30,6 +32,7 @@ class Agent {
 
   uint16_t http_port() const { return http_->port(); }
   uint16_t management_port() const { return management_->port(); }
+  uint16_t metrics_port() const { return metrics_server_->port(); }
   // Blocks until every model has finished loading, ready or failed.
   void WaitForModels();
   // Graceful stop (see the class comment). Idempotent.
@@ -41,10 +44,13 @@ class Agent {
 
   AgentOptions options_;
   ForkExecLauncher launcher_;
+  std::unique_ptr<metrics::AgentMetrics> metrics_;
   ModelMap models_;
   KserveHandler handler_{&models_};
+  std::unique_ptr<MetricsHandler> metrics_handler_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<HttpServer> management_;
+  std::unique_ptr<HttpServer> metrics_server_;
   std::thread loader_;
   bool shut_down_ = false;
 };

@@ -91,7 +91,7 @@ Stats ThroughAgent(const std::string& agent, const std::string& dir, const Case&
   for (int64_t d : c.row_shape) shape += ", " + std::to_string(d);
   shape += "]";
   const std::string config =
-      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, io_threads: 1}\n"
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, io_threads: 1}\n"
       "models:\n"
       "  - name: m\n"
       "    path: " + dir + "/" + c.model + ".pt\n"

@@ -77,9 +77,12 @@ void Dispatcher::Dispatch(Batch batch) {
   // Counts slices still running; the last one to finish frees the batch's capacity.
   auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
   inflight_.fetch_add(1, std::memory_order_acq_rel);
-  auto slice_done = [this, remaining] {
+  const SteadyTime start = std::chrono::steady_clock::now();
+  if (observer_.dispatched) observer_.dispatched(batch, start);
+  auto slice_done = [this, remaining, start, rows = batch.rows] {
     if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
       inflight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (observer_.finished) observer_.finished(rows, std::chrono::steady_clock::now() - start);
       if (on_batch_done_) on_batch_done_();
     }
   };

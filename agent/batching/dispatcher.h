@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -24,12 +25,22 @@ namespace packrat {
 std::vector<int64_t> PartitionRows(int64_t rows, const std::vector<int64_t>& batch_sizes,
                                    const std::vector<size_t>& loads, size_t rotation);
 
+// Optional hooks for metrics, called on the dispatching thread (`dispatched`) and on the
+// executor thread that finished a batch's last slice (`finished`). Must not block.
+struct DispatchObserver {
+  std::function<void(const Batch& batch, SteadyTime now)> dispatched;
+  std::function<void(int64_t rows, std::chrono::duration<double> took)> finished;
+};
+
 class Dispatcher {
  public:
   // `executors` are not owned and must outlive the Dispatcher. `on_batch_done` runs (on an
   // executor thread) each time a batch has finished, i.e. capacity was freed.
   Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
              std::function<void()> on_batch_done);
+
+  // Installs metrics hooks; call before the first Dispatch().
+  void set_observer(DispatchObserver observer) { observer_ = std::move(observer); }
 
   // True while fewer than max_inflight_batches batches are running.
   bool HasCapacity() const;
@@ -44,6 +55,7 @@ class Dispatcher {
   std::vector<int64_t> batch_sizes_;
   const int max_inflight_;
   std::function<void()> on_batch_done_;
+  DispatchObserver observer_;
   std::atomic<int> inflight_{0};
   std::atomic<size_t> rotation_{0};
 };

@@ -84,13 +84,16 @@ Status ParseEndpointNode(const Reader& r, const YAML::Node& node, const std::str
 
 Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   RETURN_IF_ERROR(r.CheckKeys(node, "server",
-                              {"http", "management", "io_threads", "max_body_bytes",
+                              {"http", "management", "metrics", "io_threads", "max_body_bytes",
                                "max_header_bytes", "idle_timeout_s", "runtime_path",
                                "shutdown_timeout_s", "profile_dir"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(
         ParseEndpointNode(r, node["management"], "server.management", &s->management));
+  }
+  if (node["metrics"]) {
+    RETURN_IF_ERROR(ParseEndpointNode(r, node["metrics"], "server.metrics", &s->metrics));
   }
   if (node["io_threads"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["io_threads"], "server.io_threads", 1, 256, &s->io_threads));

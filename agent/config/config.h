@@ -33,6 +33,7 @@ struct Endpoint {
 struct ServerConfig {
   Endpoint http{"127.0.0.1", 8080};
   Endpoint management{"127.0.0.1", 8081};
+  Endpoint metrics{"127.0.0.1", 8082};     // GET /metrics (Prometheus text format)
   int io_threads = 2;                      // Asio threads serving HTTP
   uint64_t max_body_bytes = 64ull << 20;   // larger bodies are answered 413
   uint64_t max_header_bytes = 16ull << 10;

@@ -199,28 +199,43 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
 }
 
 void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder respond) {
+  // Every answer from here on is counted in the model's metrics (unknown model names are not,
+  // so clients cannot create series).
+  metrics::ModelMetrics* m = model->metrics();
+  const SteadyTime received = std::chrono::steady_clock::now();
+  if (m != nullptr) m->inflight().Increment();
+  HttpResponder finish = [m, received, respond = std::move(respond)](HttpResponse r) {
+    if (m != nullptr) {
+      m->inflight().Decrement();
+      m->requests(r.status).Increment();
+      m->request_duration().Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count());
+    }
+    respond(std::move(r));
+  };
+
   if (model->state() != ModelState::kReady) {
-    return respond(Error(503, "model '" + model->name() + "' is not ready"));
+    return finish(Error(503, "model '" + model->name() + "' is not ready"));
   }
   std::optional<size_t> header_length;
   if (auto h = request.Header("inference-header-content-length")) {
     size_t v = 0;
     const auto [ptr, ec] = std::from_chars(h->data(), h->data() + h->size(), v);
     if (ec != std::errc() || ptr != h->data() + h->size()) {
-      return respond(Error(400, "bad Inference-Header-Content-Length '" + std::string(*h) + "'"));
+      return finish(Error(400, "bad Inference-Header-Content-Length '" + std::string(*h) + "'"));
     }
     header_length = v;
   }
   auto decoded = DecodeInferRequest(model->signature(), std::move(request.body), header_length);
-  if (!decoded.ok()) return respond(ErrorFor(decoded.status()));
+  if (!decoded.ok()) return finish(ErrorFor(decoded.status()));
 
-  auto done = [model, respond](const Status& status, InferenceRequest& req) {
-    if (!status.ok()) return respond(ErrorFor(status));
+  auto done = [model, finish](const Status& status, InferenceRequest& req) {
+    if (!status.ok()) return finish(ErrorFor(status));
     std::vector<TensorView> outputs;
     outputs.reserve(req.outputs().size());
     for (const Tensor& t : req.outputs()) outputs.push_back(t.View());
     auto encoded = EncodeInferResponse(model->signature(), req.decoded(), outputs);
-    if (!encoded.ok()) return respond(ErrorFor(encoded.status()));
+    if (!encoded.ok()) return finish(ErrorFor(encoded.status()));
     HttpResponse r;
     r.status = 200;
     r.content_type = std::move(encoded->content_type);
@@ -229,12 +244,12 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
       r.headers.emplace_back("Inference-Header-Content-Length",
                              std::to_string(*encoded->header_length));
     }
-    respond(std::move(r));
+    finish(std::move(r));
   };
   auto req = std::make_shared<InferenceRequest>(std::move(decoded).value(), std::move(done),
-                                                std::chrono::steady_clock::now());
+                                                received);
   if (Status s = model->Submit(req); !s.ok()) {
-    respond(ErrorFor(s));
+    finish(ErrorFor(s));
     return;
   }
   PACKRAT_LOG(DEBUG) << "queued request '" << req->decoded().id << "' for model '"

@@ -96,6 +96,12 @@ Status ServedModel::Load() {
       o.outputs = config_.outputs;
       o.warmup_iterations = config_.warmup_iterations;
       o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
+      if (metrics::ModelMetrics* m = options_.metrics) {
+        o.on_slice_computed = [m](int64_t rows, std::chrono::nanoseconds compute) {
+          m->batch_size().Observe(static_cast<double>(rows));
+          m->compute_duration().Observe(std::chrono::duration<double>(compute).count());
+        };
+      }
       auto instance = RuntimeInstance::Start(o, launcher_);
       if (!instance.ok()) {
         status = instance.status();
@@ -111,6 +117,7 @@ Status ServedModel::Load() {
       failure_ = status.message();
       if (state_.load() != ModelState::kStopped) state_.store(ModelState::kFailed);
     }
+    PublishInstances(groups, "failed");
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "' failed to load: " << status.message();
     return status;
   }
@@ -134,9 +141,18 @@ Status ServedModel::Load() {
                                                [this] {
                                                  if (scheduler_) scheduler_->Notify();
                                                });
+    dispatcher_->set_observer(MakeDispatchObserver());
     scheduler_ = std::make_unique<BatchScheduler>(batching, dispatcher_.get());
+    if (metrics::ModelMetrics* m = options_.metrics) {
+      m->target_batch().Set(static_cast<double>(batching.target_rows));
+      if (plan_) m->predicted_batch_latency().Set(plan_->latency_ms / 1e3);
+      BatchScheduler* scheduler = scheduler_.get();
+      queue_rows_metric_ =
+          m->BindQueueRows([scheduler] { return static_cast<double>(scheduler->queued_rows()); });
+    }
     state_.store(ModelState::kReady, std::memory_order_release);
   }
+  PublishInstances(groups, "ready");
   PACKRAT_LOG(INFO) << "model '" << config_.name << "' ready: " << instances_.size()
                     << " instance(s), B=" << batching.target_rows;
   return Status::Ok();
@@ -156,6 +172,7 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
     state_.store(ModelState::kStopped, std::memory_order_release);
   }
   const auto deadline = std::chrono::steady_clock::now() + drain;
+  queue_rows_metric_ = metrics::CallbackHandle();  // before the scheduler it reads goes away
   if (scheduler_) {
     scheduler_->Drain(deadline);
     scheduler_->Stop();
@@ -165,6 +182,36 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
         deadline - std::chrono::steady_clock::now());
     i->Stop(std::max(left, std::chrono::milliseconds(0)));
   }
+}
+
+void ServedModel::PublishInstances(const std::vector<InstanceGroup>& groups,
+                                   const std::string& state) {
+  if (options_.metrics == nullptr) return;
+  std::vector<metrics::InstanceCount> counts;
+  for (const InstanceGroup& g : groups) counts.push_back({g.threads, g.batch, state, g.count});
+  options_.metrics->SetInstances(counts);
+}
+
+DispatchObserver ServedModel::MakeDispatchObserver() {
+  metrics::ModelMetrics* m = options_.metrics;
+  if (m == nullptr) return {};
+  DispatchObserver observer;
+  observer.dispatched = [m](const Batch& batch, SteadyTime now) {
+    for (const auto& request : batch.requests) {
+      m->queue_duration().Observe(std::chrono::duration<double>(now - request->arrival()).count());
+    }
+  };
+  // An exponentially weighted average (α = 0.2) of whole-batch latency, next to the plan's
+  // predicted latency: how far reality is from the profile.
+  observer.finished = [this, m](int64_t, std::chrono::duration<double> took) {
+    double old = measured_batch_seconds_.load(std::memory_order_relaxed);
+    double next;
+    do {
+      next = old == 0 ? took.count() : 0.8 * old + 0.2 * took.count();
+    } while (!measured_batch_seconds_.compare_exchange_weak(old, next));
+    m->measured_batch_latency().Set(next);
+  };
+  return observer;
 }
 
 }  // namespace packrat

@@ -18,6 +18,7 @@
 #include "agent/batching/batch_scheduler.h"
 #include "agent/batching/dispatcher.h"
 #include "agent/config/config.h"
+#include "agent/metrics/agent_metrics.h"
 #include "agent/planning/optimizer.h"
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/runtime_instance.h"
@@ -34,6 +35,7 @@ struct ServedModelOptions {
   std::string profile_dir;     // where `instances: auto` profiles are kept
   std::vector<int> cores;      // usable cores; T for auto plans unless auto_threads is set
   CoreAssignFn assign_cores;   // may be empty: no pinning
+  metrics::ModelMetrics* metrics = nullptr;  // not owned; may be null (no metrics)
 };
 
 class ServedModel {
@@ -65,10 +67,16 @@ class ServedModel {
   // its predicted latency for `instances: auto`.
   std::vector<InstanceGroup> groups() const;
   std::optional<Plan> optimizer_plan() const;
+  // This model's metric series, or null. Valid for the model's lifetime.
+  metrics::ModelMetrics* metrics() const { return options_.metrics; }
 
  private:
   // Resolves the groups to serve: the config's, or the optimizer's for `instances: auto`.
   StatusOr<std::vector<InstanceGroup>> ResolvePlan();
+  // Publishes the instance groups under `state` ("ready", "stopped", ...) in the metrics.
+  void PublishInstances(const std::vector<InstanceGroup>& groups, const std::string& state);
+  // Metrics hooks for the dispatcher (queue time, batch latency).
+  DispatchObserver MakeDispatchObserver();
 
   const ModelConfig config_;
   const ModelSignature signature_;
@@ -83,7 +91,8 @@ class ServedModel {
   std::vector<std::unique_ptr<RuntimeInstance>> instances_;  // set once by Load()
   std::unique_ptr<Dispatcher> dispatcher_;                   // set once by Load()
   std::unique_ptr<BatchScheduler> scheduler_;                // set once by Load()
-  std::atomic<int64_t> inflight_requests_{0};
+  metrics::CallbackHandle queue_rows_metric_;                // set once by Load()
+  std::atomic<double> measured_batch_seconds_{0};            // EWMA of batch latency
 };
 
 }  // namespace packrat

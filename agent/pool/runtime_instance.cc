@@ -237,6 +237,9 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
                                " outputs, the config declares " +
                                std::to_string(options_.outputs.size())));
   } else {
+    if (options_.on_slice_computed) {
+      options_.on_slice_computed(slice->rows, std::chrono::nanoseconds(msg.compute_ns));
+    }
     const uint8_t* slab = segment_->output_slab(msg.slot);
     const uint64_t cap = segment_->output_capacity();
     std::vector<TensorView> outputs(msg.num_tensors);

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,9 @@ struct RuntimeInstanceOptions {
   std::chrono::seconds startup_timeout{300};
   uint32_t slots = 2;           // slices in flight: one computing while the next is copied in
   uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
+  // Called on the completion thread for every slice the runtime computed: its rows and the
+  // runtime's forward() time. Must not block. May be empty.
+  std::function<void(int64_t rows, std::chrono::nanoseconds compute)> on_slice_computed;
 };
 
 class RuntimeInstance : public InstanceExecutor {

@@ -29,7 +29,7 @@ using testing::HttpResult;
 const std::string kModels = PACKRAT_MODELS_DIR;
 
 std::string TwoModelConfig(const std::string& extra_server = "") {
-  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, max_body_bytes: 1048576" +
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, max_body_bytes: 1048576" +
          extra_server + "}\n" +
          "models:\n"
          "  - name: two_head\n"

@@ -21,7 +21,7 @@ namespace {
 const std::string kModels = PACKRAT_MODELS_DIR;
 
 std::string CnnConfig(const std::string& profile_dir) {
-  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, profile_dir: " + profile_dir +
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, profile_dir: " + profile_dir +
          "}\n"
          "models:\n"
          "  - name: cnn\n"

@@ -32,6 +32,7 @@ class AgentProcess {
   bool WaitUntilServing(std::chrono::milliseconds timeout = std::chrono::seconds(180));
   uint16_t http_port() const { return http_port_; }
   uint16_t management_port() const { return management_port_; }
+  uint16_t metrics_port() const { return metrics_port_; }
   // Runtime process ids, from the "instance ... ready: pid N" log lines.
   std::vector<pid_t> RuntimePids() const;
 
@@ -49,6 +50,7 @@ class AgentProcess {
   bool reaped_ = false;
   uint16_t http_port_ = 0;
   uint16_t management_port_ = 0;
+  uint16_t metrics_port_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::string> lines_;  // guarded by mu_

@@ -223,7 +223,35 @@ TEST_F(ConfigTest, InstanceThreadsMustBePositive) {
             "test.yaml:6: models[0].instances[0].threads: is required");
   EXPECT_EQ(
       ErrorOf(OneModel("", "[]")),
-      "test.yaml:6: models[0].instances: must be a non-empty list of {count, threads, batch}");
+      "test.yaml:6: models[0].instances: must be 'auto' or a non-empty list of {count, threads, batch}");
+}
+
+TEST_F(ConfigTest, AutoInstancesPlanForMaxBatch) {
+  auto config = Parse(OneModel("    batching: {max_batch: 16}\n    auto_threads: 8\n", "auto"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const ModelConfig& m = config->models[0];
+  EXPECT_TRUE(m.auto_instances);
+  EXPECT_TRUE(m.instances.empty());
+  EXPECT_EQ(m.auto_threads, 8);
+  EXPECT_EQ(m.TargetBatch(), 16);
+  EXPECT_EQ(config->server.profile_dir, "/etc/packrat/profiles");
+  EXPECT_EQ(ErrorOf(OneModel("", "auto")),
+            "test.yaml:6: models[0].instances: 'auto' needs batching.max_batch (the B the "
+            "optimizer plans for)");
+  EXPECT_EQ(ErrorOf(OneModel("", "sometimes")),
+            "test.yaml:6: models[0].instances: must be 'auto' or a non-empty list of {count, "
+            "threads, batch}");
+}
+
+TEST_F(ConfigTest, MetricsEndpointAndProfileDir) {
+  auto config = Parse("server: {metrics: 0.0.0.0:9100, profile_dir: cache}\n" + OneModel());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->server.metrics.host, "0.0.0.0");
+  EXPECT_EQ(config->server.metrics.port, 9100);
+  EXPECT_EQ(config->server.profile_dir, "/etc/packrat/cache");
+  auto defaults = Parse(OneModel());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->server.metrics.port, 8082);
 }
 
 TEST_F(ConfigTest, DuplicateModelNamesAreRejected) {

@@ -16,7 +16,7 @@
 #include "tests/agent/metrics/child_process.h"
 #include "tests/agent/metrics/http_get.h"
 #include "tests/agent/metrics/metrics_http_server.h"
-#include "tests/agent/metrics/poll_until.h"
+#include "tests/agent/metrics/prometheus_server.h"
 #include "tests/agent/metrics/populated_metrics.h"
 
 namespace packrat::metrics::testing {
@@ -26,8 +26,6 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Budget for the whole test: Prometheus starts in about a second and scrapes every second.
-constexpr seconds kStartTimeout{15};
 constexpr seconds kScrapeTimeout{20};
 
 class PrometheusScrapeTest : public ::testing::Test {
@@ -39,98 +37,30 @@ class PrometheusScrapeTest : public ::testing::Test {
   }
   void TearDown() override {
     if (prometheus_ != nullptr) {
-      const auto status = prometheus_->Stop(SIGTERM, seconds(10));
-      EXPECT_TRUE(status.has_value()) << "prometheus ignored SIGTERM";
+      EXPECT_TRUE(prometheus_->Stop().has_value()) << "prometheus ignored SIGTERM";
       if (HasFailure()) std::cerr << "prometheus output:\n" << prometheus_->Output();
       prometheus_.reset();
     }
     fs::remove_all(dir_);
   }
 
-  // Starts Prometheus scraping 127.0.0.1:`target_port`/metrics every second, on a port of its
-  // own choosing (read back from its log).
   void StartPrometheus(uint16_t target_port) {
-    const std::string config = dir_ + "/prometheus.yml";
-    std::ofstream(config) << "global:\n"
-                             "  scrape_interval: 1s\n"
-                             "  scrape_timeout: 1s\n"
-                             "  evaluation_interval: 1s\n"
-                             "scrape_configs:\n"
-                             "  - job_name: packrat\n"
-                             "    static_configs:\n"
-                             "      - targets: ['127.0.0.1:"
-                          << target_port << "']\n";
     std::string error;
-    prometheus_ = ChildProcess::Start(
-        {"prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir_ + "/data",
-         "--web.listen-address=127.0.0.1:0", "--log.level=info"},
-        &error);
-    ASSERT_NE(prometheus_, nullptr)
-        << error << " (install the Debian package prometheus: scripts/setup.sh)";
-    // ts=... msg="Listening on" address=127.0.0.1:40123
-    const auto line = prometheus_->WaitForLine(
-        [](std::string_view l) {
-          return l.find("msg=\"Listening on\"") != std::string_view::npos &&
-                 l.find("address=127.0.0.1:") != std::string_view::npos;
-        },
-        kStartTimeout);
-    ASSERT_TRUE(line.has_value()) << "prometheus did not start:\n" << prometheus_->Output();
-    const size_t at =
-        line->rfind("address=127.0.0.1:") + std::string_view("address=127.0.0.1:").size();
-    const auto parsed = std::from_chars(line->data() + at, line->data() + line->size(), port_);
-    ASSERT_EQ(parsed.ec, std::errc()) << *line;
-    ASSERT_TRUE(prometheus_->WaitForLine(
-        [](std::string_view l) { return l.find("Server is ready") != std::string_view::npos; },
-        kStartTimeout))
-        << prometheus_->Output();
+    prometheus_ = PrometheusServer::Start(dir_, target_port, &error);
+    ASSERT_NE(prometheus_, nullptr) << error;
   }
-
-  // GET /api/v1/<endpoint>; the parsed "data" member, or an error value on any failure.
-  simdjson::simdjson_result<simdjson::dom::element> Api(const std::string& endpoint) {
-    last_ = HttpGet(port_, "/api/v1/" + endpoint, seconds(5));
-    if (last_.status != 200) return simdjson::IO_ERROR;
-    simdjson::dom::element doc;
-    if (parser_.parse(last_.body).get(doc) != simdjson::SUCCESS) return simdjson::TAPE_ERROR;
-    std::string_view status;
-    if (doc["status"].get(status) != simdjson::SUCCESS || status != "success") {
-      return simdjson::INCORRECT_TYPE;
-    }
-    return doc["data"];
-  }
-
-  // The value of an instant query that yields exactly one sample, as Prometheus prints it.
   std::optional<std::string> QueryOne(const std::string& promql) {
-    simdjson::dom::array result;
-    if (Api("query?query=" + UrlEncode(promql))["result"].get(result) != simdjson::SUCCESS ||
-        result.size() != 1) {
-      return std::nullopt;
-    }
-    std::string_view value;
-    if (result.at(0)["value"].at(1).get(value) != simdjson::SUCCESS) return std::nullopt;
-    return std::string(value);
+    return prometheus_->QueryOne(promql);
   }
-
-  // Polls until `promql` yields one sample equal to `want` (true) or kScrapeTimeout passes.
   bool EventuallyEquals(const std::string& promql, const std::string& want) {
-    std::optional<std::string> got;
-    const bool ok = PollUntil(
-        [&] {
-          got = QueryOne(promql);
-          return got == want;
-        },
-        kScrapeTimeout, milliseconds(200));
-    if (!ok) {
-      ADD_FAILURE() << promql << ": want " << want << ", got " << got.value_or("(no sample)")
-                    << "; last answer " << last_.status << " " << last_.error << " " << last_.body;
-    }
+    std::string explain;
+    const bool ok = prometheus_->EventuallyEquals(promql, want, kScrapeTimeout, &explain);
+    if (!ok) ADD_FAILURE() << explain;
     return ok;
   }
 
   std::string dir_;
-  std::unique_ptr<ChildProcess> prometheus_;
-  uint16_t port_ = 0;
-  simdjson::dom::parser parser_;
-  HttpGetResult last_;
+  std::unique_ptr<PrometheusServer> prometheus_;
 };
 
 TEST_F(PrometheusScrapeTest, PrometheusScrapesTheRegistryAndFindsTheValues) {
@@ -170,14 +100,15 @@ TEST_F(PrometheusScrapeTest, PrometheusScrapesTheRegistryAndFindsTheValues) {
   EXPECT_TRUE(QueryOne("process_resident_memory_bytes").has_value());
   // Prometheus stored every sample it parsed (none was dropped as malformed).
   const auto scraped = QueryOne(R"(scrape_samples_scraped{job="packrat"})");
-  ASSERT_TRUE(scraped.has_value()) << last_.body;
+  ASSERT_TRUE(scraped.has_value()) << prometheus_->last_answer().body;
   EXPECT_EQ(scraped, QueryOne(R"(count({job="packrat",__name__!~"up|scrape_.*"}))"));
 
   // Escaped label values arrive intact: Prometheus unescaped them to our model name.
   simdjson::dom::array series;
-  ASSERT_EQ(Api("series?match[]=" + UrlEncode("packrat_requests_total")).get(series),
-            simdjson::SUCCESS)
-      << last_.body;
+  ASSERT_EQ(
+      prometheus_->Api("series?match[]=" + UrlEncode("packrat_requests_total")).get(series),
+      simdjson::SUCCESS)
+      << prometheus_->last_answer().body;
   bool found = false;
   for (simdjson::dom::element s : series) {
     std::string_view model, code;
@@ -185,7 +116,7 @@ TEST_F(PrometheusScrapeTest, PrometheusScrapesTheRegistryAndFindsTheValues) {
       found |= model == kAwkwardModel && code == "400";
     }
   }
-  EXPECT_TRUE(found) << last_.body;
+  EXPECT_TRUE(found) << prometheus_->last_answer().body;
 
   // Later updates show up in later scrapes.
   for (int i = 0; i < 8; ++i) metrics.ForModel("demo").requests(200).Increment();
