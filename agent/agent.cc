@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 
@@ -118,7 +120,16 @@ void Agent::WaitForModels() {
 void Agent::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  PACKRAT_LOG(INFO) << "shutting down";
+  PACKRAT_LOG(INFO) << "shutting down: not ready from now on";
+  handler_.SetShuttingDown();
+  if (const int delay = options_.config.server.drain_delay_s; delay > 0) {
+    // Keep serving while load balancers and Kubernetes endpoints notice the failing readiness.
+    PACKRAT_LOG(INFO) << "serving " << delay << " s more before closing the listeners";
+    std::mutex mu;
+    std::condition_variable never_notified;
+    std::unique_lock<std::mutex> lock(mu);
+    never_notified.wait_for(lock, std::chrono::seconds(delay));
+  }
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::seconds(options_.config.server.shutdown_timeout_s);
   http_->StopAccepting();

@@ -7,7 +7,6 @@
 //                   [--warmup-iterations 3] [--name demo/0]
 //
 // Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
-#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -113,15 +112,6 @@ Status PinToCores(const std::vector<int>& cores) {
   return Status::Ok();
 }
 
-// Keeps freed tensor memory in the process. By default glibc serves large blocks with mmap and
-// returns them on free, so every forward() page-faults its activations in afresh: measured on
-// ResNet-50 at batch 2, +50% latency in a runtime that had not first run a larger batch.
-// A runtime is a dedicated process whose peak memory is reached in warm-up, so it keeps it.
-void KeepFreedMemory() {
-  mallopt(M_MMAP_MAX, 0);                  // no per-allocation mmap: reuse the heap
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);      // do not return the heap top to the kernel
-}
-
 int Main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--version") {
     std::cout << "libtorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << "."
@@ -152,7 +142,6 @@ int Main(int argc, char** argv) {
     return 1;
   };
   if (Status s = PinToCores(flags.cores); !s.ok()) return fail(s);
-  KeepFreedMemory();
 
   ModelRunnerOptions options;
   options.model_path = flags.model;

@@ -86,7 +86,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   RETURN_IF_ERROR(r.CheckKeys(node, "server",
                               {"http", "management", "metrics", "io_threads", "max_body_bytes",
                                "max_header_bytes", "idle_timeout_s", "runtime_path",
-                               "shutdown_timeout_s", "profile_dir"}));
+                               "shutdown_timeout_s", "profile_dir", "drain_delay_s"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(
@@ -114,11 +114,22 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
     RETURN_IF_ERROR(r.GetIntAs(node["shutdown_timeout_s"], "server.shutdown_timeout_s", 0, 3600,
                                &s->shutdown_timeout_s));
   }
+  if (node["drain_delay_s"]) {
+    RETURN_IF_ERROR(
+        r.GetIntAs(node["drain_delay_s"], "server.drain_delay_s", 0, 3600, &s->drain_delay_s));
+  }
   if (node["runtime_path"]) {
     RETURN_IF_ERROR(r.GetString(node["runtime_path"], "server.runtime_path", &s->runtime_path));
   }
   if (node["profile_dir"]) {
     RETURN_IF_ERROR(r.GetString(node["profile_dir"], "server.profile_dir", &s->profile_dir));
+  }
+  if (node["unix_socket"]) {
+    RETURN_IF_ERROR(r.GetString(node["unix_socket"], "server.unix_socket", &s->unix_socket));
+    // Its length is checked in ParseConfig, once relative paths are resolved.
+    if (s->unix_socket.empty()) {
+      return r.Error(node["unix_socket"], "server.unix_socket", "must not be empty");
+    }
   }
   return Status::Ok();
 }
@@ -307,6 +318,15 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
     if (std::filesystem::path(config.server.profile_dir).is_relative()) {
       config.server.profile_dir =
           (std::filesystem::path(base_dir) / config.server.profile_dir).lexically_normal().string();
+    }
+    std::string& socket = config.server.unix_socket;
+    if (!socket.empty() && std::filesystem::path(socket).is_relative()) {
+      socket = (std::filesystem::path(base_dir) / socket).lexically_normal().string();
+    }
+    if (socket.size() > kMaxUnixSocketPath) {
+      return r.Error(root["server"]["unix_socket"], "server.unix_socket",
+                     "'" + socket + "' is longer than " + std::to_string(kMaxUnixSocketPath) +
+                         " bytes (the limit of a Unix socket address)");
     }
     const YAML::Node models = root["models"];
     if (!models || !models.IsSequence() || models.size() == 0) {

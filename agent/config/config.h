@@ -3,6 +3,7 @@
 //   server:
 //     http: 127.0.0.1:8080          # port 0 = pick a free port (written to --port-file)
 //     management: 127.0.0.1:8081
+//     unix_socket: /run/packrat/agent.sock  # optional: the http routes on a Unix socket too
 //   models:
 //     - name: demo
 //       path: models/resnet18.pt    # relative paths are relative to the config file's folder
@@ -30,10 +31,15 @@ struct Endpoint {
   uint16_t port = 0;
 };
 
+// The longest Unix domain socket path Linux accepts (sockaddr_un::sun_path less its NUL).
+inline constexpr size_t kMaxUnixSocketPath = 107;
+
 struct ServerConfig {
   Endpoint http{"127.0.0.1", 8080};
   Endpoint management{"127.0.0.1", 8081};
   Endpoint metrics{"127.0.0.1", 8082};     // GET /metrics (Prometheus text format)
+  std::string unix_socket;                 // also serve `http`'s routes on this Unix socket
+                                           // path (mode 0666); empty = off
   int io_threads = 2;                      // Asio threads serving HTTP
   uint64_t max_body_bytes = 64ull << 20;   // larger bodies are answered 413
   uint64_t max_header_bytes = 16ull << 10;
@@ -42,6 +48,8 @@ struct ServerConfig {
   std::string profile_dir;                 // profiles for `instances: auto`; default: the
                                            // "profiles" folder beside the config file
   int shutdown_timeout_s = 30;             // in-flight requests get this long on SIGTERM
+  int drain_delay_s = 0;                   // on SIGTERM, report not-ready and keep serving this
+                                           // long first, so load balancers stop sending
 };
 
 struct BatchingConfig {

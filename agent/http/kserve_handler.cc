@@ -143,6 +143,7 @@ int HttpStatusFor(StatusCode code) {
 }
 
 bool KserveHandler::AllReady() const {
+  if (shutting_down_.load(std::memory_order_acquire)) return false;
   for (const auto& [name, model] : *models_) {
     if (model->state() != ModelState::kReady) return false;
   }
@@ -189,7 +190,8 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   }
   if (p.size() == next + 1 && p[next] == "ready") {
     if (!get) return respond(Error(405, "use GET for model readiness"));
-    return respond(Health(model->state() == ModelState::kReady));
+    return respond(Health(model->state() == ModelState::kReady &&
+                          !shutting_down_.load(std::memory_order_acquire)));
   }
   if (p.size() == next + 1 && p[next] == "infer") {
     if (!post) return respond(Error(405, "use POST for inference"));

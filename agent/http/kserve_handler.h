@@ -5,6 +5,7 @@
 // Errors are `{"error": "..."}` with the HTTP status of the Status code (HttpStatusFor).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,11 +30,16 @@ class KserveHandler : public HttpHandler {
 
   void Handle(HttpRequest request, HttpResponder respond) override;
 
+  // From now on readiness (server and models) is reported false; inference still works.
+  // Called at the start of a graceful shutdown. Thread-safe.
+  void SetShuttingDown() { shutting_down_.store(true, std::memory_order_release); }
+
  private:
   void Infer(ServedModel* model, HttpRequest request, HttpResponder respond);
   bool AllReady() const;
 
   const ModelMap* models_;
+  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace packrat

@@ -432,5 +432,21 @@ TEST_F(AgentIntegrationTest, ShutdownAnswersQueuedRequests) {
   for (int s : statuses) EXPECT_EQ(s, 200) << agent_->Log();
 }
 
+TEST_F(AgentIntegrationTest, ShutdownTurnsReadinessOffAndKeepsServingDuringTheDrainDelay) {
+  StartAgent(TwoModelConfig(", drain_delay_s: 3"));
+  HttpClient client("127.0.0.1", agent_->http_port());  // opened before SIGTERM: keep-alive
+  ASSERT_EQ(client.Get("/v2/health/ready").status, 200);
+  const pid_t pid = agent_->pid();
+  kill(pid, SIGTERM);
+  ASSERT_TRUE(agent_->WaitForLog("not ready from now on")) << agent_->Log();
+  EXPECT_EQ(client.Get("/v2/health/ready").status, 400);
+  EXPECT_EQ(client.Get("/v2/models/cnn/ready").status, 400);
+  EXPECT_EQ(client.Get("/v2/health/live").status, 200);
+  std::mt19937 rng(5);
+  auto [body, headers] = EncodeRequest(MakeSample("cnn", 2, rng), true);
+  EXPECT_EQ(client.Post("/v2/models/cnn/infer", body, headers).status, 200);
+  StopAgentAndCheckClean();
+}
+
 }  // namespace
 }  // namespace packrat
