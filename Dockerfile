@@ -5,8 +5,9 @@
 #
 # The image is built by scripts/setup.sh from scripts/packages.txt, exactly as on a developer
 # machine (README "The two commands"), so there is one list of packages. It holds
-# packrat-agent, packrat-runtime and packrat in /opt/packrat/bin, the generated demo models in
-# /opt/packrat/models, and a default config in /etc/packrat/packrat.yaml (deploy/config/).
+# packrat-agent, packrat-runtime, packrat and packrat-forward (the application pods' sidecar) in
+# /opt/packrat/bin, the generated demo models in /opt/packrat/models, and a default config in
+# /etc/packrat/packrat.yaml (deploy/config/).
 #
 # Runs as the unprivileged user packrat (uid 10001) by default. What it needs from the host:
 #   - Shared memory: agent and runtimes exchange tensors through /dev/shm segments; Docker's
@@ -33,7 +34,7 @@ COPY . /src
 RUN scripts/setup.sh \
  && install -d /opt/packrat/bin /opt/packrat/models /etc/packrat /var/lib/packrat/profiles \
  && install -m 0755 build/bin/packrat-agent build/bin/packrat-runtime build/bin/packrat \
-      /opt/packrat/bin/ \
+      build/bin/packrat-forward /opt/packrat/bin/ \
  && cp models/*.pt /opt/packrat/models/ \
  && install -m 0644 deploy/config/packrat.yaml /etc/packrat/packrat.yaml \
  && rm -rf build models /root/.cache /root/.ccache /var/lib/apt/lists/* \

@@ -76,9 +76,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   http.max_body_bytes = config.server.max_body_bytes;
   http.max_header_bytes = config.server.max_header_bytes;
   http.idle_timeout = std::chrono::seconds(config.server.idle_timeout_s);
+  http.unix_socket = config.server.unix_socket;
   ASSIGN_OR_RETURN(agent->http_, HttpServer::Create(http, &agent->handler_));
   HttpServerOptions management = http;
   management.endpoint = config.server.management;
+  management.unix_socket.clear();
   management.threads = 1;
   management.name = "management";
   ASSIGN_OR_RETURN(agent->management_, HttpServer::Create(management, &agent->handler_));
@@ -96,8 +98,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   agent->metrics_server_->Start();
   PACKRAT_LOG(INFO) << "listening: http=" << config.server.http.host << ":" << agent->http_port()
                     << " management=" << config.server.management.host << ":"
-                    << agent->management_port() << " metrics=" << config.server.metrics.host
-                    << ":" << agent->metrics_port();
+                    << agent->management_port() << " metrics=" << config.server.metrics.host << ":"
+                    << agent->metrics_port() << (config.server.unix_socket.empty() ? "" : " unix=")
+                    << config.server.unix_socket;
   Agent* raw = agent.get();
   agent->loader_ = std::thread([raw] { raw->LoadModels(); });
   return agent;

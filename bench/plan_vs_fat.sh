@@ -38,14 +38,16 @@ config "[{count: 1, threads: 1, batch: 1}]" > "$tmp/profile.yaml"
 build/bin/packrat profile --config "$tmp/profile.yaml" --model m --threads 1-"$T" \
   --batches "$batches" --out "$profile" --max-seconds-per-point 60 >&2
 
-measure() {  # $1 = instances yaml -> "p50 mean min" of B-row requests
-  config "$1" > "$tmp/serve.yaml"
-  build/bin/packrat-agent --config "$tmp/serve.yaml" --port-file "$tmp/ports.json" \
-    2> "$tmp/agent.log" & echo $! > "$tmp/pid"
-  for _ in $(seq 1200); do grep -q "models loaded" "$tmp/agent.log" && break; sleep 0.1; done
-  build/bin/batch_latency --port "$(jq .http "$tmp/ports.json")" --model m --input "$input" \
+measure() {  # $1 = instances yaml, $2 = a name -> "p50 mean min" of B-row requests
+  local run="$tmp/$B-$2"
+  config "$1" > "$run.yaml"
+  build/bin/packrat-agent --config "$run.yaml" --port-file "$run.json" 2> "$run.log" &
+  local agent=$!
+  echo $agent > "$tmp/pid"
+  for _ in $(seq 1200); do grep -q "models loaded" "$run.log" && break; sleep 0.1; done
+  build/bin/batch_latency --port "$(jq .http "$run.json")" --model m --input "$input" \
     --batch "$B" --iterations "$iterations"
-  kill -TERM "$(cat "$tmp/pid")"; wait "$(cat "$tmp/pid")" 2>/dev/null || true
+  kill -TERM $agent; wait $agent 2>/dev/null || true
 }
 
 echo "| B | plan <i,t,b> | predicted ms | measured ms (p50) | fat <1,$T,B> predicted ms | fat measured ms (p50) | expected speedup | actual speedup |"
@@ -55,8 +57,8 @@ for B in ${batches//,/ }; do
   groups=$(jq -c '[.instances[] | {count, threads, batch}]' <<<"$plan" | sed 's/"//g; s/:/: /g')
   config_str=$(jq -r '[.instances[] | "<\(.count),\(.threads),\(.batch)>"] | join(" ")' <<<"$plan")
   predicted=$(jq .latency_ms <<<"$plan"); fat_predicted=$(jq .fat_latency_ms <<<"$plan")
-  read -r plan_p50 _ _ < <(measure "$groups")
-  read -r fat_p50 _ _ < <(measure "[{count: 1, threads: $T, batch: $B}]")
+  read -r plan_p50 _ _ <<<"$(measure "$groups" plan)"
+  read -r fat_p50 _ _ <<<"$(measure "[{count: 1, threads: $T, batch: $B}]" fat)"
   printf "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n" "$B" "$config_str" \
     "$predicted" "$plan_p50" "$fat_predicted" "$fat_p50" \
     "$(jq -n "$fat_predicted / $predicted")" "$(jq -n "$fat_p50 / $plan_p50")"

@@ -7,6 +7,7 @@
 //                   [--warmup-iterations 3] [--name demo/0]
 //
 // Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -112,6 +113,17 @@ Status PinToCores(const std::vector<int>& cores) {
   return Status::Ok();
 }
 
+// Keeps freed tensor memory in the process. By default glibc serves blocks above its mmap
+// threshold with mmap and unmaps them on free, so every forward() page-faults its activations
+// in afresh. Measured through the agent, ResNet-50 <1 instance, 2 threads, batch 4>: 270 ms per
+// batch by default, 203 ms with this (the profile, taken in a runtime whose heap had grown at a
+// larger batch first, says 189 ms). A runtime is a dedicated process whose peak is reached in
+// warm-up, so holding on to it costs nothing extra.
+void KeepFreedMemory() {
+  mallopt(M_MMAP_MAX, 0);              // serve every size from the heap, reuse it
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);  // do not give the heap top back to the kernel
+}
+
 int Main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--version") {
     std::cout << "libtorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << "."
@@ -142,6 +154,7 @@ int Main(int argc, char** argv) {
     return 1;
   };
   if (Status s = PinToCores(flags.cores); !s.ok()) return fail(s);
+  KeepFreedMemory();
 
   ModelRunnerOptions options;
   options.model_path = flags.model;

@@ -83,10 +83,11 @@ Status ParseEndpointNode(const Reader& r, const YAML::Node& node, const std::str
 }
 
 Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
-  RETURN_IF_ERROR(r.CheckKeys(node, "server",
-                              {"http", "management", "metrics", "io_threads", "max_body_bytes",
-                               "max_header_bytes", "idle_timeout_s", "runtime_path",
-                               "shutdown_timeout_s", "profile_dir", "drain_delay_s"}));
+  RETURN_IF_ERROR(
+      r.CheckKeys(node, "server",
+                  {"http", "management", "metrics", "io_threads", "max_body_bytes",
+                   "max_header_bytes", "idle_timeout_s", "runtime_path", "shutdown_timeout_s",
+                   "profile_dir", "drain_delay_s", "unix_socket"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(

@@ -1,20 +1,30 @@
 #include "agent/http/http_server.h"
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
 #include <cctype>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "agent/kserve/kserve_codec.h"
@@ -27,6 +37,20 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using local = net::local::stream_protocol;
+
+// True if a process accepts connections on the Unix socket at `path` (or has a full backlog).
+bool UnixSocketIsLive(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const bool live = rc == 0 || errno == EAGAIN || errno == EINPROGRESS;
+  close(fd);
+  return live;
+}
 
 }  // namespace
 
@@ -49,11 +73,13 @@ class HttpServer::Impl {
                          std::to_string(options_.endpoint.port) + ": " + ec.message());
     }
     port_ = acceptor_.local_endpoint().port();
+    if (!options_.unix_socket.empty()) RETURN_IF_ERROR(ListenUnix());
     return Status::Ok();
   }
 
   void Start() {
-    Accept();
+    Accept<tcp>(acceptor_);
+    if (unix_acceptor_) Accept<local>(*unix_acceptor_);
     // Requests being computed have no pending I/O; the guard keeps run() from returning.
     for (int i = 0; i < std::max(1, options_.threads); ++i) {
       threads_.emplace_back([this] { ioc_.run(); });
@@ -64,6 +90,7 @@ class HttpServer::Impl {
     net::post(ioc_, [this] {
       beast::error_code ec;
       acceptor_.close(ec);
+      if (unix_acceptor_) unix_acceptor_->close(ec);
     });
   }
 
@@ -78,7 +105,10 @@ class HttpServer::Impl {
     ioc_.stop();
     for (auto& t : threads_) t.join();
     threads_.clear();
+    RemoveUnixSocket();
   }
+
+  ~Impl() { RemoveUnixSocket(); }  // also when Create() failed after binding
 
   uint16_t port() const { return port_; }
   const HttpServerOptions& options() const { return options_; }
@@ -94,13 +124,63 @@ class HttpServer::Impl {
   }
 
  private:
-  void Accept();
+  template <class Protocol>
+  void Accept(typename Protocol::acceptor& acceptor);
+
+  Status ListenUnix() {
+    const std::string& path = options_.unix_socket;
+    if (path.size() > kMaxUnixSocketPath) {
+      return InvalidArgument("Unix socket path '" + path + "' is longer than " +
+                             std::to_string(kMaxUnixSocketPath) + " bytes");
+    }
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) {
+        return FailedPrecondition("cannot listen on unix:" + path + ": not a socket");
+      }
+      if (UnixSocketIsLive(path)) {
+        return Unavailable("cannot listen on unix:" + path + ": another process listens there");
+      }
+      if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+        return Unavailable("cannot remove the stale socket " + path + ": " + std::strerror(errno));
+      }
+      PACKRAT_LOG(INFO) << options_.name << ": removed the stale socket " << path;
+    }
+    beast::error_code ec;
+    unix_acceptor_.emplace(ioc_);
+    const local::endpoint ep(path);
+    unix_acceptor_->open(ep.protocol(), ec);
+    if (!ec) unix_acceptor_->bind(ep, ec);
+    if (!ec) unix_acceptor_->listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      unix_acceptor_.reset();
+      return Unavailable("cannot listen on unix:" + path + ": " + ec.message());
+    }
+    // Remembered so that Stop() removes this socket only, not one a successor bound since.
+    if (stat(path.c_str(), &st) == 0) unix_socket_id_ = {st.st_dev, st.st_ino};
+    if (chmod(path.c_str(), 0666) != 0) {
+      return Internal("cannot chmod 0666 " + path + ": " + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+
+  void RemoveUnixSocket() {
+    if (!unix_socket_id_) return;
+    struct stat st;
+    if (stat(options_.unix_socket.c_str(), &st) == 0 &&
+        std::make_pair(st.st_dev, st.st_ino) == *unix_socket_id_) {
+      unlink(options_.unix_socket.c_str());
+    }
+    unix_socket_id_.reset();
+  }
 
   const HttpServerOptions options_;
   HttpHandler* const handler_;
   net::io_context ioc_;
   net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
   tcp::acceptor acceptor_;
+  std::optional<local::acceptor> unix_acceptor_;           // if options_.unix_socket is set
+  std::optional<std::pair<dev_t, ino_t>> unix_socket_id_;  // the file we bound, until removed
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   std::atomic<bool> stopped_{false};
@@ -111,14 +191,16 @@ class HttpServer::Impl {
 
 namespace {
 
-// One connection. Reads a request, hands it to the handler, writes the answer when the handler
-// responds (from any thread: the write is posted to this connection's strand), then reads the
-// next. Lives as long as an operation holds a shared_ptr to it.
-class Session : public std::enable_shared_from_this<Session> {
+// One connection over `Protocol` (TCP or a Unix socket). Reads a request, hands it to the
+// handler, writes the answer when the handler responds (from any thread: the write is posted to
+// this connection's strand), then reads the next. Lives as long as an operation holds a
+// shared_ptr to it.
+template <class Protocol>
+class Session : public std::enable_shared_from_this<Session<Protocol>> {
  public:
   static constexpr size_t kReadBufferBytes = 256 * 1024;
 
-  Session(tcp::socket&& socket, HttpServer::Impl* server)
+  Session(typename Protocol::socket&& socket, HttpServer::Impl* server)
       : stream_(std::move(socket)), server_(server) {
     // Beast reads at most the buffer's free capacity (512 bytes when small) per read: without
     // room, a 600 KB tensor body takes ~1,200 reads (5 ms instead of 0.3 ms).
@@ -126,7 +208,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Run() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Read(); });
   }
 
  private:
@@ -136,7 +218,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<uint32_t>(server_->options().max_header_bytes));
     stream_.expires_after(server_->options().idle_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
-                      beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+                      beast::bind_front_handler(&Session::OnRead, this->shared_from_this()));
   }
 
   void OnRead(beast::error_code ec, size_t) {
@@ -166,7 +248,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const unsigned version = req.version();
 
     server_->BeginRequest();
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     server_->handler()->Handle(
         std::move(request), [self, keep_alive, version](HttpResponse response) {
           net::post(self->stream_.get_executor(),
@@ -194,20 +276,21 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive);
     res->prepare_payload();
     stream_.expires_after(server_->options().idle_timeout);
-    bhttp::async_write(stream_, *res,
-                       [self = shared_from_this(), res, counted](beast::error_code ec, size_t) {
-                         if (counted) self->server_->EndRequest();
-                         if (ec || !res->keep_alive()) return self->Close();
-                         self->Read();
-                       });
+    bhttp::async_write(
+        stream_, *res,
+        [self = this->shared_from_this(), res, counted](beast::error_code ec, size_t) {
+          if (counted) self->server_->EndRequest();
+          if (ec || !res->keep_alive()) return self->Close();
+          self->Read();
+        });
   }
 
   void Close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().shutdown(net::socket_base::shutdown_send, ec);
   }
 
-  beast::tcp_stream stream_;
+  beast::basic_stream<Protocol> stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   HttpServer::Impl* server_;
@@ -215,18 +298,23 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
-void HttpServer::Impl::Accept() {
-  acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-    if (ec) {
-      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-      PACKRAT_LOG(WARNING) << options_.name << ": accept failed: " << ec.message();
-    } else {
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), this)->Run();
-    }
-    if (acceptor_.is_open()) Accept();
-  });
+template <class Protocol>
+void HttpServer::Impl::Accept(typename Protocol::acceptor& acceptor) {
+  acceptor.async_accept(net::make_strand(ioc_),
+                        [this, &acceptor](beast::error_code ec, typename Protocol::socket socket) {
+                          if (ec) {
+                            if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+                            PACKRAT_LOG(WARNING)
+                                << options_.name << ": accept failed: " << ec.message();
+                          } else {
+                            if constexpr (std::is_same_v<Protocol, tcp>) {
+                              beast::error_code ignored;
+                              socket.set_option(tcp::no_delay(true), ignored);
+                            }
+                            std::make_shared<Session<Protocol>>(std::move(socket), this)->Run();
+                          }
+                          if (acceptor.is_open()) Accept<Protocol>(acceptor);
+                        });
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -1,5 +1,6 @@
 // An HTTP/1.1 server (Boost.Beast) with keep-alive, size limits and idle timeouts, that hands
-// every request to an HttpHandler.
+// every request to an HttpHandler. It listens on a TCP endpoint and, optionally, also on a Unix
+// domain socket, serving both with the same handler, threads and limits.
 //
 // Threading: `threads` Asio threads run all connections; each connection is on its own strand.
 // Failure policy: unparseable requests get 400, oversized bodies 413, oversized headers 431,
@@ -19,6 +20,12 @@ namespace packrat {
 
 struct HttpServerOptions {
   Endpoint endpoint;
+  // If not empty, the same handler is also served on this Unix domain socket path (at most
+  // kMaxUnixSocketPath bytes). A stale socket file there (nobody accepts on it) is replaced; a
+  // live socket or any other kind of file is an error. The socket is made mode 0666, so any
+  // local user that can reach its folder may connect: the folder's permissions are the access
+  // control. Stop() removes it (unless another server has replaced it meanwhile).
+  std::string unix_socket;
   int threads = 2;
   uint64_t max_body_bytes = 64ull << 20;
   uint64_t max_header_bytes = 16ull << 10;
@@ -36,10 +43,10 @@ class HttpServer {
 
   uint16_t port() const;
   void Start();
-  // Stops accepting new connections; open connections keep being served.
+  // Stops accepting new connections (TCP and Unix); open connections keep being served.
   void StopAccepting();
-  // Waits until no request is in progress (or `deadline`), then closes every connection and
-  // joins the threads. Idempotent.
+  // Waits until no request is in progress (or `deadline`), then closes every connection, joins
+  // the threads and removes the Unix socket file. Idempotent.
   void Stop(std::chrono::steady_clock::time_point deadline);
 
   class Impl;

@@ -4,6 +4,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
@@ -15,16 +16,37 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using local = net::local::stream_protocol;
 
 struct HttpClient::Impl {
   std::string host;
   uint16_t port;
+  std::string unix_path;  // if set, connects here instead of host:port
   net::io_context ioc;
   std::optional<beast::tcp_stream> stream;
+  std::optional<local::socket> unix_stream;
   beast::flat_buffer buffer;
+
+  bool connected() const { return stream || unix_stream; }
+  void Disconnect() {
+    stream.reset();
+    unix_stream.reset();
+  }
 
   bool Connect(std::string* error) {
     beast::error_code ec;
+    if (!unix_path.empty()) {
+      unix_stream.emplace(ioc);
+      unix_stream->connect(local::endpoint(unix_path), ec);
+      if (ec) {
+        *error = ec.message();
+        unix_stream.reset();
+        return false;
+      }
+      buffer.clear();
+      buffer.reserve(256 * 1024);
+      return true;
+    }
     stream.emplace(ioc);
     tcp::resolver resolver(ioc);
     auto results = resolver.resolve(host, std::to_string(port), ec);
@@ -46,6 +68,12 @@ HttpClient::HttpClient(std::string host, uint16_t port) : impl_(std::make_unique
   impl_->port = port;
 }
 
+HttpClient::HttpClient(UnixSocket socket) : impl_(std::make_unique<Impl>()) {
+  impl_->host = "localhost";
+  impl_->port = 0;
+  impl_->unix_path = std::move(socket.path);
+}
+
 HttpClient::~HttpClient() = default;
 
 HttpResult HttpClient::Request(const std::string& method, const std::string& target,
@@ -53,7 +81,7 @@ HttpResult HttpClient::Request(const std::string& method, const std::string& tar
                                const std::map<std::string, std::string>& headers) {
   HttpResult result;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!impl_->stream && !impl_->Connect(&result.error)) return result;
+    if (!impl_->connected() && !impl_->Connect(&result.error)) return result;
     bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
     req.set(bhttp::field::host, impl_->host);
     for (const auto& [k, v] : headers) req.set(k, v);
@@ -64,14 +92,21 @@ HttpResult HttpClient::Request(const std::string& method, const std::string& tar
     req.keep_alive(true);
     req.prepare_payload();
     beast::error_code ec;
-    bhttp::write(*impl_->stream, req, ec);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(1ull << 30);
-    if (!ec) bhttp::read(*impl_->stream, impl_->buffer, parser, ec);
+    auto exchange = [&](auto& stream) {
+      bhttp::write(stream, req, ec);
+      if (!ec) bhttp::read(stream, impl_->buffer, parser, ec);
+    };
+    if (impl_->unix_stream) {
+      exchange(*impl_->unix_stream);
+    } else {
+      exchange(*impl_->stream);
+    }
     if (ec) {
       // A server that closed an idle keep-alive connection: reconnect once and resend.
       result.error = ec.message();
-      impl_->stream.reset();
+      impl_->Disconnect();
       continue;
     }
     auto res = parser.release();
@@ -84,7 +119,7 @@ HttpResult HttpClient::Request(const std::string& method, const std::string& tar
     }
     result.body = std::move(res.body());
     result.error.clear();
-    if (!res.keep_alive()) impl_->stream.reset();
+    if (!res.keep_alive()) impl_->Disconnect();
     return result;
   }
   return result;

@@ -1,4 +1,5 @@
-// A blocking HTTP/1.1 client for tests: one keep-alive connection to a loopback server.
+// A blocking HTTP/1.1 client for tests: one keep-alive connection to a loopback server, over TCP
+// or a Unix domain socket.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +16,15 @@ struct HttpResult {
   std::string error;            // transport error, if any
 };
 
+// The path of a Unix domain socket to connect to.
+struct UnixSocket {
+  std::string path;
+};
+
 class HttpClient {
  public:
   HttpClient(std::string host, uint16_t port);
+  explicit HttpClient(UnixSocket socket);  // sends "Host: localhost"
   ~HttpClient();
 
   // Sends one request (reconnecting if the server closed the connection) and waits for the

@@ -254,6 +254,31 @@ TEST_F(ConfigTest, MetricsEndpointAndProfileDir) {
   EXPECT_EQ(defaults->server.metrics.port, 8082);
 }
 
+TEST_F(ConfigTest, ShippedConfigsParse) {
+  for (const char* file : {"/config/demo.yaml", "/deploy/config/packrat.yaml"}) {
+    auto config = LoadConfig(std::string(PACKRAT_SOURCE_DIR) + file);
+    EXPECT_TRUE(config.ok()) << file << ": " << config.status().ToString();
+  }
+}
+
+TEST_F(ConfigTest, UnixSocketIsOptionalAndResolvedAgainstBaseDir) {
+  auto defaults = Parse(OneModel());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->server.unix_socket, "");
+  auto absolute = Parse("server: {unix_socket: /run/packrat/agent.sock}\n" + OneModel());
+  ASSERT_TRUE(absolute.ok()) << absolute.status().ToString();
+  EXPECT_EQ(absolute->server.unix_socket, "/run/packrat/agent.sock");
+  auto relative = Parse("server: {unix_socket: run/agent.sock}\n" + OneModel());
+  ASSERT_TRUE(relative.ok()) << relative.status().ToString();
+  EXPECT_EQ(relative->server.unix_socket, "/etc/packrat/run/agent.sock");
+  EXPECT_EQ(ErrorOf("server:\n  unix_socket: \"\"\n" + OneModel()),
+            "test.yaml:2: server.unix_socket: must not be empty");
+  const std::string long_path = "/" + std::string(kMaxUnixSocketPath, 's');
+  EXPECT_EQ(ErrorOf("server:\n  unix_socket: " + long_path + "\n" + OneModel()),
+            "test.yaml:2: server.unix_socket: '" + long_path +
+                "' is longer than 107 bytes (the limit of a Unix socket address)");
+}
+
 TEST_F(ConfigTest, DuplicateModelNamesAreRejected) {
   const std::string text = OneModel() +
                            "  - name: demo\n"                                           // 7

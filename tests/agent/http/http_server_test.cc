@@ -1,0 +1,154 @@
+// HttpServer on a Unix domain socket: it serves the same handler as on TCP, replaces a stale
+// socket file but never a live socket or another kind of file, makes the socket mode 0666 and
+// removes it on Stop() (only if it is still its own).
+#include "agent/http/http_server.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/support/http_client.h"
+
+namespace packrat {
+namespace {
+
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::UnixSocket;
+
+// Answers "METHOD TARGET <body bytes>".
+class EchoHandler : public HttpHandler {
+ public:
+  void Handle(HttpRequest request, HttpResponder respond) override {
+    HttpResponse response;
+    response.content_type = "text/plain";
+    response.body =
+        request.method + " " + request.target + " " + std::to_string(request.body->size());
+    respond(std::move(response));
+  }
+};
+
+class HttpServerUnixSocketTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/packrat-http-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/agent.sock";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  StatusOr<std::unique_ptr<HttpServer>> Create(const std::string& path) {
+    HttpServerOptions options;
+    options.endpoint = {"127.0.0.1", 0};
+    options.unix_socket = path;
+    options.threads = 1;
+    return HttpServer::Create(options, &handler_);
+  }
+
+  static void Stop(HttpServer& server) {
+    server.Stop(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  }
+
+  EchoHandler handler_;
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(HttpServerUnixSocketTest, ServesTheSameHandlerOnTheSocketAndTcp) {
+  auto server = Create(path_);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  (*server)->Start();
+
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+
+  HttpClient unix_client(UnixSocket{path_});
+  for (int i = 0; i < 3; ++i) {  // keep-alive: one connection
+    const HttpResult r = unix_client.Post("/v2/models/m/infer", std::string(1000 + i, 'x'));
+    ASSERT_EQ(r.status, 200) << r.error;
+    EXPECT_EQ(r.body, "POST /v2/models/m/infer " + std::to_string(1000 + i));
+    EXPECT_EQ(r.headers.at("content-type"), "text/plain");
+  }
+  HttpClient tcp_client("127.0.0.1", (*server)->port());
+  EXPECT_EQ(tcp_client.Get("/v2/health/live").body, "GET /v2/health/live 0");
+
+  Stop(**server);
+  EXPECT_FALSE(std::filesystem::exists(path_));
+  EXPECT_EQ(HttpClient(UnixSocket{path_}).Get("/").status, 0);
+}
+
+TEST_F(HttpServerUnixSocketTest, ReplacesAStaleSocketFile) {
+  // A socket file nobody listens on, as a crashed agent leaves behind.
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+  ASSERT_TRUE(std::filesystem::is_socket(path_));
+
+  auto server = Create(path_);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  (*server)->Start();
+  EXPECT_EQ(HttpClient(UnixSocket{path_}).Get("/x").body, "GET /x 0");
+}
+
+TEST_F(HttpServerUnixSocketTest, RefusesASocketAnotherServerListensOn) {
+  auto first = Create(path_);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  (*first)->Start();
+  auto second = Create(path_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("another process listens there"), std::string::npos)
+      << second.status().message();
+  // The first server still owns and serves its socket.
+  EXPECT_EQ(HttpClient(UnixSocket{path_}).Get("/still").body, "GET /still 0");
+}
+
+TEST_F(HttpServerUnixSocketTest, RefusesAFileThatIsNotASocket) {
+  std::ofstream(path_) << "data";
+  auto server = Create(path_);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), StatusCode::kFailedPrecondition);
+  std::ifstream in(path_);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "data");
+}
+
+TEST_F(HttpServerUnixSocketTest, RejectsAPathTooLongForASocketAddress) {
+  auto server = Create(dir_ + "/" + std::string(kMaxUnixSocketPath, 'a'));
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(HttpServerUnixSocketTest, StopLeavesASuccessorsSocketAlone) {
+  auto old_server = Create(path_);
+  ASSERT_TRUE(old_server.ok()) << old_server.status().ToString();
+  (*old_server)->Start();
+  // A successor took the path over (here: after the old file was removed by hand).
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  auto successor = Create(path_);
+  ASSERT_TRUE(successor.ok()) << successor.status().ToString();
+  (*successor)->Start();
+
+  Stop(**old_server);
+  EXPECT_TRUE(std::filesystem::is_socket(path_));
+  EXPECT_EQ(HttpClient(UnixSocket{path_}).Get("/new").body, "GET /new 0");
+}
+
+}  // namespace
+}  // namespace packrat
