@@ -3,12 +3,11 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <cstdio>
 #include <mutex>
 #include <filesystem>
-#include <fstream>
 
 #include "agent/pool/core_assigner.h"
+#include "common/atomic_file.h"
 #include "common/logging.h"
 #include "shm/segment.h"
 
@@ -17,17 +16,9 @@ namespace {
 
 Status WritePortFile(const std::string& path, uint16_t http, uint16_t management,
                      uint16_t metrics) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << "{\"http\":" << http << ",\"management\":" << management
-        << ",\"metrics\":" << metrics << "}\n";
-    if (!out) return Internal("cannot write port file '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Internal("cannot rename port file to '" + path + "'");
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, "{\"http\":" + std::to_string(http) + ",\"management\":" +
+                                       std::to_string(management) +
+                                       ",\"metrics\":" + std::to_string(metrics) + "}\n");
 }
 
 }  // namespace

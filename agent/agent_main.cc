@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "common/logging.h"
+#include "common/stop_signals.h"
 
 namespace {
 
@@ -51,13 +52,7 @@ int main(int argc, char** argv) {
   if (config_path.empty()) return Usage();
   packrat::SetLogComponent("agent");
 
-  // Block the stop signals before any thread starts, so only sigwait below receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  packrat::StopSignals stop_signals;  // before any thread starts
 
   auto config = packrat::LoadConfig(config_path);
   if (!config.ok()) {
@@ -76,8 +71,7 @@ int main(int argc, char** argv) {
     PACKRAT_LOG(ERROR) << "cannot start: " << agent.status().message();
     return 1;
   }
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const int sig = stop_signals.Wait();
   PACKRAT_LOG(INFO) << "received signal " << sig;
   (*agent)->Shutdown();
   return 0;

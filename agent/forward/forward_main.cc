@@ -10,14 +10,14 @@
 // after a signal, 1 when start-up fails (bad upstream, port in use, ...), 2 on bad usage.
 #include <signal.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "agent/forward/forwarder.h"
+#include "common/atomic_file.h"
 #include "common/logging.h"
+#include "common/stop_signals.h"
 
 namespace {
 
@@ -36,13 +36,7 @@ bool ParseInt(const std::string& text, long min, long max, long* out) {
 }
 
 bool WritePortFile(const std::string& path, uint16_t port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << "{\"listen\":" << port << "}\n";
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+  return packrat::WriteFileAtomically(path, "{\"listen\":" + std::to_string(port) + "}\n").ok();
 }
 
 }  // namespace
@@ -88,13 +82,7 @@ int main(int argc, char** argv) {
   options.upstream = *parsed;
   packrat::SetLogComponent("forward");
 
-  // Block the stop signals before any thread starts, so only sigwait below receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  packrat::StopSignals stop_signals;  // before any thread starts
 
   auto forwarder = packrat::Forwarder::Create(options);
   if (!forwarder.ok()) {
@@ -109,8 +97,7 @@ int main(int argc, char** argv) {
   PACKRAT_LOG(INFO) << "listening on " << options.listen.host << ":" << (*forwarder)->port()
                     << ", forwarding to " << options.upstream.ToString() << " (connect timeout "
                     << options.connect_timeout.count() << " ms)";
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const int sig = stop_signals.Wait();
   (*forwarder)->StopAccepting();
   PACKRAT_LOG(INFO) << "received signal " << sig << ": not accepting; "
                     << (*forwarder)->open_connections() << " open connection(s) get up to "

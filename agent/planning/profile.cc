@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/atomic_file.h"
+
 namespace packrat {
 namespace {
 
@@ -272,27 +274,7 @@ std::string Profile::ToCsv() const {
 }
 
 Status Profile::WriteCsv(const std::string& path) const {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  const std::string text = ToCsv();
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return Internal("cannot create '" + tmp + "': " + std::strerror(errno));
-  }
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fflush(f) == 0 && ok;
-  ok = fsync(fileno(f)) == 0 && ok;
-  int saved_errno = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return Internal("cannot write '" + tmp + "': " + std::strerror(saved_errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    saved_errno = errno;
-    std::remove(tmp.c_str());
-    return Internal("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(saved_errno));
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, ToCsv());
 }
 
 const ProfilePoint* Profile::Find(int threads, int batch) const {

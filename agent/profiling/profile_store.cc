@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/atomic_file.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -27,15 +28,7 @@ StatusOr<Profile> LoadProfileIfCurrent(const std::string& path, const ProfileKey
 }
 
 Status SaveProfile(const std::string& path, const ProfileKey& key, const Profile& profile) {
-  const std::string key_path = path + ".key";
-  {
-    std::ofstream out(key_path + ".tmp");
-    out << key.ToString() << "\n";
-    if (!out) return Internal("cannot write '" + key_path + "'");
-  }
-  if (std::rename((key_path + ".tmp").c_str(), key_path.c_str()) != 0) {
-    return Internal("cannot rename to '" + key_path + "'");
-  }
+  RETURN_IF_ERROR(WriteFileAtomically(path + ".key", key.ToString() + "\n"));
   if (profile.empty()) return Status::Ok();
   return profile.WriteCsv(path);
 }
