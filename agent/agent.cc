@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <mutex>
 #include <filesystem>
+#include <mutex>
 
 #include "agent/pool/core_assigner.h"
 #include "common/atomic_file.h"
@@ -16,8 +16,8 @@ namespace {
 
 Status WritePortFile(const std::string& path, uint16_t http, uint16_t management,
                      uint16_t metrics) {
-  return WriteFileAtomically(path, "{\"http\":" + std::to_string(http) + ",\"management\":" +
-                                       std::to_string(management) +
+  return WriteFileAtomically(path, "{\"http\":" + std::to_string(http) +
+                                       ",\"management\":" + std::to_string(management) +
                                        ",\"metrics\":" + std::to_string(metrics) + "}\n");
 }
 
@@ -57,8 +57,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
       }
       return AssignCores(cores, threads, cursor.get());
     };
-    agent->models_.emplace(m.name, std::make_unique<ServedModel>(m, std::move(options),
-                                                                 &agent->launcher_));
+    agent->models_.emplace(m.name,
+                           std::make_unique<ServedModel>(m, std::move(options), &agent->launcher_));
   }
 
   HttpServerOptions http;

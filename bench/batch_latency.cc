@@ -23,15 +23,17 @@ int main(int argc, char** argv) {
   const int port = std::atoi(flags["--port"].c_str());
   const std::string model = flags["--model"];
   const int batch = std::atoi(flags["--batch"].c_str());
-  const int iterations = flags.count("--iterations") ? std::atoi(flags["--iterations"].c_str()) : 10;
+  const int iterations =
+      flags.count("--iterations") ? std::atoi(flags["--iterations"].c_str()) : 10;
   const int warmup = flags.count("--warmup") ? std::atoi(flags["--warmup"].c_str()) : 2;
   // NAME:DTYPE:d1,d2,...
   const std::string spec = flags["--input"];
   const size_t c1 = spec.find(':'), c2 = spec.find(':', c1 + 1);
   if (port <= 0 || model.empty() || batch < 1 || c1 == std::string::npos ||
       c2 == std::string::npos) {
-    std::fprintf(stderr, "usage: batch_latency --port P --model M --input NAME:DTYPE:d1,d2 "
-                         "--batch B [--iterations N] [--warmup N]\n");
+    std::fprintf(stderr,
+                 "usage: batch_latency --port P --model M --input NAME:DTYPE:d1,d2 "
+                 "--batch B [--iterations N] [--warmup N]\n");
     return 2;
   }
   const std::string name = spec.substr(0, c1);
@@ -63,10 +65,10 @@ int main(int argc, char** argv) {
       std::memcpy(&data[8 * i], &v, 8);
     }
   }
-  const std::string header = "{\"inputs\":[{\"name\":\"" + name + "\",\"datatype\":\"" + dtype +
-                             "\",\"shape\":[" + shape + "],\"parameters\":{\"binary_data_size\":" +
-                             std::to_string(data.size()) +
-                             "}}],\"parameters\":{\"binary_data_output\":true}}";
+  const std::string header =
+      "{\"inputs\":[{\"name\":\"" + name + "\",\"datatype\":\"" + dtype + "\",\"shape\":[" + shape +
+      "],\"parameters\":{\"binary_data_size\":" + std::to_string(data.size()) +
+      "}}],\"parameters\":{\"binary_data_output\":true}}";
   const std::map<std::string, std::string> headers{
       {"Inference-Header-Content-Length", std::to_string(header.size())},
       {"Content-Type", "application/octet-stream"}};
@@ -78,8 +80,7 @@ int main(int argc, char** argv) {
     const double d =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (r.status != 200) {
-      std::fprintf(stderr, "request failed: %d %s %s\n", r.status, r.body.c_str(),
-                   r.error.c_str());
+      std::fprintf(stderr, "request failed: %d %s %s\n", r.status, r.body.c_str(), r.error.c_str());
       return 1;
     }
     if (i >= warmup) ms.push_back(d);

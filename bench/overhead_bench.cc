@@ -43,7 +43,9 @@ struct Stats {
 
 Stats Summarise(std::vector<double> us) {
   std::sort(us.begin(), us.end());
-  auto at = [&](double q) { return us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))]; };
+  auto at = [&](double q) {
+    return us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))];
+  };
   return {at(0.50), at(0.99)};
 }
 
@@ -94,18 +96,25 @@ Stats ThroughAgent(const std::string& agent, const std::string& dir, const Case&
       "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, io_threads: 1}\n"
       "models:\n"
       "  - name: m\n"
-      "    path: " + dir + "/" + c.model + ".pt\n"
-      "    inputs: [{name: x, datatype: FP32, shape: " + shape + "}]\n"
-      "    outputs: [{name: y, datatype: FP32, shape: [-1, " + std::to_string(c.out_row) + "]}]\n"
+      "    path: " +
+      dir + "/" + c.model +
+      ".pt\n"
+      "    inputs: [{name: x, datatype: FP32, shape: " +
+      shape +
+      "}]\n"
+      "    outputs: [{name: y, datatype: FP32, shape: [-1, " +
+      std::to_string(c.out_row) +
+      "]}]\n"
       "    batching: {max_batch: 64, max_delay_us: 0}\n"
-      "    instances: [{count: 1, threads: 1, batch: " + std::to_string(c.batch) + "}]\n";
+      "    instances: [{count: 1, threads: 1, batch: " +
+      std::to_string(c.batch) + "}]\n";
   testing::AgentProcess process(agent, config);
   if (!process.WaitUntilServing()) {
     std::fprintf(stderr, "agent did not start:\n%s", process.Log().c_str());
     std::exit(1);
   }
-  std::string json = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" +
-                     std::to_string(c.batch);
+  std::string json =
+      "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" + std::to_string(c.batch);
   for (int64_t d : c.row_shape) json += "," + std::to_string(d);
   json += "],\"parameters\":{\"binary_data_size\":" + std::to_string(input.size() * 4) +
           "}}],\"parameters\":{\"binary_data_output\":true}}";
@@ -171,9 +180,10 @@ int Main(int argc, char** argv) {
       {"resnet50", {3, 224, 224}, 1000, 1},
       {"resnet50", {3, 224, 224}, 1000, 8},
   };
-  std::printf("| model | batch | direct p50 | direct p99 | agent p50 | agent p99 | difference p50 |"
-              " agent overhead p50 (paired) | p99 (paired) | HTTP GET p50 |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| model | batch | direct p50 | direct p99 | agent p50 | agent p99 | difference p50 |"
+      " agent overhead p50 (paired) | p99 (paired) | HTTP GET p50 |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Case& c : cases) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.model) == only.end()) continue;
     std::mt19937 rng(1);
@@ -199,12 +209,13 @@ int Main(int argc, char** argv) {
       }
       return std::string(buf);
     };
-    std::printf("| %s | %lld | %s | %s | %s | %s | %+.0f µs (%+.1f%%) | %.0f µs | %.0f µs |"
-                " %.0f µs |\n",
-                c.model.c_str(), static_cast<long long>(c.batch), fmt(direct.p50_us).c_str(),
-                fmt(direct.p99_us).c_str(), fmt(via.p50_us).c_str(), fmt(via.p99_us).c_str(),
-                via.p50_us - direct.p50_us, 100.0 * (via.p50_us - direct.p50_us) / direct.p50_us,
-                via.paired_p50_us, via.paired_p99_us, via.http_p50_us);
+    std::printf(
+        "| %s | %lld | %s | %s | %s | %s | %+.0f µs (%+.1f%%) | %.0f µs | %.0f µs |"
+        " %.0f µs |\n",
+        c.model.c_str(), static_cast<long long>(c.batch), fmt(direct.p50_us).c_str(),
+        fmt(direct.p99_us).c_str(), fmt(via.p50_us).c_str(), fmt(via.p99_us).c_str(),
+        via.p50_us - direct.p50_us, 100.0 * (via.p50_us - direct.p50_us) / direct.p50_us,
+        via.paired_p50_us, via.paired_p99_us, via.http_p50_us);
     std::fflush(stdout);
   }
   return 0;

@@ -41,8 +41,8 @@ struct LogVoidify {
 };
 }  // namespace packrat
 
-#define PACKRAT_LOG(level)                                  \
-  !::packrat::LogEnabled(PACKRAT_LOG_LEVEL_##level)         \
-      ? (void)0                                             \
-      : ::packrat::LogVoidify() &                           \
+#define PACKRAT_LOG(level)                          \
+  !::packrat::LogEnabled(PACKRAT_LOG_LEVEL_##level) \
+      ? (void)0                                     \
+      : ::packrat::LogVoidify() &                   \
             ::packrat::LogMessage(PACKRAT_LOG_LEVEL_##level, __FILE__, __LINE__).stream()

@@ -52,7 +52,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
 inline Status ResourceExhausted(std::string m) {
@@ -73,7 +75,7 @@ template <typename T>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(Status status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
-  StatusOr(T value) : value_(std::move(value)) {}                                   // NOLINT
+  StatusOr(T value) : value_(std::move(value)) {}                                  // NOLINT
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -106,9 +108,9 @@ class [[nodiscard]] StatusOr {
 #define PACKRAT_CONCAT(a, b) PACKRAT_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define RETURN_IF_ERROR(expr)                     \
-  do {                                            \
-    ::packrat::Status _packrat_status = (expr);   \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::packrat::Status _packrat_status = (expr);        \
     if (!_packrat_status.ok()) return _packrat_status; \
   } while (0)
 

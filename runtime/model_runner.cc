@@ -15,34 +15,56 @@ namespace {
 
 c10::optional<at::ScalarType> ToScalarType(DataType type) {
   switch (type) {
-    case DataType::kBool: return at::kBool;
-    case DataType::kUint8: return at::kByte;
-    case DataType::kInt8: return at::kChar;
-    case DataType::kInt16: return at::kShort;
-    case DataType::kInt32: return at::kInt;
-    case DataType::kInt64: return at::kLong;
-    case DataType::kFp16: return at::kHalf;
-    case DataType::kFp32: return at::kFloat;
-    case DataType::kFp64: return at::kDouble;
-    case DataType::kBf16: return at::kBFloat16;
-    case DataType::kInvalid: break;
+    case DataType::kBool:
+      return at::kBool;
+    case DataType::kUint8:
+      return at::kByte;
+    case DataType::kInt8:
+      return at::kChar;
+    case DataType::kInt16:
+      return at::kShort;
+    case DataType::kInt32:
+      return at::kInt;
+    case DataType::kInt64:
+      return at::kLong;
+    case DataType::kFp16:
+      return at::kHalf;
+    case DataType::kFp32:
+      return at::kFloat;
+    case DataType::kFp64:
+      return at::kDouble;
+    case DataType::kBf16:
+      return at::kBFloat16;
+    case DataType::kInvalid:
+      break;
   }
   return c10::nullopt;
 }
 
 DataType FromScalarType(at::ScalarType type) {
   switch (type) {
-    case at::kBool: return DataType::kBool;
-    case at::kByte: return DataType::kUint8;
-    case at::kChar: return DataType::kInt8;
-    case at::kShort: return DataType::kInt16;
-    case at::kInt: return DataType::kInt32;
-    case at::kLong: return DataType::kInt64;
-    case at::kHalf: return DataType::kFp16;
-    case at::kFloat: return DataType::kFp32;
-    case at::kDouble: return DataType::kFp64;
-    case at::kBFloat16: return DataType::kBf16;
-    default: return DataType::kInvalid;
+    case at::kBool:
+      return DataType::kBool;
+    case at::kByte:
+      return DataType::kUint8;
+    case at::kChar:
+      return DataType::kInt8;
+    case at::kShort:
+      return DataType::kInt16;
+    case at::kInt:
+      return DataType::kInt32;
+    case at::kLong:
+      return DataType::kInt64;
+    case at::kHalf:
+      return DataType::kFp16;
+    case at::kFloat:
+      return DataType::kFp32;
+    case at::kDouble:
+      return DataType::kFp64;
+    case at::kBFloat16:
+      return DataType::kBf16;
+    default:
+      return DataType::kInvalid;
   }
 }
 
@@ -124,8 +146,8 @@ Status ModelRunner::Run(const std::vector<RawTensor>& inputs, uint8_t* out, size
     size_t offset = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       at::Tensor t = tensors[i];
-      const DataType want =
-          i < impl_->options.output_types.size() ? impl_->options.output_types[i] : DataType::kInvalid;
+      const DataType want = i < impl_->options.output_types.size() ? impl_->options.output_types[i]
+                                                                   : DataType::kInvalid;
       if (want != DataType::kInvalid && FromScalarType(t.scalar_type()) != want) {
         t = t.to(*ToScalarType(want));
       }
@@ -166,8 +188,8 @@ Status ModelRunner::Warmup(const std::vector<InputSpec>& inputs,
       for (const InputSpec& spec : inputs) {
         std::vector<int64_t> shape{batch};
         for (int64_t d : spec.row_shape) shape.push_back(d < 0 ? 1 : d);
-        args.emplace_back(torch::zeros(shape, torch::TensorOptions().dtype(
-                                                  *ToScalarType(spec.datatype))));
+        args.emplace_back(
+            torch::zeros(shape, torch::TensorOptions().dtype(*ToScalarType(spec.datatype))));
       }
       for (int i = 0; i < iterations; ++i) impl_->module.forward(args);
     }

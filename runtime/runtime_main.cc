@@ -11,14 +11,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <torch/version.h>
 
 #include "common/logging.h"
 #include "runtime/model_runner.h"
@@ -97,7 +96,8 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       return InvalidArgument("unknown flag " + flag);
     }
   }
-  if (f.segment.empty() || f.model.empty()) return InvalidArgument("--segment and --model are required");
+  if (f.segment.empty() || f.model.empty())
+    return InvalidArgument("--segment and --model are required");
   if (f.threads < 1) return InvalidArgument("--threads must be >= 1");
   return f;
 }

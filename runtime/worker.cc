@@ -50,7 +50,8 @@ Status Worker::Unpack(const shm::BatchMessage& msg, std::vector<RawTensor>* inpu
     if (elem == 0) return InvalidArgument("bad tensor datatype");
     uint64_t count = 1;
     for (int k = 0; k < d.ndim; ++k) {
-      if (d.shape[k] < 0 || (d.shape[k] > 0 && count > capacity / static_cast<uint64_t>(d.shape[k]))) {
+      if (d.shape[k] < 0 ||
+          (d.shape[k] > 0 && count > capacity / static_cast<uint64_t>(d.shape[k]))) {
         return InvalidArgument("bad tensor shape");
       }
       count *= static_cast<uint64_t>(d.shape[k]);
@@ -78,10 +79,9 @@ void Worker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done)
     uint8_t* out = segment_->output_slab(msg.slot);
     const auto start = std::chrono::steady_clock::now();
     status = runner_->Run(inputs_, out, segment_->output_capacity(), &outputs_);
-    done->compute_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                             start)
-            .count());
+    done->compute_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::steady_clock::now() - start)
+                                                 .count());
     if (status.ok() && outputs_.size() > static_cast<size_t>(shm::kMaxTensors)) {
       status = InvalidArgument("model returned more than " + std::to_string(shm::kMaxTensors) +
                                " outputs");

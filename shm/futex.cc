@@ -18,8 +18,8 @@ FutexWaitResult FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
   struct timespec ts;
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
   ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
-  const long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts,
-                          nullptr, 0);
+  const long rc =
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
   if (rc == -1 && errno == ETIMEDOUT) return FutexWaitResult::kTimedOut;
   return FutexWaitResult::kWoken;  // woken, EAGAIN (value changed) or EINTR
 }

@@ -22,7 +22,9 @@ inline constexpr int kMaxDims = 8;
 inline constexpr size_t kErrorTextSize = 512;
 inline constexpr size_t kAlign = 64;
 
-constexpr size_t AlignUp(size_t n, size_t align = kAlign) { return (n + align - 1) / align * align; }
+constexpr size_t AlignUp(size_t n, size_t align = kAlign) {
+  return (n + align - 1) / align * align;
+}
 
 // One tensor inside a slab. `offset` is from the start of the slab it lives in.
 struct TensorDesc {

@@ -124,14 +124,12 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
     return InvalidArgument("segment regions exceed its size");
   }
   char* base = static_cast<char*>(region->get_address());
-  ASSIGN_OR_RETURN(
-      auto requests,
-      SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
-                                     header->completion_ring_offset - header->request_ring_offset));
-  ASSIGN_OR_RETURN(auto completions,
-                   SpscRing<CompletionMessage>::Attach(
-                       base + header->completion_ring_offset,
-                       header->slots_offset - header->completion_ring_offset));
+  ASSIGN_OR_RETURN(auto requests, SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
+                                                                 header->completion_ring_offset -
+                                                                     header->request_ring_offset));
+  ASSIGN_OR_RETURN(auto completions, SpscRing<CompletionMessage>::Attach(
+                                         base + header->completion_ring_offset,
+                                         header->slots_offset - header->completion_ring_offset));
   return std::unique_ptr<Segment>(
       new Segment(name, std::move(region), /*owner=*/false, requests, completions));
 }

@@ -70,8 +70,8 @@ class Segment {
   std::string ErrorText() const;
 
  private:
-  Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region,
-          bool owner, SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions);
+  Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region, bool owner,
+          SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions);
 
   std::string name_;
   std::unique_ptr<boost::interprocess::mapped_region> region_;

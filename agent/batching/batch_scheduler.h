@@ -44,8 +44,8 @@ class BatchScheduler {
   std::condition_variable cv_;
   BatchAggregator aggregator_;  // guarded by mu_
   std::condition_variable drained_cv_;
-  bool stop_ = false;           // guarded by mu_
-  bool draining_ = false;       // guarded by mu_
+  bool stop_ = false;      // guarded by mu_
+  bool draining_ = false;  // guarded by mu_
   std::thread thread_;
 };
 

@@ -53,7 +53,8 @@ void Dispatcher::Dispatch(Batch batch) {
   std::vector<size_t> loads;
   loads.reserve(executors_.size());
   for (const InstanceExecutor* e : executors_) loads.push_back(e->load());
-  const std::vector<int64_t> counts = PartitionRows(batch.rows, batch_sizes_, loads, rotation_.fetch_add(1));
+  const std::vector<int64_t> counts =
+      PartitionRows(batch.rows, batch_sizes_, loads, rotation_.fetch_add(1));
 
   // Cut the batch's rows, request by request, into slices of at most b rows per instance.
   struct Cut {

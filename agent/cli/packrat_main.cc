@@ -26,8 +26,7 @@ int RunVersion(std::span<const std::string_view> args, std::ostream& out, std::o
 
 constexpr CliCommand kCommands[] = {
     {"plan", "choose the <instances,threads,batch> configuration for a profile", RunPlanCommand},
-    {"profile", "measure a model's latency profile L[t,b] with pinned runtimes",
-     RunProfileCommand},
+    {"profile", "measure a model's latency profile L[t,b] with pinned runtimes", RunProfileCommand},
     {"help", "print this help, or a command's: packrat help COMMAND", RunHelp},
     {"version", "print the version", RunVersion},
 };

@@ -88,23 +88,23 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
   ProfilerOptions options;
   options.model = *model;
   options.cores = AvailableCores();
-  options.runtime_path = flags->Get("runtime") ? std::string(*flags->Get("runtime"))
-                                               : DefaultRuntime();
+  options.runtime_path =
+      flags->Get("runtime") ? std::string(*flags->Get("runtime")) : DefaultRuntime();
   if (auto v = flags->Get("threads")) {
     auto threads = ParseIntRanges(std::string(*v));
     if (!threads.ok()) return Usage(err, threads.status());
     options.threads = *threads;
   } else {
-    for (size_t t = 1; t <= options.cores.size(); ++t) options.threads.push_back(static_cast<int>(t));
+    for (size_t t = 1; t <= options.cores.size(); ++t)
+      options.threads.push_back(static_cast<int>(t));
   }
   if (auto v = flags->Get("batches")) {
     auto batches = ParseIntRanges(std::string(*v));
     if (!batches.ok()) return Usage(err, batches.status());
     options.batches = *batches;
   } else {
-    options.batches = PowersOfTwoUpTo(model->batching.max_batch > 0
-                                          ? static_cast<int>(model->batching.max_batch)
-                                          : 32);
+    options.batches = PowersOfTwoUpTo(
+        model->batching.max_batch > 0 ? static_cast<int>(model->batching.max_batch) : 32);
   }
   if (auto v = flags->Get("target-error")) {
     options.target_rel_error = std::atof(std::string(*v).c_str());
@@ -140,14 +140,14 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
       &*profile, [&](const Profile& p) { return SaveProfile(path, *key, p); },
       [&](const ProfileProgress& p) {
         char line[200];
-        std::snprintf(line, sizeof(line), "<t=%d,b=%d> %.3f ms ±%.1f%% (%d it)", p.threads,
-                      p.batch, p.latency_ms, 100 * p.rel_error, p.iterations);
+        std::snprintf(line, sizeof(line), "<t=%d,b=%d> %.3f ms ±%.1f%% (%d it)", p.threads, p.batch,
+                      p.latency_ms, 100 * p.rel_error, p.iterations);
         if (tty) {
           constexpr int kWidth = 30;
           const int filled = p.total ? kWidth * p.done / p.total : kWidth;
           err << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
-              << p.done << "/" << p.total << " " << line << " ETA " << Duration(p.eta_s)
-              << "   " << std::flush;
+              << p.done << "/" << p.total << " " << line << " ETA " << Duration(p.eta_s) << "   "
+              << std::flush;
         } else {
           err << p.done << "/" << p.total << " " << line << " elapsed " << Duration(p.elapsed_s)
               << " ETA " << Duration(p.eta_s) << "\n";

@@ -16,7 +16,6 @@
 
 namespace packrat {
 
-int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
-                      std::ostream& err);
+int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out, std::ostream& err);
 
 }  // namespace packrat

@@ -90,8 +90,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
                    "profile_dir", "drain_delay_s", "unix_socket"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
-    RETURN_IF_ERROR(
-        ParseEndpointNode(r, node["management"], "server.management", &s->management));
+    RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));
   }
   if (node["metrics"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["metrics"], "server.metrics", &s->metrics));
@@ -164,8 +163,8 @@ Status ParseTensors(const Reader& r, const YAML::Node& node, const std::string& 
     if (shape.size() > 8) return r.Error(shape, k + ".shape", "has more than 8 dims");
     for (size_t d = 0; d < shape.size(); ++d) {
       int64_t dim = 0;
-      RETURN_IF_ERROR(r.GetInt(shape[d], k + ".shape[" + std::to_string(d) + "]", -1,
-                               int64_t{1} << 31, &dim));
+      RETURN_IF_ERROR(
+          r.GetInt(shape[d], k + ".shape[" + std::to_string(d) + "]", -1, int64_t{1} << 31, &dim));
       if (dim == 0) return r.Error(shape[d], k + ".shape", "dims must be -1 or >= 1");
       spec.shape.push_back(dim);
     }
@@ -204,9 +203,8 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   }
   if (const YAML::Node b = node["batching"]) {
     const std::string k = key + ".batching";
-    RETURN_IF_ERROR(r.CheckKeys(b, k,
-                                {"max_batch", "max_delay_us", "max_inflight_batches",
-                                 "max_queue_rows"}));
+    RETURN_IF_ERROR(
+        r.CheckKeys(b, k, {"max_batch", "max_delay_us", "max_inflight_batches", "max_queue_rows"}));
     if (b["max_batch"]) {
       RETURN_IF_ERROR(
           r.GetInt(b["max_batch"], k + ".max_batch", 0, 1 << 20, &m->batching.max_batch));

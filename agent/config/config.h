@@ -37,19 +37,19 @@ inline constexpr size_t kMaxUnixSocketPath = 107;
 struct ServerConfig {
   Endpoint http{"127.0.0.1", 8080};
   Endpoint management{"127.0.0.1", 8081};
-  Endpoint metrics{"127.0.0.1", 8082};     // GET /metrics (Prometheus text format)
-  std::string unix_socket;                 // also serve `http`'s routes on this Unix socket
-                                           // path (mode 0666); empty = off
-  int io_threads = 2;                      // Asio threads serving HTTP
-  uint64_t max_body_bytes = 64ull << 20;   // larger bodies are answered 413
+  Endpoint metrics{"127.0.0.1", 8082};    // GET /metrics (Prometheus text format)
+  std::string unix_socket;                // also serve `http`'s routes on this Unix socket
+                                          // path (mode 0666); empty = off
+  int io_threads = 2;                     // Asio threads serving HTTP
+  uint64_t max_body_bytes = 64ull << 20;  // larger bodies are answered 413
   uint64_t max_header_bytes = 16ull << 10;
-  int idle_timeout_s = 60;                 // a connection silent this long is closed
-  std::string runtime_path;                // packrat-runtime; default: next to packrat-agent
-  std::string profile_dir;                 // profiles for `instances: auto`; default: the
-                                           // "profiles" folder beside the config file
-  int shutdown_timeout_s = 30;             // in-flight requests get this long on SIGTERM
-  int drain_delay_s = 0;                   // on SIGTERM, report not-ready and keep serving this
-                                           // long first, so load balancers stop sending
+  int idle_timeout_s = 60;      // a connection silent this long is closed
+  std::string runtime_path;     // packrat-runtime; default: next to packrat-agent
+  std::string profile_dir;      // profiles for `instances: auto`; default: the
+                                // "profiles" folder beside the config file
+  int shutdown_timeout_s = 30;  // in-flight requests get this long on SIGTERM
+  int drain_delay_s = 0;        // on SIGTERM, report not-ready and keep serving this
+                                // long first, so load balancers stop sending
 };
 
 struct BatchingConfig {

@@ -12,8 +12,8 @@
 namespace packrat {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string target;  // path and query, as sent
+  std::string method;                                        // "GET", "POST", ...
+  std::string target;                                        // path and query, as sent
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::shared_ptr<const std::string> body;                   // never null
 

@@ -71,10 +71,14 @@ void AppendTensorSpecs(std::string& out, const std::vector<TensorSpec>& specs) {
 
 std::string_view StateName(ModelState s) {
   switch (s) {
-    case ModelState::kLoading: return "LOADING";
-    case ModelState::kReady: return "READY";
-    case ModelState::kFailed: return "FAILED";
-    case ModelState::kStopped: return "STOPPED";
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kFailed:
+      return "FAILED";
+    case ModelState::kStopped:
+      return "STOPPED";
   }
   return "UNKNOWN";
 }
@@ -128,16 +132,25 @@ std::string ModelMetadata(const ServedModel& model) {
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kAlreadyExists: return 409;
-    case StatusCode::kResourceExhausted: return 429;
-    case StatusCode::kFailedPrecondition: return 503;
-    case StatusCode::kUnavailable: return 503;
-    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+      return 409;
+    case StatusCode::kResourceExhausted:
+      return 429;
+    case StatusCode::kFailedPrecondition:
+      return 503;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
     case StatusCode::kCancelled:
-    case StatusCode::kInternal: return 500;
+    case StatusCode::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -179,8 +192,8 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   size_t next = 3;
   if (p.size() >= 5 && p[3] == "versions") {
     if (p[4] != model->signature().version) {
-      return respond(Error(404, "model '" + model->name() + "' has no version '" +
-                                    std::string(p[4]) + "'"));
+      return respond(
+          Error(404, "model '" + model->name() + "' has no version '" + std::string(p[4]) + "'"));
     }
     next = 5;
   }
@@ -248,14 +261,14 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
     }
     finish(std::move(r));
   };
-  auto req = std::make_shared<InferenceRequest>(std::move(decoded).value(), std::move(done),
-                                                received);
+  auto req =
+      std::make_shared<InferenceRequest>(std::move(decoded).value(), std::move(done), received);
   if (Status s = model->Submit(req); !s.ok()) {
     finish(ErrorFor(s));
     return;
   }
-  PACKRAT_LOG(DEBUG) << "queued request '" << req->decoded().id << "' for model '"
-                     << model->name() << "': " << req->rows() << " row(s)";
+  PACKRAT_LOG(DEBUG) << "queued request '" << req->decoded().id << "' for model '" << model->name()
+                     << "': " << req->rows() << " row(s)";
 }
 
 }  // namespace packrat

@@ -31,13 +31,13 @@ struct RequestedOutput {
 // in signature order, with the declared datatype, a shape that matches the declared one (same
 // rank; fixed dims equal) and exactly ElementCount(shape) × element-size bytes.
 struct DecodedRequest {
-  std::string id;  // echoed in the response; may be empty
+  std::string id;                  // echoed in the response; may be empty
   std::vector<TensorView> inputs;  // views into `body` or `owned`, valid while this object lives
   int64_t rows = 0;                // shape[0] of the inputs (all inputs agree)
   // Outputs the client asked for, in the order asked. Empty = all outputs, in JSON unless
   // `binary_data_output` was set in the request parameters.
   std::vector<RequestedOutput> outputs;
-  bool binary_data_output = false;  // request-level `parameters.binary_data_output`
+  bool binary_data_output = false;     // request-level `parameters.binary_data_output`
   std::optional<uint64_t> timeout_us;  // request-level `parameters.timeout` (µs), if given
 
   // Storage behind the views. `body` is the HTTP body (binary tensors point into it);
@@ -59,8 +59,8 @@ StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
 
 struct EncodedResponse {
   std::string body;
-  std::string content_type;              // "application/json" or "application/octet-stream"
-  std::optional<size_t> header_length;   // set when binary outputs follow the JSON header
+  std::string content_type;             // "application/json" or "application/octet-stream"
+  std::optional<size_t> header_length;  // set when binary outputs follow the JSON header
 };
 
 // Encodes an infer response with `outputs` (all of the model's outputs, in signature order),

@@ -5,8 +5,7 @@
 
 namespace packrat {
 
-ServedModel::ServedModel(ModelConfig config, ServedModelOptions options,
-                         ProcessLauncher* launcher)
+ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, ProcessLauncher* launcher)
     : config_(std::move(config)),
       signature_(config_.Signature()),
       options_(std::move(options)),
@@ -38,8 +37,8 @@ std::optional<Plan> ServedModel::optimizer_plan() const {
 
 StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan() {
   if (!config_.auto_instances) return config_.instances;
-  const int threads = config_.auto_threads > 0 ? config_.auto_threads
-                                               : static_cast<int>(options_.cores.size());
+  const int threads =
+      config_.auto_threads > 0 ? config_.auto_threads : static_cast<int>(options_.cores.size());
   const int batch = static_cast<int>(config_.batching.max_batch);
   if (threads < 1) return FailedPrecondition("no usable cores to plan for");
   ProfilerOptions profiling;
@@ -57,9 +56,9 @@ StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan() {
   PACKRAT_LOG(INFO) << "model '" << config_.name << "': plan for T=" << threads << ", B=" << batch
                     << ": " << plan.ConfigString() << ", predicted " << plan.latency_ms
                     << " ms per batch"
-                    << (plan.fat_latency_ms ? " (fat instance: " +
-                                                  std::to_string(*plan.fat_latency_ms) + " ms)"
-                                            : std::string());
+                    << (plan.fat_latency_ms
+                            ? " (fat instance: " + std::to_string(*plan.fat_latency_ms) + " ms)"
+                            : std::string());
   std::vector<InstanceGroup> groups = plan.groups;
   std::lock_guard<std::mutex> lock(mu_);
   plan_ = std::move(plan);
@@ -137,10 +136,10 @@ Status ServedModel::Load() {
     }
     instances_ = std::move(instances);
     groups_ = groups;
-    dispatcher_ = std::make_unique<Dispatcher>(executors, config_.batching.max_inflight_batches,
-                                               [this] {
-                                                 if (scheduler_) scheduler_->Notify();
-                                               });
+    dispatcher_ =
+        std::make_unique<Dispatcher>(executors, config_.batching.max_inflight_batches, [this] {
+          if (scheduler_) scheduler_->Notify();
+        });
     dispatcher_->set_observer(MakeDispatchObserver());
     scheduler_ = std::make_unique<BatchScheduler>(batching, dispatcher_.get());
     if (metrics::ModelMetrics* m = options_.metrics) {

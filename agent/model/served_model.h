@@ -7,11 +7,11 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
-#include <optional>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +32,9 @@ using CoreAssignFn = std::function<std::vector<std::vector<int>>(const std::vect
 
 struct ServedModelOptions {
   std::string runtime_path;
-  std::string profile_dir;     // where `instances: auto` profiles are kept
-  std::vector<int> cores;      // usable cores; T for auto plans unless auto_threads is set
-  CoreAssignFn assign_cores;   // may be empty: no pinning
+  std::string profile_dir;    // where `instances: auto` profiles are kept
+  std::vector<int> cores;     // usable cores; T for auto plans unless auto_threads is set
+  CoreAssignFn assign_cores;  // may be empty: no pinning
   metrics::ModelMetrics* metrics = nullptr;  // not owned; may be null (no metrics)
 };
 

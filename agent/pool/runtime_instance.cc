@@ -58,9 +58,9 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   while (seg.ring_capacity < options.slots) seg.ring_capacity *= 2;
   seg.slot_input_bytes = SlabBytes(options.inputs, options.batch, options.variable_slab_bytes);
   seg.slot_output_bytes = SlabBytes(options.outputs, options.batch, options.variable_slab_bytes);
-  const std::string name = shm::Segment::MakeName(
-      getpid(), options.model_name + "." + std::to_string(options.index) + "." +
-                    std::to_string(g_segment_counter.fetch_add(1)));
+  const std::string name =
+      shm::Segment::MakeName(getpid(), options.model_name + "." + std::to_string(options.index) +
+                                           "." + std::to_string(g_segment_counter.fetch_add(1)));
   ASSIGN_OR_RETURN(std::unique_ptr<shm::Segment> segment, shm::Segment::Create(name, seg));
 
   LaunchSpec spec;
@@ -135,8 +135,9 @@ void RuntimeInstance::Enqueue(WorkSlice slice) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) {
-      failed.emplace_back(std::move(slice),
-                          Unavailable(dead_reason_.empty() ? "instance is stopping" : dead_reason_));
+      failed.emplace_back(
+          std::move(slice),
+          Unavailable(dead_reason_.empty() ? "instance is stopping" : dead_reason_));
     } else {
       queued_.push_back(std::move(slice));
       failed = FillSlotsLocked();
@@ -191,8 +192,8 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
 }
 
 bool RuntimeInstance::IdleLocked() const {
-  return queued_.empty() && std::none_of(slot_busy_.begin(), slot_busy_.end(),
-                                         [](bool busy) { return busy; });
+  return queued_.empty() &&
+         std::none_of(slot_busy_.begin(), slot_busy_.end(), [](bool busy) { return busy; });
 }
 
 void RuntimeInstance::CompletionLoop() {
@@ -227,15 +228,15 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
     running_[msg.slot].reset();
   }
   // slot_busy_ keeps the slot from being refilled until its outputs are copied out below.
-  PACKRAT_LOG(DEBUG) << options_.model_name << "/" << options_.index << ": batch of "
-                     << slice->rows << " row(s) computed in " << msg.compute_ns / 1000 << " us";
+  PACKRAT_LOG(DEBUG) << options_.model_name << "/" << options_.index << ": batch of " << slice->rows
+                     << " row(s) computed in " << msg.compute_ns / 1000 << " us";
   if (msg.status != shm::CompletionStatus::kOk) {
     FailSlice(*slice, Internal("model execution failed: " +
                                std::string(msg.error, strnlen(msg.error, sizeof(msg.error)))));
   } else if (msg.num_tensors != options_.outputs.size()) {
-    FailSlice(*slice, Internal("model returned " + std::to_string(msg.num_tensors) +
-                               " outputs, the config declares " +
-                               std::to_string(options_.outputs.size())));
+    FailSlice(*slice,
+              Internal("model returned " + std::to_string(msg.num_tensors) +
+                       " outputs, the config declares " + std::to_string(options_.outputs.size())));
   } else {
     if (options_.on_slice_computed) {
       options_.on_slice_computed(slice->rows, std::chrono::nanoseconds(msg.compute_ns));

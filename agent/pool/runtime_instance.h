@@ -34,17 +34,17 @@ namespace packrat {
 
 struct RuntimeInstanceOptions {
   std::string model_name;
-  int index = 0;                // position in the model's instance list, for names and logs
-  std::string runtime_path;     // packrat-runtime
+  int index = 0;             // position in the model's instance list, for names and logs
+  std::string runtime_path;  // packrat-runtime
   std::string model_path;
   int threads = 1;
-  int64_t batch = 1;            // b: the most rows in one slice
-  std::vector<int> cores;       // pinned cores; empty = inherit the agent's affinity
+  int64_t batch = 1;       // b: the most rows in one slice
+  std::vector<int> cores;  // pinned cores; empty = inherit the agent's affinity
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   int warmup_iterations = 3;
   std::chrono::seconds startup_timeout{300};
-  uint32_t slots = 2;           // slices in flight: one computing while the next is copied in
+  uint32_t slots = 2;  // slices in flight: one computing while the next is copied in
   uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
   // Called on the completion thread for every slice the runtime computed: its rows and the
   // runtime's forward() time. Must not block. May be empty.
@@ -95,10 +95,10 @@ class RuntimeInstance : public InstanceExecutor {
   std::vector<std::optional<WorkSlice>> running_;  // by slot; guarded by mu_
   // By slot: true from filling the input slab until the outputs were copied out. Guarded by mu_.
   std::vector<bool> slot_busy_;
-  bool accepting_ = true;                          // guarded by mu_
-  std::string dead_reason_;                        // guarded by mu_; non-empty once dead
-  bool stopped_ = false;                           // guarded by mu_
-  uint64_t next_batch_id_ = 1;                     // guarded by mu_
+  bool accepting_ = true;       // guarded by mu_
+  std::string dead_reason_;     // guarded by mu_; non-empty once dead
+  bool stopped_ = false;        // guarded by mu_
+  uint64_t next_batch_id_ = 1;  // guarded by mu_
   std::thread completion_thread_;
 };
 

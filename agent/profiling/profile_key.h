@@ -10,10 +10,10 @@
 namespace packrat {
 
 struct ProfileKey {
-  std::string model_hash;  // FNV-1a 64 of the model file, 16 hex digits
-  std::string cpu_model;   // /proc/cpuinfo "model name"
-  int usable_cores = 0;    // this process's affinity mask
-  std::string libtorch;    // `packrat-runtime --version`
+  std::string model_hash;       // FNV-1a 64 of the model file, 16 hex digits
+  std::string cpu_model;        // /proc/cpuinfo "model name"
+  int usable_cores = 0;         // this process's affinity mask
+  std::string libtorch;         // `packrat-runtime --version`
   std::string kernel = "fp32";  // kernel settings (precision, layout) the runtime runs with
 
   // One line, stable: "model=… cpu=… cores=… libtorch=… kernel=…".

@@ -60,8 +60,7 @@ StatusOr<double> TimeOneBatch(RuntimeInstance* instance, const DecodedRequest& d
   std::promise<Status> done;
   auto finished = done.get_future();
   auto request = std::make_shared<InferenceRequest>(
-      decoded, [&done](const Status& s, InferenceRequest&) { done.set_value(s); },
-      Clock::now());
+      decoded, [&done](const Status& s, InferenceRequest&) { done.set_value(s); }, Clock::now());
   WorkSlice slice;
   slice.rows = decoded.rows;
   slice.ranges.push_back({request, 0, decoded.rows});
@@ -138,8 +137,7 @@ Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&
         for (double v : ms) var += (v - mean) * (v - mean);
         var = ms.size() > 1 ? var / (n - 1) : 0;
         rel = ms.size() > 1 ? 1.96 * std::sqrt(var / n) / mean : 1;
-        const double spent =
-            std::chrono::duration<double>(Clock::now() - point_start).count();
+        const double spent = std::chrono::duration<double>(Clock::now() - point_start).count();
         if (static_cast<int>(ms.size()) >= options_.min_iterations &&
             (rel <= options_.target_rel_error ||
              static_cast<int>(ms.size()) >= options_.max_iterations ||

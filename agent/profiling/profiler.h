@@ -24,11 +24,11 @@
 namespace packrat {
 
 struct ProfilerOptions {
-  ModelConfig model;             // the model's path, inputs and outputs are used
+  ModelConfig model;  // the model's path, inputs and outputs are used
   std::string runtime_path;
-  std::vector<int> threads;      // thread counts to profile
-  std::vector<int> batches;      // batch sizes to profile
-  std::vector<int> cores;        // usable cores; an instance of t threads gets the first t
+  std::vector<int> threads;  // thread counts to profile
+  std::vector<int> batches;  // batch sizes to profile
+  std::vector<int> cores;    // usable cores; an instance of t threads gets the first t
   double target_rel_error = 0.02;
   int warmup_iterations = 3;
   int min_iterations = 5;
@@ -37,7 +37,7 @@ struct ProfilerOptions {
 };
 
 struct ProfileProgress {
-  int done = 0;   // points measured, including those already in the profile
+  int done = 0;  // points measured, including those already in the profile
   int total = 0;
   int threads = 0;
   int batch = 0;

@@ -1,6 +1,7 @@
 // End-to-end tests of the real agent: packrat-agent and packrat-runtime processes, shared
 // memory and HTTP, checked against direct in-process libtorch (ModelRunner) on the same inputs.
 #include <signal.h>
+#include <simdjson.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -9,7 +10,6 @@
 #include <cstring>
 #include <map>
 #include <random>
-#include <simdjson.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,11 +29,14 @@ using testing::HttpResult;
 const std::string kModels = PACKRAT_MODELS_DIR;
 
 std::string TwoModelConfig(const std::string& extra_server = "") {
-  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, max_body_bytes: 1048576" +
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+         "max_body_bytes: 1048576" +
          extra_server + "}\n" +
          "models:\n"
          "  - name: two_head\n"
-         "    path: " + kModels + "/two_head.pt\n"
+         "    path: " +
+         kModels +
+         "/two_head.pt\n"
          "    inputs: [{name: x, datatype: FP32, shape: [-1, 8]},\n"
          "             {name: ids, datatype: INT64, shape: [-1, 4]}]\n"
          "    outputs: [{name: scores, datatype: FP32, shape: [-1, 5]},\n"
@@ -42,7 +45,9 @@ std::string TwoModelConfig(const std::string& extra_server = "") {
          "    instances: [{count: 1, threads: 1, batch: 4}, {count: 1, threads: 1, batch: 2}]\n"
          "    warmup_iterations: 1\n"
          "  - name: cnn\n"
-         "    path: " + kModels + "/small_cnn.pt\n"
+         "    path: " +
+         kModels +
+         "/small_cnn.pt\n"
          "    inputs: [{name: image, datatype: FP32, shape: [-1, 3, 32, 32]}]\n"
          "    outputs: [{name: logits, datatype: FP32, shape: [-1, 10]}]\n"
          "    batching: {max_batch: 8, max_delay_us: 1000}\n"
@@ -54,8 +59,8 @@ std::string TwoModelConfig(const std::string& extra_server = "") {
 struct Sample {
   std::string model;
   int64_t rows = 0;
-  std::vector<float> floats;   // x or image
-  std::vector<int64_t> ids;    // two_head only
+  std::vector<float> floats;  // x or image
+  std::vector<int64_t> ids;   // two_head only
 };
 
 Sample MakeSample(const std::string& model, int64_t rows, std::mt19937& rng) {
@@ -98,7 +103,8 @@ std::pair<std::string, std::map<std::string, std::string>> EncodeRequest(const S
   std::map<std::string, std::string> headers;
   const bool cnn = s.model == "cnn";
   const std::string fname = cnn ? "image" : "x";
-  const std::vector<int64_t> frest = cnn ? std::vector<int64_t>{3, 32, 32} : std::vector<int64_t>{8};
+  const std::vector<int64_t> frest =
+      cnn ? std::vector<int64_t>{3, 32, 32} : std::vector<int64_t>{8};
   std::string json = "{\"id\":\"r\",\"inputs\":[";
   std::string tail;
   json += "{\"name\":\"" + fname + "\",\"datatype\":\"FP32\",\"shape\":" + Shape(s.rows, frest);
@@ -284,9 +290,9 @@ TEST_F(AgentIntegrationTest, ConcurrentRequestsMatchDirectLibtorch) {
     ASSERT_EQ(results[i].status, 200) << i << ": " << results[i].body << results[i].error;
     auto outputs = ParseResponse(results[i]);
     const auto expected = reference.Run(samples[i]);
-    const std::vector<std::string> names =
-        samples[i].model == "cnn" ? std::vector<std::string>{"logits"}
-                                  : std::vector<std::string>{"scores", "best"};
+    const std::vector<std::string> names = samples[i].model == "cnn"
+                                               ? std::vector<std::string>{"logits"}
+                                               : std::vector<std::string>{"scores", "best"};
     ASSERT_EQ(expected.size(), names.size());
     for (size_t k = 0; k < names.size(); ++k) {
       const Output& got = outputs[names[k]];
@@ -389,7 +395,9 @@ TEST_F(AgentIntegrationTest, BadInputIsRejectedWhileGoodRequestsSucceed) {
 TEST_F(AgentIntegrationTest, ModelThatFailsToLoadIsNotReadyAndOthersServe) {
   StartAgent(TwoModelConfig() +
              "  - name: broken\n"
-             "    path: " + kModels + "/not_a_model.pt\n"
+             "    path: " +
+             kModels +
+             "/not_a_model.pt\n"
              "    inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]\n"
              "    outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]\n"
              "    instances: [{count: 1, threads: 1, batch: 1}]\n");
@@ -409,8 +417,9 @@ TEST_F(AgentIntegrationTest, ModelThatFailsToLoadIsNotReadyAndOthersServe) {
 TEST_F(AgentIntegrationTest, ShutdownAnswersQueuedRequests) {
   // A batch of 8 rows that would wait 30 s for more: SIGTERM must dispatch and answer it.
   std::string config = TwoModelConfig();
-  const std::string from = "    batching: {max_batch: 8, max_delay_us: 1000}\n"
-                           "    instances: [{count: 2";
+  const std::string from =
+      "    batching: {max_batch: 8, max_delay_us: 1000}\n"
+      "    instances: [{count: 2";
   config.replace(config.find(from), from.size(),
                  "    batching: {max_batch: 8, max_delay_us: 30000000}\n"
                  "    instances: [{count: 2");

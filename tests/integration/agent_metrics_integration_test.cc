@@ -22,7 +22,9 @@ std::string Config() {
   return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
          "models:\n"
          "  - name: cnn\n"
-         "    path: " + kModels + "/small_cnn.pt\n"
+         "    path: " +
+         kModels +
+         "/small_cnn.pt\n"
          "    inputs: [{name: image, datatype: FP32, shape: [-1, 3, 32, 32]}]\n"
          "    outputs: [{name: logits, datatype: FP32, shape: [-1, 10]}]\n"
          "    batching: {max_batch: 8, max_delay_us: 1000}\n"
@@ -91,8 +93,8 @@ TEST_F(AgentMetricsIntegrationTest, ExportsTheServingSeries) {
   const std::string file = dir_ + "/metrics.txt";
   std::ofstream(file) << page;
   std::string error;
-  auto promtool = metrics::testing::ChildProcess::Start({"promtool", "check", "metrics"}, &error,
-                                                        file);
+  auto promtool =
+      metrics::testing::ChildProcess::Start({"promtool", "check", "metrics"}, &error, file);
   ASSERT_NE(promtool, nullptr) << error;
   const auto status = promtool->Wait(std::chrono::seconds(30));
   ASSERT_TRUE(status.has_value());
@@ -104,15 +106,14 @@ TEST_F(AgentMetricsIntegrationTest, PrometheusScrapesTheAgent) {
   auto prometheus = metrics::testing::PrometheusServer::Start(dir_, agent_->metrics_port(), &error);
   ASSERT_NE(prometheus, nullptr) << error;
   std::string explain;
-  EXPECT_TRUE(prometheus->EventuallyEquals(R"(packrat_requests_total{model="cnn",code="200"})",
-                                           "5", std::chrono::seconds(20), &explain))
+  EXPECT_TRUE(prometheus->EventuallyEquals(R"(packrat_requests_total{model="cnn",code="200"})", "5",
+                                           std::chrono::seconds(20), &explain))
       << explain;
   EXPECT_EQ(prometheus->QueryOne(R"(up{job="packrat"})"), "1");
-  EXPECT_EQ(prometheus->QueryOne(
-                R"(sum(packrat_instances{job="packrat",model="cnn",state="ready"}))"),
-            "2");
-  EXPECT_EQ(prometheus->QueryOne(R"(sum(packrat_requests_total{job="packrat",model="cnn"}))"),
-            "7");
+  EXPECT_EQ(
+      prometheus->QueryOne(R"(sum(packrat_instances{job="packrat",model="cnn",state="ready"}))"),
+      "2");
+  EXPECT_EQ(prometheus->QueryOne(R"(sum(packrat_requests_total{job="packrat",model="cnn"}))"), "7");
   // The dashboard's latency query works on the agent's buckets.
   EXPECT_TRUE(prometheus
                   ->QueryOne(R"(histogram_quantile(0.99, sum by (le) )"

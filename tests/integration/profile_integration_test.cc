@@ -21,11 +21,15 @@ namespace {
 const std::string kModels = PACKRAT_MODELS_DIR;
 
 std::string CnnConfig(const std::string& profile_dir) {
-  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, profile_dir: " + profile_dir +
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+         "profile_dir: " +
+         profile_dir +
          "}\n"
          "models:\n"
          "  - name: cnn\n"
-         "    path: " + kModels + "/small_cnn.pt\n"
+         "    path: " +
+         kModels +
+         "/small_cnn.pt\n"
          "    inputs: [{name: image, datatype: FP32, shape: [-1, 3, 32, 32]}]\n"
          "    outputs: [{name: logits, datatype: FP32, shape: [-1, 10]}]\n"
          "    batching: {max_batch: 4, max_delay_us: 1000}\n"
@@ -90,10 +94,9 @@ TEST(ProfileIntegrationTest, ProfileCommandWritesAResumableProfile) {
 
   // The profile plans.
   std::tie(rc, log) = RunCommand(std::string(PACKRAT_CLI_PATH) + " plan --json --profile " + out +
-                          " --threads 1 --batch 4");
+                                 " --threads 1 --batch 4");
   EXPECT_EQ(rc, 0) << log;
-  EXPECT_NE(log.find("\"instances\":[{\"count\":1,\"threads\":1,\"batch\":4}]"),
-            std::string::npos)
+  EXPECT_NE(log.find("\"instances\":[{\"count\":1,\"threads\":1,\"batch\":4}]"), std::string::npos)
       << log;
 }
 
@@ -105,11 +108,11 @@ TEST(ProfileIntegrationTest, ProfileCommandRejectsBadFlags) {
   const std::string config = dir.path() + "/config.yaml";
   std::ofstream(config) << CnnConfig(dir.path());
   std::tie(rc, log) = RunCommand(std::string(PACKRAT_CLI_PATH) + " profile --config " + config +
-                          " --model nope --out " + dir.path() + "/x.csv");
+                                 " --model nope --out " + dir.path() + "/x.csv");
   EXPECT_EQ(rc, 1) << log;
   EXPECT_NE(log.find("model 'nope' is not in"), std::string::npos) << log;
   std::tie(rc, log) = RunCommand(std::string(PACKRAT_CLI_PATH) + " profile --config " + config +
-                          " --model cnn --threads 1-x --out " + dir.path() + "/x.csv");
+                                 " --model cnn --threads 1-x --out " + dir.path() + "/x.csv");
   EXPECT_EQ(rc, 2) << log;
 }
 
@@ -143,10 +146,10 @@ TEST(ProfileIntegrationTest, AutoInstancesProfilePlanAndServe) {
     std::string data = "[";
     for (int i = 0; i < 2 * 3 * 32 * 32; ++i) data += (i ? ",0.5" : "0.5");
     data += "]";
-    const auto r = client.Post(
-        "/v2/models/cnn/infer",
-        R"({"inputs":[{"name":"image","shape":[2,3,32,32],"datatype":"FP32","data":)" + data +
-            "}]}");
+    const auto r =
+        client.Post("/v2/models/cnn/infer",
+                    R"({"inputs":[{"name":"image","shape":[2,3,32,32],"datatype":"FP32","data":)" +
+                        data + "}]}");
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_NE(r.body.find("\"shape\":[2,10]"), std::string::npos);
     EXPECT_TRUE(agent.Stop(SIGTERM).has_value());

@@ -53,7 +53,8 @@ TEST(ModelRunnerTest, BatchRowsEqualSingleRows) {
   ASSERT_EQ(outputs.size(), 1u);
   EXPECT_EQ(outputs[0].shape, (std::vector<int64_t>{4, 8}));
   EXPECT_EQ(outputs[0].datatype, DataType::kFp32);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(outputs[0].data) % 64, reinterpret_cast<uintptr_t>(out.data()) % 64);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(outputs[0].data) % 64,
+            reinterpret_cast<uintptr_t>(out.data()) % 64);
   std::vector<float> batched(static_cast<float*>(outputs[0].data),
                              static_cast<float*>(outputs[0].data) + 32);
   for (int row = 0; row < 4; ++row) {

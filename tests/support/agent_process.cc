@@ -100,8 +100,8 @@ bool AgentProcess::WaitUntilServing(std::chrono::milliseconds timeout) {
   text << in.rdbuf();
   std::smatch m;
   const std::string s = text.str();
-  if (!std::regex_search(
-          s, m, std::regex(R"(\"http\":(\d+),\"management\":(\d+),\"metrics\":(\d+))"))) {
+  if (!std::regex_search(s, m,
+                         std::regex(R"(\"http\":(\d+),\"management\":(\d+),\"metrics\":(\d+))"))) {
     return false;
   }
   http_port_ = static_cast<uint16_t>(std::stoi(m[1]));

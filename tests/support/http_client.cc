@@ -87,7 +87,8 @@ HttpResult HttpClient::Request(const std::string& method, const std::string& tar
     for (const auto& [k, v] : headers) req.set(k, v);
     if (!body.empty() || method == "POST") {
       req.body() = body;
-      if (headers.count("Content-Type") == 0) req.set(bhttp::field::content_type, "application/json");
+      if (headers.count("Content-Type") == 0)
+        req.set(bhttp::field::content_type, "application/json");
     }
     req.keep_alive(true);
     req.prepare_payload();

@@ -10,10 +10,10 @@
 namespace packrat::testing {
 
 struct HttpResult {
-  int status = 0;               // 0 if the request could not be sent or answered
+  int status = 0;                              // 0 if the request could not be sent or answered
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
-  std::string error;            // transport error, if any
+  std::string error;  // transport error, if any
 };
 
 // The path of a Unix domain socket to connect to.

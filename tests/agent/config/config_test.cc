@@ -221,9 +221,9 @@ TEST_F(ConfigTest, InstanceThreadsMustBePositive) {
             "test.yaml:8: models[0].instances[1].count: must be between 1 and 1024");
   EXPECT_EQ(ErrorOf(OneModel("", "[{count: 1, batch: 4}]")),
             "test.yaml:6: models[0].instances[0].threads: is required");
-  EXPECT_EQ(
-      ErrorOf(OneModel("", "[]")),
-      "test.yaml:6: models[0].instances: must be 'auto' or a non-empty list of {count, threads, batch}");
+  EXPECT_EQ(ErrorOf(OneModel("", "[]")),
+            "test.yaml:6: models[0].instances: must be 'auto' or a non-empty list of {count, "
+            "threads, batch}");
 }
 
 TEST_F(ConfigTest, AutoInstancesPlanForMaxBatch) {

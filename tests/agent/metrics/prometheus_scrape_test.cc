@@ -16,8 +16,8 @@
 #include "tests/agent/metrics/child_process.h"
 #include "tests/agent/metrics/http_get.h"
 #include "tests/agent/metrics/metrics_http_server.h"
-#include "tests/agent/metrics/prometheus_server.h"
 #include "tests/agent/metrics/populated_metrics.h"
+#include "tests/agent/metrics/prometheus_server.h"
 
 namespace packrat::metrics::testing {
 namespace {
@@ -105,9 +105,8 @@ TEST_F(PrometheusScrapeTest, PrometheusScrapesTheRegistryAndFindsTheValues) {
 
   // Escaped label values arrive intact: Prometheus unescaped them to our model name.
   simdjson::dom::array series;
-  ASSERT_EQ(
-      prometheus_->Api("series?match[]=" + UrlEncode("packrat_requests_total")).get(series),
-      simdjson::SUCCESS)
+  ASSERT_EQ(prometheus_->Api("series?match[]=" + UrlEncode("packrat_requests_total")).get(series),
+            simdjson::SUCCESS)
       << prometheus_->last_answer().body;
   bool found = false;
   for (simdjson::dom::element s : series) {
