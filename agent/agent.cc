@@ -2,9 +2,8 @@
 
 #include <unistd.h>
 
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
+#include <thread>
 
 #include "agent/pool/core_assigner.h"
 #include "common/atomic_file.h"
@@ -119,10 +118,7 @@ void Agent::Shutdown() {
   if (const int delay = options_.config.server.drain_delay_s; delay > 0) {
     // Keep serving while load balancers and Kubernetes endpoints notice the failing readiness.
     PACKRAT_LOG(INFO) << "serving " << delay << " s more before closing the listeners";
-    std::mutex mu;
-    std::condition_variable never_notified;
-    std::unique_lock<std::mutex> lock(mu);
-    never_notified.wait_for(lock, std::chrono::seconds(delay));
+    std::this_thread::sleep_for(std::chrono::seconds(delay));
   }
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::seconds(options_.config.server.shutdown_timeout_s);

@@ -12,6 +12,7 @@
 #include "tests/agent/metrics/prometheus_server.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -42,8 +43,6 @@ std::string Image(int rows) {
 class AgentMetricsIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/packrat-metrics-XXXXXX";
-    dir_ = mkdtemp(tmpl);
     agent_ = std::make_unique<testing::AgentProcess>(PACKRAT_AGENT_PATH, Config());
     ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Log();
     testing::HttpClient client("127.0.0.1", agent_->http_port());
@@ -54,10 +53,7 @@ class AgentMetricsIntegrationTest : public ::testing::Test {
     EXPECT_EQ(client.Post("/v2/models/cnn/infer", Image(9)).status, 400);  // rows > max_batch
     EXPECT_EQ(client.Post("/v2/models/unknown/infer", Image(1)).status, 404);
   }
-  void TearDown() override {
-    agent_->Stop(SIGTERM);
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { agent_->Stop(SIGTERM); }
 
   std::string Scrape() {
     testing::HttpClient metrics("127.0.0.1", agent_->metrics_port());
@@ -67,7 +63,8 @@ class AgentMetricsIntegrationTest : public ::testing::Test {
     return r.body;
   }
 
-  std::string dir_;
+  testing::TempDir temp_{"packrat-metrics"};
+  const std::string dir_ = temp_.path();
   std::unique_ptr<testing::AgentProcess> agent_;
 };
 

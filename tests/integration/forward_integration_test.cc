@@ -23,6 +23,7 @@
 #include "tests/agent/metrics/child_process.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -148,15 +149,11 @@ class ForwardIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("PACKRAT_LOG_LEVEL", "DEBUG", 1);  // the forwarder logs each connection
-    char tmpl[] = "/tmp/packrat-fwd-it-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     socket_ = dir_ + "/agent.sock";
   }
   void TearDown() override {
     forwarder_.reset();
     agent_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   void StartAgent() {
@@ -196,7 +193,8 @@ class ForwardIntegrationTest : public ::testing::Test {
     return count;
   }
 
-  std::string dir_;
+  testing::TempDir temp_{"packrat-fwd-it"};
+  const std::string dir_ = temp_.path();
   std::string socket_;
   std::unique_ptr<AgentProcess> agent_;
   std::unique_ptr<ChildProcess> forwarder_;

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -36,18 +37,7 @@ std::string CnnConfig(const std::string& profile_dir) {
          "    instances: auto\n";
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/packrat-profile-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 // Runs a command, returning its exit status and stdout+stderr.
 std::pair<int, std::string> RunCommand(const std::string& command) {

@@ -18,11 +18,9 @@
 namespace packrat::testing {
 
 AgentProcess::AgentProcess(const std::string& agent_path, const std::string& config_yaml) {
-  char tmpl[] = "/tmp/packrat-test-XXXXXX";
-  dir_ = mkdtemp(tmpl);
-  const std::string config = dir_ + "/config.yaml";
+  const std::string config = dir_.path() + "/config.yaml";
   std::ofstream(config) << config_yaml;
-  const std::string port_file = dir_ + "/ports.json";
+  const std::string port_file = dir_.path() + "/ports.json";
 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) abort();
@@ -44,8 +42,6 @@ AgentProcess::~AgentProcess() {
     waitpid(pid_, nullptr, 0);
   }
   if (reader_.joinable()) reader_.join();
-  std::string cmd = "rm -rf '" + dir_ + "'";
-  [[maybe_unused]] int rc = system(cmd.c_str());
 }
 
 void AgentProcess::ReadLoop(int fd) {
@@ -95,7 +91,7 @@ bool AgentProcess::WaitForLogCount(const std::string& needle, size_t count,
 
 bool AgentProcess::WaitUntilServing(std::chrono::milliseconds timeout) {
   if (!WaitForLog("models loaded", timeout)) return false;
-  std::ifstream in(dir_ + "/ports.json");
+  std::ifstream in(dir_.path() + "/ports.json");
   std::stringstream text;
   text << in.rdbuf();
   std::smatch m;

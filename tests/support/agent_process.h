@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace packrat::testing {
 
 class AgentProcess {
@@ -40,12 +42,12 @@ class AgentProcess {
   // on timeout.
   std::optional<int> Stop(int signal, std::chrono::milliseconds timeout = std::chrono::seconds(60));
   std::string Log() const;
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
 
  private:
   void ReadLoop(int fd);
 
-  std::string dir_;
+  TempDir dir_{"packrat-test"};  // config, port file; removed after the agent is reaped
   pid_t pid_ = -1;
   bool reaped_ = false;
   uint16_t http_port_ = 0;

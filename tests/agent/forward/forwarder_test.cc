@@ -20,6 +20,7 @@
 
 #include "agent/http/http_server.h"
 #include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -79,16 +80,10 @@ std::string RawExchange(uint16_t port, const std::string& request, bool shutdown
 
 class ForwarderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/packrat-fwd-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    socket_path_ = dir_ + "/agent.sock";
-  }
+  void SetUp() override { socket_path_ = dir_ + "/agent.sock"; }
   void TearDown() override {
     forwarder_.reset();
     agent_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // The fake agent on TCP port 0 and on socket_path_.
@@ -140,7 +135,8 @@ class ForwarderTest : public ::testing::Test {
   FakeAgent handler_;
   std::unique_ptr<HttpServer> agent_;
   std::unique_ptr<Forwarder> forwarder_;
-  std::string dir_;
+  testing::TempDir temp_{"packrat-fwd"};
+  const std::string dir_ = temp_.path();
   std::string socket_path_;
 };
 

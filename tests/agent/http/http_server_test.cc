@@ -17,6 +17,7 @@
 #include <string>
 
 #include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -39,13 +40,7 @@ class EchoHandler : public HttpHandler {
 
 class HttpServerUnixSocketTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/packrat-http-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/agent.sock";
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void SetUp() override { path_ = dir_ + "/agent.sock"; }
 
   StatusOr<std::unique_ptr<HttpServer>> Create(const std::string& path) {
     HttpServerOptions options;
@@ -60,7 +55,8 @@ class HttpServerUnixSocketTest : public ::testing::Test {
   }
 
   EchoHandler handler_;
-  std::string dir_;
+  testing::TempDir temp_{"packrat-http"};
+  const std::string dir_ = temp_.path();
   std::string path_;
 };
 
