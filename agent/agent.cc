@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
-#include "agent/pool/core_assigner.h"
+#include "agent/pool/cgroup_info.h"
+#include "agent/pool/cpu_list.h"
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "shm/segment.h"
@@ -36,26 +38,36 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   ASSIGN_OR_RETURN(agent->metrics_, metrics::AgentMetrics::Create());
   agent->metrics_handler_ = std::make_unique<MetricsHandler>(agent->metrics_.get());
 
-  // Pin instances to cores in load order; the cursor wraps (cores are shared) when the
-  // models together want more threads than there are cores.
-  const std::vector<int> cores = AvailableCores();
-  auto cursor = std::make_shared<size_t>(0);
+  // Cores: the affinity mask, within the cgroup's cpuset; T capped by the CPU quota.
+  const CgroupInfo cgroup = ReadCgroupInfo("");
+  std::vector<int> usable = AffinityCpus();
+  if (cgroup.cpus) {
+    std::erase_if(usable, [&](int c) {
+      return std::find(cgroup.cpus->begin(), cgroup.cpus->end(), c) == cgroup.cpus->end();
+    });
+  }
+  if (usable.empty()) usable = AffinityCpus();
+  agent->allocator_ = std::make_unique<ResourceAllocator>(
+      CpuTopology::Read("", usable), cgroup.ThreadBudget(static_cast<int>(usable.size())));
+  agent->cpusets_ = config.server.cgroups
+                        ? CpusetController::Open(cgroup, getpid())
+                        : CpusetController::AffinityOnly("server.cgroups is off");
+  PACKRAT_LOG(INFO) << "cores: " << agent->allocator_->topology().Describe()
+                    << ", thread budget T=" << agent->allocator_->thread_budget()
+                    << (cgroup.cpu_limit ? " (CPU quota " + std::to_string(*cgroup.cpu_limit) + ")"
+                                         : std::string());
+  if (agent->cpusets_->enabled()) {
+    PACKRAT_LOG(INFO) << "runtimes get cpuset cgroups: " << agent->cpusets_->describe();
+  } else {
+    PACKRAT_LOG(WARNING) << "runtimes are pinned with " << agent->cpusets_->describe();
+  }
   for (const ModelConfig& m : config.models) {
     ServedModelOptions options;
     options.runtime_path = agent->options_.runtime_path;
     options.profile_dir = config.server.profile_dir;
-    options.cores = cores;
+    options.allocator = agent->allocator_.get();
+    options.cpusets = agent->cpusets_.get();
     options.metrics = &agent->metrics_->ForModel(m.name);
-    options.assign_cores = [cores, cursor, name = m.name](const std::vector<int>& threads) {
-      int wanted = 0;
-      for (int t : threads) wanted += t;
-      if (*cursor + wanted > cores.size()) {
-        PACKRAT_LOG(WARNING) << "model '" << name << "': instances want " << wanted
-                             << " threads beyond the " << cores.size()
-                             << " usable cores: cores are shared";
-      }
-      return AssignCores(cores, threads, cursor.get());
-    };
     agent->models_.emplace(m.name,
                            std::make_unique<ServedModel>(m, std::move(options), &agent->launcher_));
   }
@@ -73,7 +85,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   management.unix_socket.clear();
   management.threads = 1;
   management.name = "management";
-  ASSIGN_OR_RETURN(agent->management_, HttpServer::Create(management, &agent->handler_));
+  ASSIGN_OR_RETURN(agent->management_,
+                   HttpServer::Create(management, &agent->management_handler_));
   HttpServerOptions metrics = management;
   metrics.endpoint = config.server.metrics;
   metrics.name = "metrics";

@@ -13,9 +13,12 @@
 #include "agent/config/config.h"
 #include "agent/http/http_server.h"
 #include "agent/http/kserve_handler.h"
+#include "agent/http/management_handler.h"
 #include "agent/http/metrics_handler.h"
 #include "agent/metrics/agent_metrics.h"
+#include "agent/pool/cpuset_controller.h"
 #include "agent/pool/process_launcher.h"
+#include "agent/pool/resource_allocator.h"
 
 namespace packrat {
 
@@ -33,6 +36,8 @@ class Agent {
   uint16_t http_port() const { return http_->port(); }
   uint16_t management_port() const { return management_->port(); }
   uint16_t metrics_port() const { return metrics_server_->port(); }
+  // Where runtimes' cgroups are made (or that only affinity is used).
+  const CpusetController& cpusets() const { return *cpusets_; }
   // Blocks until every model has finished loading, ready or failed.
   void WaitForModels();
   // Graceful stop (see the class comment). Idempotent.
@@ -44,9 +49,12 @@ class Agent {
 
   AgentOptions options_;
   ForkExecLauncher launcher_;
+  std::unique_ptr<ResourceAllocator> allocator_;
+  std::unique_ptr<CpusetController> cpusets_;
   std::unique_ptr<metrics::AgentMetrics> metrics_;
   ModelMap models_;
   KserveHandler handler_{&models_};
+  ManagementHandler management_handler_{&models_, &handler_};
   std::unique_ptr<MetricsHandler> metrics_handler_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<HttpServer> management_;

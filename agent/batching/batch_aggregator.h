@@ -5,6 +5,7 @@
 // that calls it is BatchScheduler's. Not thread-safe: the caller serialises all calls.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -51,6 +52,8 @@ class BatchAggregator {
   int64_t queued_rows() const { return queued_rows_; }
   size_t queued_requests() const { return queue_.size(); }
   int64_t target_rows() const { return options_.target_rows; }
+  // A new B for the batches cut from now on (reconfiguration).
+  void set_target_rows(int64_t rows) { options_.target_rows = std::max<int64_t>(1, rows); }
 
  private:
   Options options_;

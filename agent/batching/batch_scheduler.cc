@@ -2,8 +2,9 @@
 
 namespace packrat {
 
-BatchScheduler::BatchScheduler(BatchAggregator::Options options, Dispatcher* dispatcher)
-    : dispatcher_(dispatcher), aggregator_(options) {
+BatchScheduler::BatchScheduler(BatchAggregator::Options options,
+                               std::shared_ptr<Dispatcher> dispatcher)
+    : dispatcher_(std::move(dispatcher)), aggregator_(options) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -18,6 +19,7 @@ Status BatchScheduler::Submit(std::shared_ptr<InferenceRequest> request) {
     if (dispatcher_->HasCapacity()) batch = aggregator_.Poll(std::chrono::steady_clock::now());
   }
   if (batch) {
+    std::shared_lock<std::shared_mutex> dispatching(dispatch_mu_);
     dispatcher_->Dispatch(std::move(*batch));
   } else {
     cv_.notify_one();
@@ -50,6 +52,21 @@ void BatchScheduler::Stop() {
   for (auto& r : orphans) r->FailRows(r->rows(), Unavailable("the model is shutting down"));
 }
 
+void BatchScheduler::SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t target_rows) {
+  std::unique_lock<std::shared_mutex> dispatching(dispatch_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dispatcher_ = std::move(next);
+    aggregator_.set_target_rows(target_rows);
+  }
+  cv_.notify_one();
+}
+
+int64_t BatchScheduler::rows_in_system() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return aggregator_.queued_rows() + dispatcher_->inflight_rows();
+}
+
 int64_t BatchScheduler::queued_rows() const {
   std::lock_guard<std::mutex> lock(mu_);
   return aggregator_.queued_rows();
@@ -62,7 +79,10 @@ void BatchScheduler::Loop() {
       const SteadyTime now = draining_ ? SteadyTime::max() : std::chrono::steady_clock::now();
       if (std::optional<Batch> batch = aggregator_.Poll(now)) {
         lock.unlock();
-        dispatcher_->Dispatch(std::move(*batch));
+        {
+          std::shared_lock<std::shared_mutex> dispatching(dispatch_mu_);
+          dispatcher_->Dispatch(std::move(*batch));
+        }
         lock.lock();
         if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
         continue;

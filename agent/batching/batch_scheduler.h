@@ -6,11 +6,15 @@
 // batching delay) and the instances have capacity, Submit dispatches it on the caller's thread,
 // saving a thread hop; otherwise the scheduler thread dispatches when the batch is due.
 // Stop() fails every request still queued with kUnavailable.
+//
+// The dispatcher can be swapped while serving (reconfiguration): batches cut after
+// SwapDispatcher() returns go to the new one, and none is still being handed to the old one.
 #pragma once
 
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 #include "agent/batching/batch_aggregator.h"
@@ -20,8 +24,7 @@ namespace packrat {
 
 class BatchScheduler {
  public:
-  // `dispatcher` is not owned; the scheduler must be stopped before it is destroyed.
-  BatchScheduler(BatchAggregator::Options options, Dispatcher* dispatcher);
+  BatchScheduler(BatchAggregator::Options options, std::shared_ptr<Dispatcher> dispatcher);
   ~BatchScheduler();  // Stop()s
 
   // Queues a request; kResourceExhausted when the queue is full, kUnavailable after Stop().
@@ -34,13 +37,22 @@ class BatchScheduler {
   // Stops the thread; queued requests are failed with kUnavailable. Idempotent.
   void Stop();
 
+  // Makes `next` the dispatcher and `target_rows` the batch size B. Waits for dispatches in
+  // progress to the old dispatcher to return; after that nothing reaches the old one.
+  void SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t target_rows);
+
   int64_t queued_rows() const;
+  // Rows queued plus rows of batches running on the current dispatcher.
+  int64_t rows_in_system() const;
 
  private:
   void Loop();
 
-  Dispatcher* const dispatcher_;
+  // Lock order: dispatch_mu_, then mu_. Dispatch() runs under a shared dispatch_mu_ (never
+  // under mu_); SwapDispatcher takes it exclusively.
+  std::shared_mutex dispatch_mu_;
   mutable std::mutex mu_;
+  std::shared_ptr<Dispatcher> dispatcher_;  // written under both locks, read under either
   std::condition_variable cv_;
   BatchAggregator aggregator_;  // guarded by mu_
   std::condition_variable drained_cv_;

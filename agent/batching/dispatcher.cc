@@ -49,6 +49,12 @@ bool Dispatcher::HasCapacity() const {
   return !executors_.empty() && inflight_.load(std::memory_order_acquire) < max_inflight_;
 }
 
+bool Dispatcher::WaitIdle(SteadyTime deadline) {
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  return idle_cv_.wait_until(lock, deadline,
+                             [&] { return inflight_.load(std::memory_order_acquire) == 0; });
+}
+
 void Dispatcher::Dispatch(Batch batch) {
   std::vector<size_t> loads;
   loads.reserve(executors_.size());
@@ -78,11 +84,16 @@ void Dispatcher::Dispatch(Batch batch) {
   // Counts slices still running; the last one to finish frees the batch's capacity.
   auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
   inflight_.fetch_add(1, std::memory_order_acq_rel);
+  inflight_rows_.fetch_add(batch.rows, std::memory_order_acq_rel);
   const SteadyTime start = std::chrono::steady_clock::now();
   if (observer_.dispatched) observer_.dispatched(batch, start);
   auto slice_done = [this, remaining, start, rows = batch.rows] {
     if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      inflight_.fetch_sub(1, std::memory_order_acq_rel);
+      inflight_rows_.fetch_sub(rows, std::memory_order_acq_rel);
+      if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(idle_mu_);  // orders the wake-up after WaitIdle's check
+        idle_cv_.notify_all();
+      }
       if (observer_.finished) observer_.finished(rows, std::chrono::steady_clock::now() - start);
       if (on_batch_done_) on_batch_done_();
     }

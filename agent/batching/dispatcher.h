@@ -10,7 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include "agent/batching/batch_aggregator.h"
@@ -47,7 +49,13 @@ class Dispatcher {
   // Splits `batch` into slices and enqueues them. Never blocks.
   void Dispatch(Batch batch);
 
+  // Blocks until no batch is running or `deadline`; true if idle. Callers make sure nothing
+  // dispatches meanwhile (BatchScheduler::SwapDispatcher), or the answer is stale at once.
+  bool WaitIdle(SteadyTime deadline);
+
   int inflight_batches() const { return inflight_.load(std::memory_order_acquire); }
+  // Rows of the batches running now (the batch-size estimator's load signal).
+  int64_t inflight_rows() const { return inflight_rows_.load(std::memory_order_acquire); }
   const std::vector<InstanceExecutor*>& executors() const { return executors_; }
 
  private:
@@ -57,6 +65,9 @@ class Dispatcher {
   std::function<void()> on_batch_done_;
   DispatchObserver observer_;
   std::atomic<int> inflight_{0};
+  std::atomic<int64_t> inflight_rows_{0};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
   std::atomic<size_t> rotation_{0};
 };
 

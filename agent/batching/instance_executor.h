@@ -25,6 +25,8 @@ struct WorkSlice {
   std::vector<RowRange> ranges;
   // Runs once after every row of the slice was delivered or failed.
   std::function<void()> on_done;
+  // Set when the slice is re-run after its instance died; a slice is retried at most once.
+  bool retried = false;
 };
 
 class InstanceExecutor {

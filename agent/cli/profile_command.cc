@@ -11,7 +11,7 @@
 #include "agent/cli/command.h"
 #include "agent/cli/flags.h"
 #include "agent/config/config.h"
-#include "agent/pool/core_assigner.h"
+#include "agent/pool/cpu_topology.h"
 #include "agent/profiling/profile_store.h"
 
 namespace packrat {
@@ -87,7 +87,7 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
 
   ProfilerOptions options;
   options.model = *model;
-  options.cores = AvailableCores();
+  options.cores = AffinityCpus();
   options.runtime_path =
       flags->Get("runtime") ? std::string(*flags->Get("runtime")) : DefaultRuntime();
   if (auto v = flags->Get("threads")) {

@@ -63,6 +63,17 @@ class Reader {
     return Status::Ok();
   }
 
+  Status GetDouble(const YAML::Node& node, const std::string& key, double min, double max,
+                   double* out) const {
+    if (!node.IsScalar()) return Error(node, key, "must be a number");
+    RETURN_IF_ERROR(Get(node, key, out));
+    if (!(*out >= min && *out <= max)) {
+      return Error(node, key,
+                   "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    }
+    return Status::Ok();
+  }
+
   Status GetString(const YAML::Node& node, const std::string& key, std::string* out) const {
     if (!node.IsScalar()) return Error(node, key, "must be a string");
     return Get(node, key, out);
@@ -87,7 +98,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
       r.CheckKeys(node, "server",
                   {"http", "management", "metrics", "io_threads", "max_body_bytes",
                    "max_header_bytes", "idle_timeout_s", "runtime_path", "shutdown_timeout_s",
-                   "profile_dir", "drain_delay_s", "unix_socket"}));
+                   "profile_dir", "drain_delay_s", "unix_socket", "cgroups"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));
@@ -118,6 +129,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
     RETURN_IF_ERROR(
         r.GetIntAs(node["drain_delay_s"], "server.drain_delay_s", 0, 3600, &s->drain_delay_s));
   }
+  if (node["cgroups"]) RETURN_IF_ERROR(r.Get(node["cgroups"], "server.cgroups", &s->cgroups));
   if (node["runtime_path"]) {
     RETURN_IF_ERROR(r.GetString(node["runtime_path"], "server.runtime_path", &s->runtime_path));
   }
@@ -180,7 +192,8 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
                   const std::string& base_dir, ModelConfig* m) {
   RETURN_IF_ERROR(r.CheckKeys(node, key,
                               {"name", "path", "inputs", "outputs", "batching", "instances",
-                               "warmup_iterations", "startup_timeout_s", "auto_threads"}));
+                               "warmup_iterations", "startup_timeout_s", "auto_threads",
+                               "reconfiguration"}));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {
@@ -257,6 +270,28 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (node["startup_timeout_s"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["startup_timeout_s"], key + ".startup_timeout_s", 1, 86400,
                                &m->startup_timeout_s));
+  }
+  if (const YAML::Node rc = node["reconfiguration"]) {
+    const std::string k = key + ".reconfiguration";
+    ReconfigurationConfig& c = m->reconfiguration;
+    RETURN_IF_ERROR(r.CheckKeys(rc, k,
+                                {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
+                                 "drain_timeout_s"}));
+    if (rc["adaptive"]) RETURN_IF_ERROR(r.Get(rc["adaptive"], k + ".adaptive", &c.adaptive));
+    if (rc["alpha"]) RETURN_IF_ERROR(r.GetDouble(rc["alpha"], k + ".alpha", 1e-6, 1, &c.alpha));
+    if (rc["window"]) RETURN_IF_ERROR(r.GetInt(rc["window"], k + ".window", 1, 100000, &c.window));
+    if (rc["sample_period_ms"]) {
+      RETURN_IF_ERROR(r.GetInt(rc["sample_period_ms"], k + ".sample_period_ms", 1, 3'600'000,
+                               &c.sample_period_ms));
+    }
+    if (rc["timeout_ms"]) {
+      RETURN_IF_ERROR(
+          r.GetInt(rc["timeout_ms"], k + ".timeout_ms", 1, 86'400'000, &c.timeout_ms));
+    }
+    if (rc["drain_timeout_s"]) {
+      RETURN_IF_ERROR(r.GetInt(rc["drain_timeout_s"], k + ".drain_timeout_s", 1, 86400,
+                               &c.drain_timeout_s));
+    }
   }
   return Status::Ok();
 }

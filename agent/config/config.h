@@ -50,6 +50,8 @@ struct ServerConfig {
   int shutdown_timeout_s = 30;  // in-flight requests get this long on SIGTERM
   int drain_delay_s = 0;        // on SIGTERM, report not-ready and keep serving this
                                 // long first, so load balancers stop sending
+  bool cgroups = true;          // a cpuset cgroup per runtime where writable (else
+                                // sched_setaffinity only); false: affinity only
 };
 
 struct BatchingConfig {
@@ -57,6 +59,18 @@ struct BatchingConfig {
   int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
   int max_inflight_batches = 2;   // batches dispatched but not finished, per model
   int64_t max_queue_rows = 4096;  // rows waiting per model; beyond it requests get 429
+};
+
+// The batch-size estimator and automatic reconfiguration (packrat-paper §3.8). The estimator
+// runs for every model (its value is a metric); only `instances: auto` models with `adaptive`
+// act on it, since a new B needs the optimizer's profile.
+struct ReconfigurationConfig {
+  bool adaptive = true;          // reconfigure when the smoothed B changes
+  double alpha = 0.2;            // EWMA weight of the newest queue depth, in (0, 1]
+  int64_t window = 50;           // n: estimates the mode is taken over
+  int64_t sample_period_ms = 100;
+  int64_t timeout_ms = 10'000;   // how often the smoothed B is compared with the current one
+  int64_t drain_timeout_s = 60;  // an old instance set gets this long to finish its batches
 };
 
 struct ModelConfig {
@@ -72,6 +86,7 @@ struct ModelConfig {
   int auto_threads = 0;  // T for auto plans; 0 = every core the agent may use
   int warmup_iterations = 3;
   int startup_timeout_s = 300;
+  ReconfigurationConfig reconfiguration;
 
   // B: rows one aggregated batch aims for: Σ count·batch over the instance groups, or
   // batching.max_batch for auto plans.

@@ -18,6 +18,8 @@ ModelMetrics::ModelMetrics(const AgentMetrics* owner, std::string model)
       estimated_batch_(&owner->estimated_batch_->WithLabelValues({model_})),
       reconfigurations_(&owner->reconfigurations_->WithLabelValues({model_})),
       runtime_restarts_(&owner->runtime_restarts_->WithLabelValues({model_})),
+      reconfiguration_duration_(&owner->reconfiguration_duration_->WithLabelValues({model_})),
+      generation_(&owner->generation_->WithLabelValues({model_})),
       predicted_batch_latency_(&owner->predicted_batch_latency_->WithLabelValues({model_})),
       measured_batch_latency_(&owner->measured_batch_latency_->WithLabelValues({model_})) {}
 
@@ -105,6 +107,17 @@ Status AgentMetrics::Init(const AgentMetricsOptions& options) {
   ASSIGN_OR_RETURN(runtime_restarts_,
                    r.AddCounter({"packrat_runtime_restarts_total",
                                  "Runtime processes restarted after they died.", model}));
+  ASSIGN_OR_RETURN(reconfiguration_duration_,
+                   r.AddHistogram({"packrat_reconfiguration_duration_seconds",
+                                   "Time from a reconfiguration decision until the new instance "
+                                   "set serves.",
+                                   model},
+                                  {0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}));
+  ASSIGN_OR_RETURN(generation_,
+                   r.AddGauge({"packrat_instance_generation",
+                               "Generation of the instance set now serving; +1 per "
+                               "reconfiguration or restart.",
+                               model}));
   ASSIGN_OR_RETURN(
       predicted_batch_latency_,
       r.AddGauge({"packrat_predicted_batch_latency_seconds",

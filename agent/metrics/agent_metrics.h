@@ -90,6 +90,10 @@ class ModelMetrics {
   Counter& reconfigurations() { return *reconfigurations_; }
   // Increment() once per runtime process restarted after it died.
   Counter& runtime_restarts() { return *runtime_restarts_; }
+  // Observe(seconds) per reconfiguration: from the decision until the new set serves.
+  Histogram& reconfiguration_duration() { return *reconfiguration_duration_; }
+  // Set(N): the generation of the instance set now serving (1 after loading).
+  Gauge& generation() { return *generation_; }
   // Set(seconds): the optimizer's predicted latency of a batch under the current plan.
   Gauge& predicted_batch_latency() { return *predicted_batch_latency_; }
   // Set(seconds): the measured latency of recent batches (e.g. a moving average).
@@ -122,6 +126,8 @@ class ModelMetrics {
   Gauge* estimated_batch_;
   Counter* reconfigurations_;
   Counter* runtime_restarts_;
+  Histogram* reconfiguration_duration_;
+  Gauge* generation_;
   Gauge* predicted_batch_latency_;
   Gauge* measured_batch_latency_;
   std::mutex instances_mu_;  // serializes SetInstances
@@ -161,6 +167,8 @@ class AgentMetrics {
   Family<Gauge>* estimated_batch_ = nullptr;
   Family<Counter>* reconfigurations_ = nullptr;
   Family<Counter>* runtime_restarts_ = nullptr;
+  Family<Histogram>* reconfiguration_duration_ = nullptr;
+  Family<Gauge>* generation_ = nullptr;
   Family<Gauge>* predicted_batch_latency_ = nullptr;
   Family<Gauge>* measured_batch_latency_ = nullptr;
   std::unique_ptr<ProcessMetrics> process_;

@@ -1,15 +1,64 @@
 #include "agent/model/served_model.h"
 
+#include <algorithm>
+#include <future>
+#include <map>
+
+#include "agent/batching/slice_io.h"
+#include "agent/pool/cpu_list.h"
 #include "agent/profiling/profile_store.h"
 #include "common/logging.h"
 
 namespace packrat {
+namespace {
+
+// A restart of dead runtimes is tried again this long after a failed attempt.
+constexpr auto kRestartBackoff = std::chrono::seconds(5);
+
+int64_t FloorPowerOfTwo(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+BatchSizeEstimator::Options EstimatorOptions(const ModelConfig& config) {
+  BatchSizeEstimator::Options o;
+  const ReconfigurationConfig& rc = config.reconfiguration;
+  o.alpha = rc.alpha;
+  o.window = rc.window;
+  o.sample_period = std::chrono::milliseconds(rc.sample_period_ms);
+  o.reconfiguration_timeout = std::chrono::milliseconds(rc.timeout_ms);
+  o.min_batch = 1;
+  o.max_batch = FloorPowerOfTwo(config.batching.max_batch > 0 ? config.batching.max_batch : 1024);
+  return o;
+}
+
+std::string GroupsString(const std::vector<InstanceGroup>& groups) {
+  std::string out;
+  for (const InstanceGroup& g : groups) {
+    if (!out.empty()) out += " + ";
+    out += std::to_string(g.count) + "×⟨t=" + std::to_string(g.threads) +
+           ",b=" + std::to_string(g.batch) + "⟩";
+  }
+  return out;
+}
+
+int64_t TargetRows(const std::vector<InstanceGroup>& groups) {
+  int64_t rows = 0;
+  for (const InstanceGroup& g : groups) rows += int64_t{g.count} * g.batch;
+  return rows;
+}
+
+}  // namespace
 
 ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, ProcessLauncher* launcher)
     : config_(std::move(config)),
       signature_(config_.Signature()),
       options_(std::move(options)),
-      launcher_(launcher) {}
+      launcher_(launcher),
+      estimator_(EstimatorOptions(config_)) {
+  adaptive_ = config_.auto_instances && config_.reconfiguration.adaptive;
+}
 
 ServedModel::~ServedModel() { Stop(std::chrono::seconds(5)); }
 
@@ -19,40 +68,80 @@ std::string ServedModel::failure() const {
 }
 
 std::vector<pid_t> ServedModel::instance_pids() const {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<pid_t> pids;
-  for (const auto& i : instances_) pids.push_back(i->pid());
+  for (const WorkerInfo& w : Snapshot().workers) pids.push_back(w.pid);
   return pids;
 }
 
 std::vector<InstanceGroup> ServedModel::groups() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return groups_;
+  return active_ ? active_->groups : std::vector<InstanceGroup>();
 }
 
 std::optional<Plan> ServedModel::optimizer_plan() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return plan_;
+  return active_ ? active_->plan : std::nullopt;
 }
 
-StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan() {
+ServingSnapshot ServedModel::Snapshot() const {
+  ServingSnapshot s;
+  std::lock_guard<std::mutex> lock(mu_);
+  s.ewma = estimator_ewma_;
+  s.estimate = estimator_estimate_;
+  s.adaptive = adaptive_;
+  s.thread_budget = ThreadBudget();
+  std::vector<const Worker*> seen;
+  auto add = [&](const InstanceSet& set, bool draining) {
+    for (const auto& w : set.workers) {
+      if (std::find(seen.begin(), seen.end(), w.get()) != seen.end()) continue;
+      seen.push_back(w.get());
+      WorkerInfo info;
+      info.pid = w->instance->pid();
+      info.cpus = w->placement.cpus;
+      info.threads = w->threads;
+      info.batch = w->batch;
+      info.generation = set.generation;
+      info.draining = draining;
+      info.alive = w->instance->alive();
+      s.workers.push_back(std::move(info));
+    }
+  };
+  if (active_) {
+    s.generation = active_->generation;
+    s.batch = active_->target_rows;
+    s.groups = active_->groups;
+    s.plan = active_->plan;
+    add(*active_, false);
+  }
+  for (const auto& set : draining_) add(*set, true);
+  return s;
+}
+
+int ServedModel::ThreadBudget() const {
+  const int cores = options_.allocator ? options_.allocator->thread_budget() : 0;
+  if (config_.auto_threads > 0) return cores > 0 ? std::min(cores, config_.auto_threads) : 0;
+  return cores;
+}
+
+StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan(std::optional<Plan>* plan_out) {
   if (!config_.auto_instances) return config_.instances;
-  const int threads =
-      config_.auto_threads > 0 ? config_.auto_threads : static_cast<int>(options_.cores.size());
+  const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
   const int batch = static_cast<int>(config_.batching.max_batch);
   if (threads < 1) return FailedPrecondition("no usable cores to plan for");
   ProfilerOptions profiling;
   profiling.model = config_;
   profiling.runtime_path = options_.runtime_path;
-  profiling.cores = options_.cores;
-  for (int t = 1; t <= std::min<int>(threads, static_cast<int>(options_.cores.size())); ++t) {
-    profiling.threads.push_back(t);
+  if (options_.allocator) {
+    for (const CpuInfo& c : options_.allocator->topology().cpus()) profiling.cores.push_back(c.cpu);
   }
+  const int profiled = std::min<int>(
+      threads, profiling.cores.empty() ? threads : static_cast<int>(profiling.cores.size()));
+  for (int t = 1; t <= profiled; ++t) profiling.threads.push_back(t);
   profiling.batches = PowersOfTwoUpTo(batch);
   ASSIGN_OR_RETURN(Profile profile,
                    LoadOrMeasureProfile(options_.profile_dir, profiling, launcher_, nullptr));
-  Optimizer optimizer(std::move(profile));
-  ASSIGN_OR_RETURN(Plan plan, optimizer.Solve(threads, batch));
+  optimizer_ = std::make_unique<Optimizer>(std::move(profile));
+  ASSIGN_OR_RETURN(Plan plan, optimizer_->Solve(threads, batch));
   PACKRAT_LOG(INFO) << "model '" << config_.name << "': plan for T=" << threads << ", B=" << batch
                     << ": " << plan.ConfigString() << ", predicted " << plan.latency_ms
                     << " ms per batch"
@@ -60,100 +149,165 @@ StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan() {
                             ? " (fat instance: " + std::to_string(*plan.fat_latency_ms) + " ms)"
                             : std::string());
   std::vector<InstanceGroup> groups = plan.groups;
-  std::lock_guard<std::mutex> lock(mu_);
-  plan_ = std::move(plan);
+  *plan_out = std::move(plan);
   return groups;
 }
 
-Status ServedModel::Load() {
-  std::vector<std::unique_ptr<RuntimeInstance>> instances;
-  Status status;
-  std::vector<InstanceGroup> groups;
-  if (auto resolved = ResolvePlan(); resolved.ok()) {
-    groups = std::move(resolved).value();
-  } else {
-    status = resolved.status();
-  }
+StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
+    const std::vector<std::pair<int, int64_t>>& shapes, const std::vector<int>& exclude,
+    uint64_t generation) {
   std::vector<int> threads;
-  for (const InstanceGroup& g : groups) {
-    for (int k = 0; k < g.count; ++k) threads.push_back(g.threads);
+  for (const auto& [t, b] : shapes) threads.push_back(t);
+  std::vector<Placement> placements(shapes.size());
+  if (options_.allocator) {
+    ASSIGN_OR_RETURN(placements, options_.allocator->Place(threads, exclude));
   }
-  const std::vector<std::vector<int>> cores =
-      options_.assign_cores ? options_.assign_cores(threads) : std::vector<std::vector<int>>();
-  int index = 0;
-  for (const InstanceGroup& group : groups) {
-    for (int k = 0; k < group.count && status.ok(); ++k, ++index) {
-      RuntimeInstanceOptions o;
-      o.model_name = config_.name;
-      o.index = index;
-      o.runtime_path = options_.runtime_path;
-      o.model_path = config_.path;
-      o.threads = group.threads;
-      o.batch = group.batch;
-      if (static_cast<size_t>(index) < cores.size()) o.cores = cores[index];
-      o.inputs = config_.inputs;
-      o.outputs = config_.outputs;
-      o.warmup_iterations = config_.warmup_iterations;
-      o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
-      if (metrics::ModelMetrics* m = options_.metrics) {
-        o.on_slice_computed = [m](int64_t rows, std::chrono::nanoseconds compute) {
-          m->batch_size().Observe(static_cast<double>(rows));
-          m->compute_duration().Observe(std::chrono::duration<double>(compute).count());
-        };
-      }
-      auto instance = RuntimeInstance::Start(o, launcher_);
-      if (!instance.ok()) {
-        status = instance.status();
-        break;
-      }
-      instances.push_back(std::move(instance).value());
+  // Every worker's cgroup first (cheap), then the runtimes in parallel: each start is mostly
+  // the runtime loading and warming up its model.
+  std::vector<std::shared_ptr<Worker>> workers;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    auto w = std::make_shared<Worker>();
+    w->threads = shapes[i].first;
+    w->batch = shapes[i].second;
+    w->placement = placements[i];
+    if (options_.cpusets) {
+      ASSIGN_OR_RETURN(w->cgroup, options_.cpusets->Create(config_.name + "." +
+                                                               std::to_string(generation) + "." +
+                                                               std::to_string(i),
+                                                           w->placement.cpus, w->placement.mems));
+    }
+    if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
+    workers.push_back(std::move(w));
+  }
+  std::vector<std::future<StatusOr<std::unique_ptr<RuntimeInstance>>>> starts;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    RuntimeInstanceOptions o;
+    o.model_name = config_.name;
+    o.index = static_cast<int>(i);
+    o.generation = generation;
+    o.runtime_path = options_.runtime_path;
+    o.model_path = config_.path;
+    o.threads = workers[i]->threads;
+    o.batch = workers[i]->batch;
+    o.cores = workers[i]->placement.cpus;
+    if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
+    o.inputs = config_.inputs;
+    o.outputs = config_.outputs;
+    o.warmup_iterations = config_.warmup_iterations;
+    o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
+    if (metrics::ModelMetrics* m = options_.metrics) {
+      o.on_slice_computed = [m](int64_t rows, std::chrono::nanoseconds compute) {
+        m->batch_size().Observe(static_cast<double>(rows));
+        m->compute_duration().Observe(std::chrono::duration<double>(compute).count());
+      };
+    }
+    o.on_death = [this](std::vector<WorkSlice> orphans, const std::string& why) {
+      OnWorkerDeath(std::move(orphans), why);
+    };
+    starts.push_back(std::async(std::launch::async, [o = std::move(o), this] {
+      return RuntimeInstance::Start(o, launcher_);
+    }));
+  }
+  Status status;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    auto instance = starts[i].get();
+    if (instance.ok()) {
+      workers[i]->instance = std::move(instance).value();
+    } else if (status.ok()) {
+      status = instance.status();
     }
   }
   if (!status.ok()) {
-    for (auto& i : instances) i->Stop(std::chrono::milliseconds(0));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      failure_ = status.message();
-      if (state_.load() != ModelState::kStopped) state_.store(ModelState::kFailed);
+    for (auto& w : workers) {
+      if (w->instance) w->instance->Stop(std::chrono::milliseconds(0));
     }
-    PublishInstances(groups, "failed");
+    return status;
+  }
+  return workers;
+}
+
+std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
+                                                  std::vector<InstanceGroup> groups,
+                                                  std::optional<Plan> plan,
+                                                  std::vector<std::shared_ptr<Worker>> workers) {
+  auto set = std::make_shared<InstanceSet>();
+  set->generation = generation;
+  set->target_rows = TargetRows(groups);
+  set->groups = std::move(groups);
+  set->plan = std::move(plan);
+  set->workers = std::move(workers);
+  std::vector<InstanceExecutor*> executors;
+  for (const auto& w : set->workers) executors.push_back(w->instance.get());
+  set->dispatcher =
+      std::make_shared<Dispatcher>(executors, config_.batching.max_inflight_batches, [this] {
+        if (scheduler_) scheduler_->Notify();
+      });
+  set->dispatcher->set_observer(MakeDispatchObserver());
+  return set;
+}
+
+Status ServedModel::Load() {
+  std::optional<Plan> plan;
+  Status status;
+  std::vector<InstanceGroup> groups;
+  std::vector<std::shared_ptr<Worker>> workers;
+  if (auto resolved = ResolvePlan(&plan); resolved.ok()) {
+    groups = std::move(resolved).value();
+    status = ValidatePlan(groups);
+  } else {
+    status = resolved.status();
+  }
+  const uint64_t generation = next_generation_++;
+  if (status.ok()) {
+    std::vector<std::pair<int, int64_t>> shapes;
+    for (const InstanceGroup& g : groups) {
+      for (int k = 0; k < g.count; ++k) shapes.emplace_back(g.threads, g.batch);
+    }
+    if (auto started = StartWorkers(shapes, {}, generation); started.ok()) {
+      workers = std::move(started).value();
+    } else {
+      status = started.status();
+    }
+  }
+  if (!status.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = status.message();
+    if (state_.load() != ModelState::kStopped) state_.store(ModelState::kFailed);
+    if (options_.metrics) {
+      std::vector<metrics::InstanceCount> counts;
+      for (const InstanceGroup& g : groups) counts.push_back({g.threads, g.batch, "failed", g.count});
+      options_.metrics->SetInstances(counts);
+    }
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "' failed to load: " << status.message();
     return status;
   }
 
-  std::vector<InstanceExecutor*> executors;
-  for (auto& i : instances) executors.push_back(i.get());
+  std::shared_ptr<InstanceSet> set = MakeSet(generation, groups, plan, std::move(workers));
   BatchAggregator::Options batching;
-  batching.target_rows = 0;
-  for (const InstanceGroup& g : groups) batching.target_rows += int64_t{g.count} * g.batch;
+  batching.target_rows = set->target_rows;
   batching.max_delay = std::chrono::microseconds(config_.batching.max_delay_us);
   batching.max_queue_rows = config_.batching.max_queue_rows;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_.load() == ModelState::kStopped) {  // Stop() raced with loading
-      for (auto& i : instances) i->Stop(std::chrono::milliseconds(0));
       return Unavailable("model stopped while loading");
     }
-    instances_ = std::move(instances);
-    groups_ = groups;
-    dispatcher_ =
-        std::make_unique<Dispatcher>(executors, config_.batching.max_inflight_batches, [this] {
-          if (scheduler_) scheduler_->Notify();
-        });
-    dispatcher_->set_observer(MakeDispatchObserver());
-    scheduler_ = std::make_unique<BatchScheduler>(batching, dispatcher_.get());
+    active_ = set;
+    scheduler_ = std::make_unique<BatchScheduler>(batching, set->dispatcher);
     if (metrics::ModelMetrics* m = options_.metrics) {
-      m->target_batch().Set(static_cast<double>(batching.target_rows));
-      if (plan_) m->predicted_batch_latency().Set(plan_->latency_ms / 1e3);
+      m->target_batch().Set(static_cast<double>(set->target_rows));
+      m->generation().Set(static_cast<double>(set->generation));
+      if (set->plan) m->predicted_batch_latency().Set(set->plan->latency_ms / 1e3);
       BatchScheduler* scheduler = scheduler_.get();
       queue_rows_metric_ =
           m->BindQueueRows([scheduler] { return static_cast<double>(scheduler->queued_rows()); });
     }
+    PublishInstancesLocked();
     state_.store(ModelState::kReady, std::memory_order_release);
+    control_thread_ = std::thread([this] { ControlLoop(); });
   }
-  PublishInstances(groups, "ready");
-  PACKRAT_LOG(INFO) << "model '" << config_.name << "' ready: " << instances_.size()
-                    << " instance(s), B=" << batching.target_rows;
+  PACKRAT_LOG(INFO) << "model '" << config_.name << "' ready: " << set->workers.size()
+                    << " instance(s) " << GroupsString(groups) << ", B=" << set->target_rows;
   return Status::Ok();
 }
 
@@ -171,23 +325,336 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
     state_.store(ModelState::kStopped, std::memory_order_release);
   }
   const auto deadline = std::chrono::steady_clock::now() + drain;
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    control_stop_ = true;
+  }
+  control_cv_.notify_all();
+  if (control_thread_.joinable()) control_thread_.join();
+  // Jobs that never ran (plan changes queued behind the one that ran) get their answer.
+  for (auto& job : jobs_) job();
+  jobs_.clear();
+
   queue_rows_metric_ = metrics::CallbackHandle();  // before the scheduler it reads goes away
   if (scheduler_) {
     scheduler_->Drain(deadline);
     scheduler_->Stop();
   }
-  for (auto& i : instances_) {
+  std::shared_ptr<InstanceSet> active;
+  std::vector<std::shared_ptr<InstanceSet>> draining;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active = std::move(active_);
+    draining = std::move(draining_);
+  }
+  std::vector<std::shared_ptr<Worker>> workers;
+  if (active) workers = active->workers;
+  for (const auto& set : draining) workers.insert(workers.end(), set->workers.begin(), set->workers.end());
+  for (auto& w : workers) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    i->Stop(std::max(left, std::chrono::milliseconds(0)));
+    w->instance->Stop(std::max(left, std::chrono::milliseconds(0)));
   }
 }
 
-void ServedModel::PublishInstances(const std::vector<InstanceGroup>& groups,
-                                   const std::string& state) {
+Status ServedModel::ValidatePlan(const std::vector<InstanceGroup>& groups) const {
+  if (groups.empty()) return InvalidArgument("the plan has no instances");
+  int threads = 0;
+  for (const InstanceGroup& g : groups) {
+    if (g.count < 1 || g.threads < 1 || g.batch < 1) {
+      return InvalidArgument("every instance group needs count, threads and batch >= 1");
+    }
+    if (g.count > 1024 || g.threads > 4096 || g.batch > (1 << 16)) {
+      return InvalidArgument("instance group out of range (count <= 1024, threads <= 4096, "
+                             "batch <= 65536)");
+    }
+    threads += g.count * g.threads;
+  }
+  const int budget = options_.allocator ? options_.allocator->thread_budget() : 0;
+  if (budget > 0 && threads > budget) {
+    return InvalidArgument("the plan needs " + std::to_string(threads) + " threads; only " +
+                           std::to_string(budget) + " core(s) are usable (" +
+                           options_.allocator->topology().Describe() + ")");
+  }
+  return Status::Ok();
+}
+
+void ServedModel::ChangePlan(PlanChange change, std::function<void(Status)> done) {
+  if (state() != ModelState::kReady) {
+    return done(FailedPrecondition("model '" + config_.name + "' is not ready"));
+  }
+  if (change.instances && change.batch) {
+    return done(InvalidArgument("give either 'instances' or 'batch', not both"));
+  }
+  if (change.instances) {
+    if (Status s = ValidatePlan(*change.instances); !s.ok()) return done(s);
+  }
+  if (change.batch) {
+    if (!config_.auto_instances) {
+      return done(InvalidArgument("model '" + config_.name +
+                                  "' has a static plan and no profile to plan B from; give an "
+                                  "explicit 'instances' plan"));
+    }
+    const int64_t max = config_.batching.max_batch;
+    if (*change.batch < 1 || *change.batch > max) {
+      return done(InvalidArgument("batch must be between 1 and batching.max_batch (" +
+                                  std::to_string(max) + ")"));
+    }
+  }
+  if (change.adaptive.value_or(false) && !config_.auto_instances) {
+    return done(InvalidArgument("adaptive reconfiguration needs `instances: auto`"));
+  }
+  Post([this, change = std::move(change), done = std::move(done)]() mutable {
+    if (state() != ModelState::kReady) {
+      return done(Unavailable("model '" + config_.name + "' is stopping"));
+    }
+    done(ApplyChange(change));
+  });
+}
+
+Status ServedModel::ApplyChange(const PlanChange& change) {
+  const bool adaptive = change.adaptive.value_or(!change.instances && !change.batch &&
+                                                 config_.auto_instances);
+  Status status;
+  if (change.instances) {
+    status = Reconfigure(*change.instances, std::nullopt, "management API", false);
+  } else if (change.batch) {
+    const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
+    auto plan = optimizer_->Solve(threads, static_cast<int>(*change.batch));
+    if (!plan.ok()) return plan.status();
+    status = Reconfigure(plan->groups, *plan, "management API: B=" + std::to_string(*change.batch),
+                         false);
+  }
+  if (status.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    adaptive_ = adaptive;
+  }
+  return status;
+}
+
+Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional<Plan> plan,
+                                const std::string& reason, bool restart) {
+  const auto started = std::chrono::steady_clock::now();
+  std::shared_ptr<InstanceSet> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = active_;
+  }
+  if (!old) return FailedPrecondition("model '" + config_.name + "' is not serving");
+
+  // Keep live instances whose shape the new plan also has; start the rest.
+  std::map<std::pair<int, int64_t>, int> wanted;
+  for (const InstanceGroup& g : groups) wanted[{g.threads, g.batch}] += g.count;
+  std::vector<std::shared_ptr<Worker>> kept;
+  std::vector<int> kept_cpus;
+  for (const auto& w : old->workers) {
+    int& n = wanted[{w->threads, w->batch}];
+    if (n > 0 && w->instance->alive()) {
+      --n;
+      kept.push_back(w);
+      kept_cpus.insert(kept_cpus.end(), w->placement.cpus.begin(), w->placement.cpus.end());
+    }
+  }
+  std::vector<std::pair<int, int64_t>> shapes;
+  for (const InstanceGroup& g : groups) {
+    int& n = wanted[{g.threads, g.batch}];
+    for (; n > 0; --n) shapes.emplace_back(g.threads, g.batch);
+  }
+  if (shapes.empty() && kept.size() == old->workers.size()) {
+    if (!plan || (old->plan && old->plan->latency_ms == plan->latency_ms)) {
+      return Status::Ok();  // already serving exactly this plan
+    }
+  }
+  const uint64_t generation = next_generation_++;
+  PACKRAT_LOG(INFO) << "model '" << config_.name << "': reconfiguring (" << reason << ") from "
+                    << GroupsString(old->groups) << " to " << GroupsString(groups) << ": keeping "
+                    << kept.size() << ", starting " << shapes.size() << ", stopping "
+                    << old->workers.size() - kept.size() << " instance(s)";
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Worker>> fresh,
+                   StartWorkers(shapes, kept_cpus, generation));
+  std::vector<std::shared_ptr<Worker>> workers = kept;
+  workers.insert(workers.end(), fresh.begin(), fresh.end());
+  std::shared_ptr<InstanceSet> next = MakeSet(generation, groups, plan, std::move(workers));
+
+  // Switch: batches cut from now on go to the new set.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_.push_back(old);
+    active_ = next;
+    PublishInstancesLocked();
+  }
+  scheduler_->SwapDispatcher(next->dispatcher, next->target_rows);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  if (metrics::ModelMetrics* m = options_.metrics) {
+    m->target_batch().Set(static_cast<double>(next->target_rows));
+    m->generation().Set(static_cast<double>(generation));
+    if (next->plan) m->predicted_batch_latency().Set(next->plan->latency_ms / 1e3);
+    if (restart) {
+      m->runtime_restarts().Increment(static_cast<double>(fresh.size()));
+    } else {
+      m->reconfigurations().Increment();
+      m->reconfiguration_duration().Observe(took.count());
+    }
+  }
+  PACKRAT_LOG(INFO) << "model '" << config_.name << "': generation " << generation << " serving "
+                    << GroupsString(groups) << ", B=" << next->target_rows << " after "
+                    << static_cast<int64_t>(took.count() * 1000) << " ms";
+
+  // Drain: the old set's running batches finish; then its instances that were not kept stop.
+  const auto drain_deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config_.reconfiguration.drain_timeout_s);
+  if (!old->dispatcher->WaitIdle(drain_deadline)) {
+    PACKRAT_LOG(WARNING) << "model '" << config_.name << "': generation " << old->generation
+                         << " did not finish its batches within "
+                         << config_.reconfiguration.drain_timeout_s << " s; stopping it anyway";
+  }
+  for (const auto& w : old->workers) {
+    if (std::find(kept.begin(), kept.end(), w) == kept.end()) {
+      w->instance->Stop(std::chrono::seconds(config_.reconfiguration.drain_timeout_s));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_.erase(std::remove(draining_.begin(), draining_.end(), old), draining_.end());
+    PublishInstancesLocked();
+  }
+  PACKRAT_LOG(INFO) << "model '" << config_.name << "': generation " << old->generation
+                    << " drained";
+  return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
+}
+
+void ServedModel::Post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (!control_stop_) {
+      jobs_.push_back(std::move(job));
+      control_cv_.notify_all();
+      return;
+    }
+  }
+  job();  // stopping: the job sees the state and answers at once
+}
+
+void ServedModel::ControlLoop() {
+  std::unique_lock<std::mutex> lock(control_mu_);
+  while (!control_stop_) {
+    if (!jobs_.empty()) {
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+      continue;
+    }
+    const auto next = estimator_.next_sample_time();
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (!next || *next <= now) {
+      lock.unlock();
+      Tick(now);
+      lock.lock();
+      continue;
+    }
+    control_cv_.wait_until(lock, *next);
+  }
+}
+
+void ServedModel::Tick(SteadyTime now) {
+  if (state() != ModelState::kReady) return;
+  std::shared_ptr<InstanceSet> active;
+  bool adaptive;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active = active_;
+    adaptive = adaptive_;
+  }
+  if (!estimator_.Sample(now, scheduler_->rows_in_system())) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    estimator_ewma_ = estimator_.ewma();
+    estimator_estimate_ = estimator_.Estimate();
+  }
+  if (options_.metrics) {
+    options_.metrics->estimated_batch().Set(static_cast<double>(estimator_.Estimate()));
+  }
+  // Dead runtimes are replaced (again, after a failed attempt, once the backoff has passed).
+  const bool dead = std::any_of(active->workers.begin(), active->workers.end(),
+                                [](const auto& w) { return !w->instance->alive(); });
+  if (dead && now - last_restart_ >= kRestartBackoff) {
+    last_restart_ = now;
+    if (Status s = Reconfigure(active->groups, active->plan, "restarting dead runtimes", true);
+        !s.ok()) {
+      PACKRAT_LOG(ERROR) << "model '" << config_.name << "': restart failed: " << s.message();
+    }
+    return;
+  }
+  const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
+  if (!decision || !adaptive || !optimizer_) return;
+  const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
+  auto plan = optimizer_->Solve(threads, static_cast<int>(*decision));
+  if (!plan.ok()) {
+    PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision << ": "
+                         << plan.status().message();
+    return;
+  }
+  const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
+                             std::to_string(*decision) +
+                             " (load EWMA " + std::to_string(estimator_.ewma()) + ")";
+  if (Status s = Reconfigure(plan->groups, *plan, reason, false); !s.ok()) {
+    PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
+                       << "set keeps serving: " << s.message();
+  }
+}
+
+void ServedModel::OnWorkerDeath(std::vector<WorkSlice> orphans, const std::string& why) {
+  std::vector<std::shared_ptr<Worker>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_) {
+      for (const auto& w : active_->workers) {
+        if (w->instance->alive()) live.push_back(w);
+      }
+    }
+  }
+  int retried = 0;
+  for (WorkSlice& slice : orphans) {
+    RuntimeInstance* target = nullptr;
+    if (!slice.retried) {
+      for (const auto& w : live) {
+        if (w->batch >= slice.rows && (!target || w->instance->load() < target->load())) {
+          target = w->instance.get();
+        }
+      }
+    }
+    if (target) {
+      slice.retried = true;
+      ++retried;
+      target->Enqueue(std::move(slice));
+    } else {
+      FailSlice(slice, Unavailable(why));
+      if (slice.on_done) slice.on_done();
+    }
+  }
+  PACKRAT_LOG(WARNING) << "model '" << config_.name << "': " << retried << " of "
+                       << orphans.size() << " slice(s) of the dead runtime retried";
+  Post([this] {
+    last_restart_ = SteadyTime{};  // restart at the next tick, without the backoff
+    Tick(std::chrono::steady_clock::now());
+  });
+}
+
+void ServedModel::PublishInstancesLocked() {
   if (options_.metrics == nullptr) return;
   std::vector<metrics::InstanceCount> counts;
-  for (const InstanceGroup& g : groups) counts.push_back({g.threads, g.batch, state, g.count});
+  if (active_) {
+    for (const InstanceGroup& g : active_->groups) {
+      counts.push_back({g.threads, g.batch, "ready", g.count});
+    }
+  }
+  for (const auto& set : draining_) {
+    for (const InstanceGroup& g : set->groups) {
+      counts.push_back({g.threads, g.batch, "draining", g.count});
+    }
+  }
   options_.metrics->SetInstances(counts);
 }
 

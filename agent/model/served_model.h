@@ -1,41 +1,93 @@
-// One model as the agent serves it: its signature, batching scheduler, dispatcher and the
-// runtime instances of its static ⟨count, threads, batch⟩ plan.
+// One model as the agent serves it: its signature, the batching scheduler, and the instance
+// set (runtimes + dispatcher) of the plan it serves now, which can change while it serves.
 //
 // States: kLoading (instances starting) -> kReady, or -> kFailed (with a reason) when any
 // instance could not start; -> kStopped after Stop(). Only kReady accepts requests.
-// Thread-safety: all methods may be called from any thread.
+//
+// Reconfiguration (packrat-paper §3.7). A new plan is served by a new instance set, generation
+// N+1. Instances whose ⟨threads, batch⟩ also appear in the new plan are kept (adding or removing
+// instances of one shape touches only those); the rest of the new set — for a change of thread
+// counts, all of it — is started as a shadow set beside the serving one, on its own cores where
+// free ones exist, else overlapping. Only when every shadow runtime has warmed up does the
+// scheduler switch to the new dispatcher; the old set then finishes its running batches, and
+// its instances that are not kept stop and leave their cgroups. A failed start leaves the old
+// set serving. No request fails or is answered twice because of a reconfiguration.
+//
+// Who reconfigures: one control thread per model runs every reconfiguration in order — plan
+// changes from the management API (ChangePlan), the batch-size estimator's decisions (sampled
+// on the same thread; only `instances: auto` models with `reconfiguration.adaptive` act on
+// them) and restarts of runtimes that died (a dead runtime's slices are retried once on a live
+// instance, else answered 503; then a replacement is started).
+//
+// Thread-safety: all public methods may be called from any thread.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/batching/batch_scheduler.h"
-#include "agent/batching/dispatcher.h"
 #include "agent/config/config.h"
 #include "agent/metrics/agent_metrics.h"
+#include "agent/model/instance_set.h"
+#include "agent/planning/batch_size_estimator.h"
 #include "agent/planning/optimizer.h"
+#include "agent/pool/cpuset_controller.h"
 #include "agent/pool/process_launcher.h"
-#include "agent/pool/runtime_instance.h"
+#include "agent/pool/resource_allocator.h"
 
 namespace packrat {
 
 enum class ModelState { kLoading, kReady, kFailed, kStopped };
 
-// Gives each instance (by its thread count, in plan order) the cores it is pinned to.
-using CoreAssignFn = std::function<std::vector<std::vector<int>>(const std::vector<int>& threads)>;
-
 struct ServedModelOptions {
   std::string runtime_path;
-  std::string profile_dir;    // where `instances: auto` profiles are kept
-  std::vector<int> cores;     // usable cores; T for auto plans unless auto_threads is set
-  CoreAssignFn assign_cores;  // may be empty: no pinning
-  metrics::ModelMetrics* metrics = nullptr;  // not owned; may be null (no metrics)
+  std::string profile_dir;                   // where `instances: auto` profiles are kept
+  ResourceAllocator* allocator = nullptr;    // not owned; null: no pinning, no thread budget
+  CpusetController* cpusets = nullptr;       // not owned; null: no cgroups
+  metrics::ModelMetrics* metrics = nullptr;  // not owned; null: no metrics
+};
+
+// A plan change asked for through the management API. Exactly one of `instances` (an explicit
+// plan) or `batch` (the optimizer's plan for that B) may be set; `adaptive` alone turns the
+// estimator's automatic reconfiguration on or off. An explicit plan or batch turns it off
+// unless `adaptive` says otherwise.
+struct PlanChange {
+  std::optional<std::vector<InstanceGroup>> instances;
+  std::optional<int64_t> batch;
+  std::optional<bool> adaptive;
+};
+
+struct WorkerInfo {
+  pid_t pid = 0;
+  std::vector<int> cpus;
+  int threads = 0;
+  int64_t batch = 0;
+  uint64_t generation = 0;
+  bool draining = false;  // in an old set that is finishing its batches
+  bool alive = false;
+};
+
+struct ServingSnapshot {
+  uint64_t generation = 0;
+  int64_t batch = 0;  // B of the serving set
+  std::vector<InstanceGroup> groups;
+  std::optional<Plan> plan;
+  std::vector<WorkerInfo> workers;  // serving set first, then draining ones
+  double ewma = 0;                  // the estimator's moving average of the load
+  int64_t estimate = 0;             // its power-of-two estimate
+  bool adaptive = false;            // whether its decisions reconfigure
+  int thread_budget = 0;            // T; 0 = unknown (no allocator)
 };
 
 class ServedModel {
@@ -53,29 +105,56 @@ class ServedModel {
   // queue is full.
   Status Submit(std::shared_ptr<InferenceRequest> request);
   // Stops accepting, lets queued and in-flight requests finish (up to `drain`), stops the
-  // runtimes and removes their segments.
+  // runtimes and removes their segments and cgroups. Waits for a reconfiguration in progress.
   void Stop(std::chrono::milliseconds drain);
+
+  // Validates `change` at once (InvalidArgument for an infeasible plan, FailedPrecondition
+  // unless ready) and otherwise queues it on the control thread; `done` runs there once the
+  // new set serves, or with the reason it could not start. Never blocks.
+  void ChangePlan(PlanChange change, std::function<void(Status)> done);
 
   const std::string& name() const { return config_.name; }
   const ModelConfig& config() const { return config_; }
   const ModelSignature& signature() const { return signature_; }
   ModelState state() const { return state_.load(std::memory_order_acquire); }
   std::string failure() const;
-  // Process ids of the running instances (tests and /metrics).
+  // Process ids of every running instance, serving and draining (tests and /metrics).
   std::vector<pid_t> instance_pids() const;
-  // The plan being served (set once loaded): the config's groups, or the optimizer's with
-  // its predicted latency for `instances: auto`.
+  // The plan being served (empty before loading).
   std::vector<InstanceGroup> groups() const;
   std::optional<Plan> optimizer_plan() const;
+  ServingSnapshot Snapshot() const;
   // This model's metric series, or null. Valid for the model's lifetime.
   metrics::ModelMetrics* metrics() const { return options_.metrics; }
 
  private:
   // Resolves the groups to serve: the config's, or the optimizer's for `instances: auto`.
-  StatusOr<std::vector<InstanceGroup>> ResolvePlan();
-  // Publishes the instance groups under `state` ("ready", "stopped", ...) in the metrics.
-  void PublishInstances(const std::vector<InstanceGroup>& groups, const std::string& state);
-  // Metrics hooks for the dispatcher (queue time, batch latency).
+  StatusOr<std::vector<InstanceGroup>> ResolvePlan(std::optional<Plan>* plan);
+  // Starts runtimes for `threads`/`batches` (pairwise) in parallel on placements that avoid
+  // `exclude`, for generation `generation`. All or nothing.
+  StatusOr<std::vector<std::shared_ptr<Worker>>> StartWorkers(
+      const std::vector<std::pair<int, int64_t>>& shapes, const std::vector<int>& exclude,
+      uint64_t generation);
+  std::shared_ptr<InstanceSet> MakeSet(uint64_t generation, std::vector<InstanceGroup> groups,
+                                       std::optional<Plan> plan,
+                                       std::vector<std::shared_ptr<Worker>> workers);
+  // Control thread only. Serves `groups` as the next generation (see the class comment).
+  // `restart`: replacing dead runtimes, not a plan change.
+  Status Reconfigure(std::vector<InstanceGroup> groups, std::optional<Plan> plan,
+                     const std::string& reason, bool restart);
+  Status ApplyChange(const PlanChange& change);
+  Status ValidatePlan(const std::vector<InstanceGroup>& groups) const;
+  int ThreadBudget() const;
+
+  void ControlLoop();
+  void Post(std::function<void()> job);
+  // Samples the load for the estimator and acts on its decision. Control thread only.
+  void Tick(SteadyTime now);
+  // A runtime died: retry its slices once elsewhere, fail the rest, schedule a restart.
+  void OnWorkerDeath(std::vector<WorkSlice> orphans, const std::string& why);
+
+  // Publishes instance counts (serving "ready", old sets "draining") in the metrics. Requires mu_.
+  void PublishInstancesLocked();
   DispatchObserver MakeDispatchObserver();
 
   const ModelConfig config_;
@@ -85,14 +164,27 @@ class ServedModel {
 
   std::atomic<ModelState> state_{ModelState::kLoading};
   mutable std::mutex mu_;
-  std::string failure_;                                      // guarded by mu_
-  std::vector<InstanceGroup> groups_;                        // guarded by mu_
-  std::optional<Plan> plan_;                                 // guarded by mu_
-  std::vector<std::unique_ptr<RuntimeInstance>> instances_;  // set once by Load()
-  std::unique_ptr<Dispatcher> dispatcher_;                   // set once by Load()
-  std::unique_ptr<BatchScheduler> scheduler_;                // set once by Load()
-  metrics::CallbackHandle queue_rows_metric_;                // set once by Load()
-  std::atomic<double> measured_batch_seconds_{0};            // EWMA of batch latency
+  std::string failure_;                                // guarded by mu_
+  std::shared_ptr<InstanceSet> active_;                // guarded by mu_
+  std::vector<std::shared_ptr<InstanceSet>> draining_;  // guarded by mu_
+  std::unique_ptr<BatchScheduler> scheduler_;          // set once by Load()
+  metrics::CallbackHandle queue_rows_metric_;          // set once by Load()
+  std::atomic<double> measured_batch_seconds_{0};      // EWMA of batch latency
+
+  // The optimizer over the model's profile (`instances: auto` only); control thread after Load.
+  std::unique_ptr<Optimizer> optimizer_;
+  BatchSizeEstimator estimator_;  // control thread only (snapshot values copied under mu_)
+  double estimator_ewma_ = 0;     // guarded by mu_
+  int64_t estimator_estimate_ = 0;  // guarded by mu_
+  bool adaptive_ = false;           // guarded by mu_
+  uint64_t next_generation_ = 1;    // control thread (and Load) only
+  SteadyTime last_restart_{};       // control thread only
+
+  std::mutex control_mu_;
+  std::condition_variable control_cv_;
+  std::deque<std::function<void()>> jobs_;  // guarded by control_mu_
+  bool control_stop_ = false;               // guarded by control_mu_
+  std::thread control_thread_;
 };
 
 }  // namespace packrat

@@ -39,7 +39,11 @@ StatusOr<pid_t> ForkExec(const LaunchSpec& spec) {
   for (int c : spec.cores) CPU_SET(c, &set);
   const pid_t parent = getpid();
 
-  int pipefd[2];  // reports an exec failure (errno) back to the parent; closed on exec
+  const char* cgroup_procs = spec.cgroup_procs.empty() ? nullptr : spec.cgroup_procs.c_str();
+
+  // Reports a failure before exec back to the parent as {step, errno}; closed on exec.
+  enum Step : int { kJoinCgroup = 1, kExec = 2 };
+  int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return Internal(std::string("pipe2: ") + strerror(errno));
   const pid_t pid = fork();
   if (pid < 0) {
@@ -51,22 +55,33 @@ StatusOr<pid_t> ForkExec(const LaunchSpec& spec) {
     close(pipefd[0]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    auto fail = [&](int step) {
+      const int report[2] = {step, errno};
+      [[maybe_unused]] ssize_t n = write(pipefd[1], report, sizeof(report));
+      _exit(127);
+    };
+    if (cgroup_procs != nullptr) {
+      const int fd = open(cgroup_procs, O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) fail(kJoinCgroup);
+      close(fd);
+    }
     if (!spec.cores.empty()) sched_setaffinity(0, sizeof(set), &set);
     execv(argv[0], argv.data());
-    const int err = errno;
-    [[maybe_unused]] ssize_t n = write(pipefd[1], &err, sizeof(err));
-    _exit(127);
+    fail(kExec);
   }
   close(pipefd[1]);
-  int err = 0;
+  int report[2] = {0, 0};
   ssize_t n;
   do {
-    n = read(pipefd[0], &err, sizeof(err));
+    n = read(pipefd[0], report, sizeof(report));
   } while (n < 0 && errno == EINTR);
   close(pipefd[0]);
-  if (n == sizeof(err)) {
+  if (n == sizeof(report)) {
     waitpid(pid, nullptr, 0);
-    return Internal("cannot execute '" + spec.path + "': " + strerror(err));
+    if (report[0] == kJoinCgroup) {
+      return Internal("cannot join cgroup '" + spec.cgroup_procs + "': " + strerror(report[1]));
+    }
+    return Internal("cannot execute '" + spec.path + "': " + strerror(report[1]));
   }
   return pid;
 }

@@ -17,6 +17,9 @@ struct LaunchSpec {
   std::string path;               // executable
   std::vector<std::string> args;  // argv[1..]
   std::vector<int> cores;         // CPU affinity applied before exec; empty = inherit
+  // A cgroup's cgroup.procs: the child joins that cgroup before exec. Empty = stay in the
+  // agent's cgroup. Failing to join fails the launch.
+  std::string cgroup_procs;
 };
 
 class ProcessLauncher {

@@ -51,7 +51,8 @@ RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher
 
 StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
     const RuntimeInstanceOptions& options, ProcessLauncher* launcher) {
-  const std::string label = options.model_name + "/" + std::to_string(options.index);
+  const std::string label = options.model_name + "/g" + std::to_string(options.generation) + "." +
+                            std::to_string(options.index);
   shm::SegmentOptions seg;
   seg.num_slots = options.slots;
   seg.ring_capacity = 8;
@@ -66,6 +67,7 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   LaunchSpec spec;
   spec.path = options.runtime_path;
   spec.cores = options.cores;
+  spec.cgroup_procs = options.cgroup_procs;
   auto add = [&spec](const std::string& flag, const std::string& value) {
     spec.args.push_back(flag);
     spec.args.push_back(value);
@@ -299,6 +301,11 @@ void RuntimeInstance::MarkDead(const std::string& why) {
     for (auto& q : queued_) orphans.push_back(std::move(q));
     queued_.clear();
     idle_cv_.notify_all();
+  }
+  if (!was_stopped && options_.on_death) {
+    PACKRAT_LOG(ERROR) << why << " with " << orphans.size() << " slice(s) queued or running";
+    options_.on_death(std::move(orphans), why);
+    return;
   }
   if (!was_stopped || !orphans.empty()) {
     PACKRAT_LOG(ERROR) << why << "; failing " << orphans.size() << " slice(s)";

@@ -35,11 +35,13 @@ namespace packrat {
 struct RuntimeInstanceOptions {
   std::string model_name;
   int index = 0;             // position in the model's instance list, for names and logs
+  uint64_t generation = 1;   // the instance set it belongs to, for names and logs
   std::string runtime_path;  // packrat-runtime
   std::string model_path;
   int threads = 1;
   int64_t batch = 1;       // b: the most rows in one slice
-  std::vector<int> cores;  // pinned cores; empty = inherit the agent's affinity
+  std::vector<int> cores;    // pinned cores; empty = inherit the agent's affinity
+  std::string cgroup_procs;  // the runtime joins this cgroup before exec; empty = none
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   int warmup_iterations = 3;
@@ -49,6 +51,10 @@ struct RuntimeInstanceOptions {
   // Called on the completion thread for every slice the runtime computed: its rows and the
   // runtime's forward() time. Must not block. May be empty.
   std::function<void(int64_t rows, std::chrono::nanoseconds compute)> on_slice_computed;
+  // Called once, on the completion thread, if the runtime dies while the instance is not being
+  // stopped, with the slices it had queued or running; the callee must deliver or fail every
+  // one of them (e.g. retry them on another instance). Empty: they fail with kUnavailable.
+  std::function<void(std::vector<WorkSlice> orphans, const std::string& why)> on_death;
 };
 
 class RuntimeInstance : public InstanceExecutor {

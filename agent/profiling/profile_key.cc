@@ -4,7 +4,7 @@
 #include <fstream>
 #include <vector>
 
-#include "agent/pool/core_assigner.h"
+#include "agent/pool/cpu_topology.h"
 
 namespace packrat {
 namespace {
@@ -81,7 +81,7 @@ StatusOr<ProfileKey> ComputeProfileKey(const std::string& model_path,
   ProfileKey key;
   ASSIGN_OR_RETURN(key.model_hash, HashFile(model_path));
   key.cpu_model = CpuModel();
-  key.usable_cores = static_cast<int>(AvailableCores().size());
+  key.usable_cores = static_cast<int>(AffinityCpus().size());
   ASSIGN_OR_RETURN(key.libtorch, RuntimeVersion(runtime_path));
   return key;
 }

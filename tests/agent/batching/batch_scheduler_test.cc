@@ -32,14 +32,14 @@ class BatchSchedulerTest : public ::testing::Test {
       executors_.push_back(std::make_unique<FakeExecutor>(b, mode));
       raw.push_back(executors_.back().get());
     }
-    dispatcher_ = std::make_unique<Dispatcher>(raw, max_inflight, [this] {
+    dispatcher_ = std::make_shared<Dispatcher>(raw, max_inflight, [this] {
       if (BatchScheduler* s = scheduler_ptr_.load()) s->Notify();
     });
     BatchAggregator::Options options;
     options.target_rows = target_rows;
     options.max_delay = max_delay;
     options.max_queue_rows = max_queue_rows;
-    scheduler_ = std::make_unique<BatchScheduler>(options, dispatcher_.get());
+    scheduler_ = std::make_unique<BatchScheduler>(options, dispatcher_);
     scheduler_ptr_.store(scheduler_.get());
   }
 
@@ -71,7 +71,7 @@ class BatchSchedulerTest : public ::testing::Test {
   };
 
   std::vector<std::unique_ptr<FakeExecutor>> executors_;
-  std::unique_ptr<Dispatcher> dispatcher_;
+  std::shared_ptr<Dispatcher> dispatcher_;
   std::atomic<BatchScheduler*> scheduler_ptr_{nullptr};
   std::unique_ptr<BatchScheduler> scheduler_;
   std::vector<Submitted> submitted_;

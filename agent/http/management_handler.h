@@ -1,0 +1,38 @@
+// The management address's routes: everything KserveHandler serves, plus
+//   GET /v2/models/{m}/config  -> {"generation":N,"batch":B,"instances":[{count,threads,batch}],
+//                                  "workers":[{"pid","cpus","threads","batch","generation",
+//                                  "state":"active|draining|dead"}],
+//                                  "estimator":{"ewma","estimate","adaptive"},
+//                                  "thread_budget":T, "predicted_batch_latency_ms":…}
+//   PUT /v2/models/{m}/config  with {"instances":[{count,threads,batch},…]} (an explicit plan),
+//                              {"batch":B} (the optimizer's plan for B) and/or
+//                              {"adaptive":true|false}
+//       -> 200 with the new config once the new instance set serves; 400 with a JSON error for a
+//          malformed body or an infeasible plan; 503 if the new set could not start (the old one
+//          keeps serving) or the model is not ready.
+// Reconfigurations run on the model's control thread; the I/O thread never waits for them.
+#pragma once
+
+#include "agent/http/kserve_handler.h"
+
+namespace packrat {
+
+class ManagementHandler : public HttpHandler {
+ public:
+  // `models` and `kserve` are not owned and must outlive the handler.
+  ManagementHandler(const ModelMap* models, KserveHandler* kserve)
+      : models_(models), kserve_(kserve) {}
+
+  void Handle(HttpRequest request, HttpResponder respond) override;
+
+ private:
+  const ModelMap* models_;
+  KserveHandler* kserve_;
+};
+
+// The GET body for `model` (exposed for tests).
+std::string ModelConfigJson(const ServedModel& model);
+// Parses a PUT body. InvalidArgument naming the offending field.
+StatusOr<PlanChange> ParsePlanChange(std::string_view body);
+
+}  // namespace packrat

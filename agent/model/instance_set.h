@@ -1,0 +1,40 @@
+// The runtimes of one plan ("generation") of a model, and the dispatcher that spreads batches
+// over them. Plain data, owned by ServedModel; see served_model.h for the life cycle.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "agent/batching/dispatcher.h"
+#include "agent/planning/instance_group.h"
+#include "agent/planning/optimizer.h"
+#include "agent/pool/cpuset_controller.h"
+#include "agent/pool/resource_allocator.h"
+#include "agent/pool/runtime_instance.h"
+
+namespace packrat {
+
+// One runtime with what it holds. Shared by the sets it belongs to: an instance kept across a
+// reconfiguration is in the old and the new set. Members are destroyed bottom-up: the process
+// stops and is reaped, then its CPUs are released and its cgroup directory removed.
+struct Worker {
+  std::unique_ptr<CpusetGroup> cgroup;  // null without a cgroup
+  CpuLease lease;
+  Placement placement;  // empty without an allocator
+  int threads = 1;
+  int64_t batch = 1;
+  std::unique_ptr<RuntimeInstance> instance;
+};
+
+struct InstanceSet {
+  uint64_t generation = 0;
+  std::vector<InstanceGroup> groups;
+  std::optional<Plan> plan;  // the optimizer's, when it made this one
+  int64_t target_rows = 0;   // B = Σ count·batch
+  std::vector<std::shared_ptr<Worker>> workers;
+  std::shared_ptr<Dispatcher> dispatcher;
+};
+
+}  // namespace packrat

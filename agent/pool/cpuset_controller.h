@@ -1,0 +1,91 @@
+// Puts each runtime in a cpuset cgroup of its own: exactly its cores and its socket's memory
+// nodes. Groups live in the agent's own cpuset cgroup and are named
+// "packrat.<agent pid>.<name>", so a later agent can tell which are stale.
+//
+//   cgroup v1: <dir>/packrat.<pid>.<name>/{cpuset.cpus,cpuset.mems,cgroup.procs}
+//   cgroup v2: the agent first moves itself into the leaf <dir>/packrat.<pid>.agent (v2 forbids
+//              processes in a cgroup whose children have controllers) and enables +cpuset in
+//              <dir>/cgroup.subtree_control; then the same layout as v1.
+//
+// Where no hierarchy is writable (an unprivileged container), Open() returns a controller that
+// only pins with sched_setaffinity (the launcher does that in any case): enabled() is false,
+// groups are placeholders, and the reason is in describe().
+//
+// The runtime joins its group itself: between fork and exec the child writes "0" into
+// CpusetGroup::procs_file(), so it never runs a single instruction outside it.
+//
+// Thread-safety: Create() and the groups' destructors may run on any thread concurrently.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/pool/cgroup_info.h"
+#include "common/status.h"
+
+namespace packrat {
+
+// One runtime's cgroup. Destroying it removes the directory; the process in it must have been
+// reaped first (a failure is logged and left to the next start's RemoveStale()).
+class CpusetGroup {
+ public:
+  CpusetGroup(std::string dir, bool real) : dir_(std::move(dir)), real_(real) {}
+  ~CpusetGroup();
+  CpusetGroup(const CpusetGroup&) = delete;
+  CpusetGroup& operator=(const CpusetGroup&) = delete;
+
+  // The directory (empty for affinity-only placeholders).
+  const std::string& dir() const { return dir_; }
+  // Where the runtime writes "0" to join; empty when there is no cgroup.
+  std::string procs_file() const { return real_ ? dir_ + "/cgroup.procs" : std::string(); }
+
+ private:
+  const std::string dir_;
+  const bool real_;
+};
+
+class CpusetController {
+ public:
+  // Tries the hierarchy `info` names, for agent `self`: removes stale groups (RemoveStale), sets
+  // v2 up, and creates and removes a probe group. Falls back to affinity-only pinning on any
+  // failure; never fails itself.
+  static std::unique_ptr<CpusetController> Open(const CgroupInfo& info, pid_t self);
+  // Affinity-only, for tests and `--no-cgroups`.
+  static std::unique_ptr<CpusetController> AffinityOnly(std::string why);
+
+  bool enabled() const { return enabled_; }
+  // "cgroup v1 at /sys/fs/cgroup/cpuset" or "sched_setaffinity only (<why>)".
+  const std::string& describe() const { return describe_; }
+
+  // A group with exactly `cpus` and memory nodes `mems` (the parent's when empty). `name` is
+  // made file-name safe. Errors carry the path and errno text.
+  StatusOr<std::unique_ptr<CpusetGroup>> Create(const std::string& name,
+                                                const std::vector<int>& cpus,
+                                                const std::vector<int>& mems);
+
+  // Removes groups left by agents that no longer run (and by an earlier agent with this pid,
+  // e.g. PID 1 in a restarted container), killing any process still inside first. Returns the
+  // removed directories.
+  std::vector<std::string> RemoveStale();
+  // The group directories this agent owns now (tests, leak checks).
+  std::vector<std::string> List() const;
+
+ private:
+  CpusetController(CgroupVersion version, std::string dir, pid_t self, std::string describe)
+      : version_(version), dir_(std::move(dir)), self_(self), describe_(std::move(describe)) {
+    enabled_ = version_ != CgroupVersion::kNone;
+  }
+  Status SetUpV2();
+  std::string Prefix(pid_t pid) const { return "packrat." + std::to_string(pid) + "."; }
+
+  const CgroupVersion version_;
+  const std::string dir_;
+  const pid_t self_;
+  std::string describe_;
+  bool enabled_ = false;
+};
+
+}  // namespace packrat

@@ -1,0 +1,142 @@
+#include "agent/pool/resource_allocator.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+namespace packrat {
+
+CpuLease& CpuLease::operator=(CpuLease&& other) noexcept {
+  if (this != &other) {
+    if (owner_) owner_->Release(cpus_);
+    owner_ = other.owner_;
+    cpus_ = std::move(other.cpus_);
+    other.owner_ = nullptr;
+    other.cpus_.clear();
+  }
+  return *this;
+}
+
+CpuLease::~CpuLease() {
+  if (owner_) owner_->Release(cpus_);
+}
+
+ResourceAllocator::ResourceAllocator(CpuTopology topology, int thread_budget)
+    : topology_(std::move(topology)),
+      thread_budget_(std::clamp(thread_budget, 0, static_cast<int>(topology_.cpus().size()))),
+      holders_(topology_.cpus().size(), 0) {
+  const auto& cpus = topology_.cpus();
+  std::map<std::pair<int, int>, int> seen;  // (socket, core) -> CPUs met so far
+  for (const CpuInfo& c : cpus) sibling_rank_.push_back(seen[{c.socket, c.core}]++);
+}
+
+StatusOr<std::vector<Placement>> ResourceAllocator::Place(const std::vector<int>& threads,
+                                                          const std::vector<int>& exclude) const {
+  const auto& cpus = topology_.cpus();
+  std::vector<int> holders;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    holders = holders_;
+  }
+  std::vector<bool> taken(cpus.size(), false);
+  for (size_t i = 0; i < cpus.size(); ++i) {
+    taken[i] = std::find(exclude.begin(), exclude.end(), cpus[i].cpu) != exclude.end();
+  }
+  // Preference order of rule 4 (within a socket).
+  auto better = [&](size_t a, size_t b) {
+    if (holders[a] != holders[b]) return holders[a] < holders[b];
+    if (sibling_rank_[a] != sibling_rank_[b]) return sibling_rank_[a] < sibling_rank_[b];
+    return cpus[a].cpu < cpus[b].cpu;
+  };
+  const std::vector<int> sockets = topology_.sockets();
+
+  std::vector<size_t> order(threads.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return threads[a] > threads[b]; });
+  std::vector<Placement> out(threads.size());
+  size_t next_socket = 0;
+  for (size_t k : order) {
+    const size_t want = static_cast<size_t>(std::max(threads[k], 0));
+    // The best `want` free CPUs of each socket, and their total holders.
+    std::vector<size_t> chosen;
+    long best_cost = -1;
+    for (size_t s = 0; s < sockets.size(); ++s) {
+      const int socket = sockets[(next_socket + s) % sockets.size()];
+      std::vector<size_t> free;
+      for (size_t i = 0; i < cpus.size(); ++i) {
+        if (!taken[i] && cpus[i].socket == socket) free.push_back(i);
+      }
+      if (free.size() < want) continue;
+      std::sort(free.begin(), free.end(), better);
+      free.resize(want);
+      long cost = 0;
+      for (size_t i : free) cost += holders[i];
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        chosen = std::move(free);
+      }
+    }
+    if (best_cost < 0) {  // larger than any socket's free CPUs: span sockets
+      std::vector<size_t> free;
+      for (size_t i = 0; i < cpus.size(); ++i) {
+        if (!taken[i]) free.push_back(i);
+      }
+      if (free.size() < want) {
+        return ResourceExhausted("cannot place an instance of " + std::to_string(want) +
+                                 " thread(s): only " + std::to_string(free.size()) +
+                                 " CPU(s) left of " + topology_.Describe());
+      }
+      std::sort(free.begin(), free.end(), better);
+      free.resize(want);
+      chosen = std::move(free);
+    }
+    std::set<int> mems;
+    for (size_t i : chosen) {
+      taken[i] = true;
+      out[k].cpus.push_back(cpus[i].cpu);
+      mems.insert(cpus[i].node);
+    }
+    std::sort(out[k].cpus.begin(), out[k].cpus.end());
+    out[k].mems.assign(mems.begin(), mems.end());
+    if (!chosen.empty() && !sockets.empty()) {
+      const int used = cpus[chosen.front()].socket;
+      const size_t pos = std::find(sockets.begin(), sockets.end(), used) - sockets.begin();
+      next_socket = (pos + 1) % sockets.size();
+    }
+  }
+  return out;
+}
+
+CpuLease ResourceAllocator::Hold(const std::vector<int>& cpus) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& all = topology_.cpus();
+  for (int c : cpus) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].cpu == c) ++holders_[i];
+    }
+  }
+  return CpuLease(this, cpus);
+}
+
+void ResourceAllocator::Release(const std::vector<int>& cpus) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& all = topology_.cpus();
+  for (int c : cpus) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].cpu == c && holders_[i] > 0) --holders_[i];
+    }
+  }
+}
+
+int ResourceAllocator::holders(int cpu) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& all = topology_.cpus();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].cpu == cpu) return holders_[i];
+  }
+  return 0;
+}
+
+}  // namespace packrat

@@ -1,0 +1,79 @@
+// Decides which CPUs and memory nodes each runtime gets (packrat-paper §3.4).
+//
+// Rules, in order:
+//   1. no CPU is given to two instances of one placement (one instance set), nor to an instance
+//      the caller keeps (`exclude`);
+//   2. an instance stays on one socket when some socket has enough eligible CPUs, and its memory
+//      nodes are that socket's; only an instance larger than any socket spans sockets;
+//   3. instances are spread round-robin over the sockets, largest first;
+//   4. among eligible CPUs, those held by fewer live instances come first (a shadow set takes
+//      idle CPUs before the ones the draining set still runs on), then first SMT siblings
+//      before second ones, then ascending CPU number.
+// The thread budget T (cores, capped by the CPU quota) bounds plans; Place() itself only
+// checks that every instance can get distinct CPUs.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "agent/pool/cpu_topology.h"
+#include "common/status.h"
+
+namespace packrat {
+
+struct Placement {
+  std::vector<int> cpus;  // ascending
+  std::vector<int> mems;  // NUMA nodes of those CPUs, ascending
+};
+
+class ResourceAllocator;
+
+// Counts `cpus` as held by one live instance until destroyed. Movable.
+class CpuLease {
+ public:
+  CpuLease() = default;
+  CpuLease(CpuLease&& other) noexcept { *this = std::move(other); }
+  CpuLease& operator=(CpuLease&& other) noexcept;
+  ~CpuLease();
+
+ private:
+  friend class ResourceAllocator;
+  CpuLease(ResourceAllocator* owner, std::vector<int> cpus)
+      : owner_(owner), cpus_(std::move(cpus)) {}
+  ResourceAllocator* owner_ = nullptr;
+  std::vector<int> cpus_;
+};
+
+class ResourceAllocator {
+ public:
+  // `topology` holds the usable CPUs only; `thread_budget` is T (≤ its size).
+  ResourceAllocator(CpuTopology topology, int thread_budget);
+
+  const CpuTopology& topology() const { return topology_; }
+  int thread_budget() const { return thread_budget_; }
+
+  // One placement per entry of `threads`, in the same order. ResourceExhausted when the
+  // instances cannot all get distinct CPUs outside `exclude`.
+  StatusOr<std::vector<Placement>> Place(const std::vector<int>& threads,
+                                         const std::vector<int>& exclude) const;
+
+  // Marks `cpus` held by a live instance for as long as the lease lives (rule 4).
+  CpuLease Hold(const std::vector<int>& cpus);
+  // How many live instances hold `cpu` (tests).
+  int holders(int cpu) const;
+
+ private:
+  friend class CpuLease;
+  void Release(const std::vector<int>& cpus);
+
+  const CpuTopology topology_;
+  const int thread_budget_;
+  std::vector<int> sibling_rank_;  // by topology index: 0 for a core's first CPU, 1, ...
+  mutable std::mutex mu_;
+  std::vector<int> holders_;  // by topology index; guarded by mu_
+};
+
+}  // namespace packrat
