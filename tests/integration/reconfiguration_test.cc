@@ -1,0 +1,394 @@
+// Reconfiguration of a real agent under load: forced plan changes through the management API,
+// the batch-size estimator's automatic ones, and a runtime killed mid-batch. Every request sent
+// is counted and every answer checked against direct libtorch; no runtime process, segment or
+// cgroup may be left behind.
+#include <signal.h>
+#include <simdjson.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/model_runner.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/http_client.h"
+
+namespace packrat {
+namespace {
+
+using testing::AgentProcess;
+using testing::HttpClient;
+using testing::HttpResult;
+
+const std::string kModels = PACKRAT_MODELS_DIR;
+constexpr char kCpusetRoot[] = "/sys/fs/cgroup/cpuset";
+
+std::string Config(const std::string& instances, const std::string& extra = "") {
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+         "models:\n"
+         "  - name: tiny\n"
+         "    path: " +
+         kModels +
+         "/tiny_mlp.pt\n"
+         "    inputs: [{name: x, datatype: FP32, shape: [-1, 16]}]\n"
+         "    outputs: [{name: y, datatype: FP32, shape: [-1, 8]}]\n"
+         "    batching: {max_batch: 8, max_delay_us: 500}\n"
+         "    instances: " +
+         instances +
+         "\n"
+         "    warmup_iterations: 1\n" +
+         extra;
+}
+
+// A request body and the outputs direct libtorch computes for it.
+struct Sample {
+  std::string body;
+  std::vector<float> expected;
+};
+
+std::vector<Sample> MakeSamples(int n) {
+  runtime::ModelRunnerOptions o;
+  o.model_path = kModels + "/tiny_mlp.pt";
+  o.threads = 1;
+  auto runner = runtime::ModelRunner::Create(o);
+  EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<Sample> samples;
+  for (int i = 0; i < n; ++i) {
+    const int64_t rows = 1 + i % 3;
+    std::vector<float> x(rows * 16);
+    for (float& f : x) f = normal(rng);
+    std::string data = "[";
+    char buf[32];
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (k) data += ',';
+      data.append(buf, std::to_chars(buf, buf + sizeof(buf), x[k]).ptr);
+    }
+    data += "]";
+    Sample s;
+    s.body = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" +
+             std::to_string(rows) + ",16],\"data\":" + data + "}]}";
+    runtime::RawTensor in;
+    in.datatype = DataType::kFp32;
+    in.shape = {rows, 16};
+    in.data = x.data();
+    in.byte_size = x.size() * 4;
+    std::vector<uint8_t> buffer(1 << 16);
+    std::vector<runtime::RawTensor> out;
+    EXPECT_TRUE((*runner)->Run({in}, buffer.data(), buffer.size(), &out).ok());
+    const float* y = static_cast<const float*>(out[0].data);
+    s.expected.assign(y, y + out[0].byte_size / 4);
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+bool Matches(const std::string& body, const std::vector<float>& expected) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(body).get(doc) != simdjson::SUCCESS) return false;
+  std::vector<double> got;
+  for (simdjson::dom::element v : doc["outputs"].at(0)["data"].get_array()) got.push_back(double(v));
+  if (got.size() != expected.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(got[i] - expected[i]) > 1e-5) return false;
+  }
+  return true;
+}
+
+// Closed-loop clients that send samples until stopped and count every outcome.
+class Load {
+ public:
+  Load(uint16_t port, const std::vector<Sample>* samples, int clients) {
+    for (int c = 0; c < clients; ++c) {
+      threads_.emplace_back([this, port, samples, c] {
+        HttpClient client("127.0.0.1", port);
+        size_t i = c;
+        while (!stop_.load()) {
+          const Sample& s = (*samples)[i++ % samples->size()];
+          const HttpResult r = client.Post("/v2/models/tiny/infer", s.body);
+          std::lock_guard<std::mutex> lock(mu_);
+          ++answered_;
+          if (r.status == 200) {
+            if (!Matches(r.body, s.expected)) ++wrong_;
+          } else {
+            ++failed_by_code_[r.status];
+          }
+          cv_.notify_all();
+        }
+      });
+    }
+  }
+  ~Load() { Stop(); }
+
+  void Stop() {
+    stop_.store(true);
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  // Blocks until `n` more requests were answered (false after a minute).
+  bool WaitForMore(int64_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t target = answered_ + n;
+    return cv_.wait_for(lock, std::chrono::minutes(1), [&] { return answered_ >= target; });
+  }
+  int64_t answered() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return answered_;
+  }
+  int64_t wrong() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return wrong_;
+  }
+  std::map<int, int64_t> failures() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_by_code_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t answered_ = 0;                // guarded by mu_
+  int64_t wrong_ = 0;                   // guarded by mu_
+  std::map<int, int64_t> failed_by_code_;  // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+struct WorkerView {
+  pid_t pid;
+  std::string cpus;
+  int threads;
+  std::string state;
+};
+
+struct ConfigView {
+  int64_t generation = 0;
+  int64_t batch = 0;
+  std::vector<WorkerView> workers;
+  int64_t estimate = 0;
+};
+
+ConfigView ParseConfig(const std::string& body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(body);
+  ConfigView v;
+  v.generation = int64_t(doc["generation"]);
+  v.batch = int64_t(doc["batch"]);
+  v.estimate = int64_t(doc["estimator"]["estimate"]);
+  for (simdjson::dom::element w : doc["workers"].get_array()) {
+    v.workers.push_back({static_cast<pid_t>(int64_t(w["pid"])),
+                         std::string(std::string_view(w["cpus"])),
+                         static_cast<int>(int64_t(w["threads"])),
+                         std::string(std::string_view(w["state"]))});
+  }
+  return v;
+}
+
+// The runtime cgroups agent `pid` has on this machine's cpuset hierarchy.
+std::vector<std::string> CgroupsOf(pid_t pid) {
+  std::vector<std::string> out;
+  if (!std::filesystem::exists(kCpusetRoot)) return out;
+  const std::string prefix = "packrat." + std::to_string(pid) + ".";
+  for (const auto& e : std::filesystem::directory_iterator(kCpusetRoot)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name != prefix + "agent") out.push_back(name);
+  }
+  return out;
+}
+
+class ReconfigurationTest : public ::testing::Test {
+ protected:
+  void StartAgent(const std::string& config) {
+    agent_ = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, config);
+    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Log();
+    cgroups_ = agent_->Log().find("runtimes get cpuset cgroups") != std::string::npos;
+    management_ = std::make_unique<HttpClient>("127.0.0.1", agent_->management_port());
+  }
+
+  ConfigView GetConfig() {
+    const HttpResult r = management_->Get("/v2/models/tiny/config");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return ParseConfig(r.body);
+  }
+
+  // SIGTERM: exit 0, and no runtime ever started, segment or cgroup is left.
+  void StopAndCheckClean(const std::set<pid_t>& runtimes) {
+    const pid_t pid = agent_->pid();
+    const auto status = agent_->Stop(SIGTERM);
+    ASSERT_TRUE(status.has_value()) << agent_->Log();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Log();
+    for (pid_t r : runtimes) EXPECT_FALSE(testing::ProcessExists(r)) << "runtime " << r;
+    EXPECT_TRUE(testing::SegmentsOf(pid).empty());
+    EXPECT_TRUE(CgroupsOf(pid).empty());
+  }
+
+  std::unique_ptr<AgentProcess> agent_;
+  std::unique_ptr<HttpClient> management_;
+  bool cgroups_ = false;
+};
+
+TEST_F(ReconfigurationTest, TwentyForcedReconfigurationsUnderLoadLoseNothing) {
+  const std::vector<Sample> samples = MakeSamples(48);
+  StartAgent(Config("[{count: 2, threads: 1, batch: 4}]"));
+  const std::string thin = R"({"instances":[{"count":2,"threads":1,"batch":4}]})";
+  const std::string fat = R"({"instances":[{"count":1,"threads":2,"batch":8}]})";
+  std::set<pid_t> all_runtimes;
+  ConfigView before = GetConfig();
+  ASSERT_EQ(before.workers.size(), 2u);
+  for (const auto& w : before.workers) all_runtimes.insert(w.pid);
+
+  Load load(agent_->http_port(), &samples, 4);
+  ASSERT_TRUE(load.WaitForMore(20));
+  for (int k = 0; k < 20; ++k) {
+    const bool to_fat = k % 2 == 0;
+    const HttpResult r = management_->Request("PUT", "/v2/models/tiny/config", to_fat ? fat : thin);
+    ASSERT_EQ(r.status, 200) << r.body << agent_->Log();
+    const ConfigView after = ParseConfig(r.body);
+    EXPECT_EQ(after.generation, before.generation + 1);
+    EXPECT_EQ(after.batch, 8);
+    ASSERT_EQ(after.workers.size(), to_fat ? 1u : 2u) << r.body;
+    std::set<std::string> cpus;
+    for (const auto& w : after.workers) {
+      EXPECT_EQ(w.state, "active");
+      EXPECT_EQ(w.threads, to_fat ? 2 : 1);
+      EXPECT_TRUE(cpus.insert(w.cpus).second) << "two instances of one set share " << w.cpus;
+      all_runtimes.insert(w.pid);
+    }
+    // The old set is gone once the change is answered: its processes and cgroups.
+    for (const auto& w : before.workers) {
+      EXPECT_FALSE(testing::ProcessExists(w.pid)) << "old runtime " << w.pid;
+    }
+    if (cgroups_) {
+      EXPECT_EQ(CgroupsOf(agent_->pid()).size(), after.workers.size());
+    }
+    before = after;
+    ASSERT_TRUE(load.WaitForMore(10)) << "requests stopped flowing after reconfiguration " << k;
+  }
+  load.Stop();
+  EXPECT_GT(load.answered(), 200);
+  EXPECT_TRUE(load.failures().empty()) << "failed requests, e.g. code "
+                                       << load.failures().begin()->first;
+  EXPECT_EQ(load.wrong(), 0);
+  EXPECT_EQ(all_runtimes.size(), 2u + 10 * 1 + 10 * 2);
+  StopAndCheckClean(all_runtimes);
+}
+
+TEST_F(ReconfigurationTest, BadPlanChangesAreClearErrorsAndChangeNothing) {
+  StartAgent(Config("[{count: 1, threads: 1, batch: 4}]"));
+  const ConfigView before = GetConfig();
+  struct Case {
+    std::string target, body;
+    int status;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"tiny", R"({"instances":[{"count":64,"threads":64,"batch":1}]})", 400, "only"},
+      {"tiny", R"({"instances":[{"count":1,"threads":0,"batch":1}]})", 400, "threads"},
+      {"tiny", R"({"instances":[{"count":1,"threads":1}]})", 400, "needs count, threads"},
+      {"tiny", R"({"instances":[]})", 400, "non-empty"},
+      {"tiny", R"({"batch":4})", 400, "static plan"},
+      {"tiny", R"({"adaptive":true})", 400, "instances: auto"},
+      {"tiny", R"({"colour":"red"})", 400, "unknown field"},
+      {"tiny", R"({"instances":)", 400, "not valid JSON"},
+      {"nope", R"({"batch":4})", 404, "unknown model"},
+  };
+  for (const Case& c : cases) {
+    const HttpResult r = management_->Request("PUT", "/v2/models/" + c.target + "/config", c.body);
+    EXPECT_EQ(r.status, c.status) << c.body << " -> " << r.body;
+    EXPECT_NE(r.body.find("\"error\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find(c.error), std::string::npos) << c.body << " -> " << r.body;
+  }
+  EXPECT_EQ(management_->Request("DELETE", "/v2/models/tiny/config").status, 405);
+  const ConfigView after = GetConfig();
+  EXPECT_EQ(after.generation, before.generation);
+  EXPECT_EQ(after.workers[0].pid, before.workers[0].pid);
+  // The data-plane address has no management routes.
+  HttpClient data("127.0.0.1", agent_->http_port());
+  EXPECT_EQ(data.Get("/v2/models/tiny/config").status, 404);
+  StopAndCheckClean({before.workers[0].pid});
+}
+
+TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  // A short estimator window so that the test takes seconds: 10 ms samples, a decision every
+  // 300 ms over the last 10 samples.
+  StartAgent(Config("auto", "    auto_threads: 2\n"
+                            "    reconfiguration: {sample_period_ms: 10, window: 10, "
+                            "timeout_ms: 300}\n"));
+  std::set<pid_t> all_runtimes;
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  // Idle: B falls from max_batch (8) to 1.
+  ASSERT_TRUE(agent_->WaitForLog("reconfiguring (estimator: B 8 -> 1")) << agent_->Log();
+  {
+    // Four closed-loop clients keep about four rows in the system: B rises again.
+    Load load(agent_->http_port(), &samples, 4);
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (estimator: B 1 -> ")) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2));
+    const ConfigView busy = GetConfig();
+    EXPECT_GT(busy.batch, 1);
+    EXPECT_GE(busy.estimate, 2);
+    for (const auto& w : busy.workers) all_runtimes.insert(w.pid);
+    ASSERT_TRUE(load.WaitForMore(50));
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty());
+    EXPECT_EQ(load.wrong(), 0);
+  }
+  // Metrics show the reconfigurations.
+  HttpClient metrics("127.0.0.1", agent_->metrics_port());
+  const std::string page = metrics.Get("/metrics").body;
+  EXPECT_NE(page.find("packrat_reconfigurations_total{model=\"tiny\"} "), std::string::npos);
+  EXPECT_EQ(page.find("packrat_reconfigurations_total{model=\"tiny\"} 0\n"), std::string::npos);
+  EXPECT_NE(page.find("packrat_reconfiguration_duration_seconds_count{model=\"tiny\"}"),
+            std::string::npos);
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+}
+
+TEST_F(ReconfigurationTest, KilledRuntimeIsRetriedAndRestarted) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  StartAgent(Config("[{count: 2, threads: 1, batch: 4}]"));
+  const ConfigView before = GetConfig();
+  ASSERT_EQ(before.workers.size(), 2u);
+  std::set<pid_t> all_runtimes;
+  Load load(agent_->http_port(), &samples, 4);
+  ASSERT_TRUE(load.WaitForMore(50));
+  const pid_t victim = before.workers[0].pid;
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_TRUE(agent_->WaitForLog("restarting dead runtimes")) << agent_->Log();
+  ASSERT_TRUE(agent_->WaitForLog("drained", std::chrono::seconds(60))) << agent_->Log();
+  ASSERT_TRUE(load.WaitForMore(50));
+  load.Stop();
+  // Every request got an answer: right, or 503 for rows that could not be retried.
+  EXPECT_EQ(load.wrong(), 0);
+  for (const auto& [code, n] : load.failures()) EXPECT_EQ(code, 503) << n << " answered " << code;
+  const ConfigView after = GetConfig();
+  ASSERT_EQ(after.workers.size(), 2u);
+  for (const auto& w : after.workers) {
+    EXPECT_EQ(w.state, "active");
+    EXPECT_NE(w.pid, victim);
+    all_runtimes.insert(w.pid);
+  }
+  EXPECT_EQ(after.generation, before.generation + 1);
+  HttpClient metrics("127.0.0.1", agent_->metrics_port());
+  EXPECT_NE(metrics.Get("/metrics").body.find("packrat_runtime_restarts_total{model=\"tiny\"} 1\n"),
+            std::string::npos);
+  for (const auto& w : before.workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+}
+
+}  // namespace
+}  // namespace packrat
