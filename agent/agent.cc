@@ -78,6 +78,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   http.max_body_bytes = config.server.max_body_bytes;
   http.max_header_bytes = config.server.max_header_bytes;
   http.idle_timeout = std::chrono::seconds(config.server.idle_timeout_s);
+  http.read_timeout = std::chrono::seconds(config.server.read_timeout_s);
+  http.max_connections = config.server.max_connections;
   http.unix_socket = config.server.unix_socket;
   ASSIGN_OR_RETURN(agent->http_, HttpServer::Create(http, &agent->handler_));
   HttpServerOptions management = http;

@@ -12,6 +12,7 @@ Status BatchAggregator::Enqueue(std::shared_ptr<InferenceRequest> request) {
                              " rows waiting)");
   }
   queued_rows_ += request->rows();
+  if (request->deadline()) ++with_deadline_;
   queue_.push_back(std::move(request));
   return Status::Ok();
 }
@@ -19,6 +20,32 @@ Status BatchAggregator::Enqueue(std::shared_ptr<InferenceRequest> request) {
 std::optional<SteadyTime> BatchAggregator::NextDeadline() const {
   if (queue_.empty()) return std::nullopt;
   return queue_.front()->arrival() + options_.max_delay;
+}
+
+std::optional<SteadyTime> BatchAggregator::NextExpiry() const {
+  std::optional<SteadyTime> earliest;
+  if (with_deadline_ == 0) return earliest;
+  for (const auto& r : queue_) {
+    if (r->deadline() && (!earliest || *r->deadline() < *earliest)) earliest = r->deadline();
+  }
+  return earliest;
+}
+
+std::vector<std::shared_ptr<InferenceRequest>> BatchAggregator::TakeExpired(SteadyTime now) {
+  std::vector<std::shared_ptr<InferenceRequest>> expired;
+  if (with_deadline_ == 0) return expired;
+  std::deque<std::shared_ptr<InferenceRequest>> keep;
+  for (auto& r : queue_) {
+    if (r->deadline() && *r->deadline() <= now) {
+      queued_rows_ -= r->rows();
+      --with_deadline_;
+      expired.push_back(std::move(r));
+    } else {
+      keep.push_back(std::move(r));
+    }
+  }
+  queue_.swap(keep);
+  return expired;
 }
 
 std::optional<Batch> BatchAggregator::Poll(SteadyTime now) {
@@ -35,6 +62,7 @@ std::optional<Batch> BatchAggregator::Poll(SteadyTime now) {
     }
     batch.rows += next->rows();
     queued_rows_ -= next->rows();
+    if (next->deadline()) --with_deadline_;
     batch.requests.push_back(next);
     queue_.pop_front();
   }
@@ -45,6 +73,7 @@ std::vector<std::shared_ptr<InferenceRequest>> BatchAggregator::TakeAll() {
   std::vector<std::shared_ptr<InferenceRequest>> all(queue_.begin(), queue_.end());
   queue_.clear();
   queued_rows_ = 0;
+  with_deadline_ = 0;
   return all;
 }
 

@@ -45,6 +45,10 @@ class BatchAggregator {
 
   // When the front request's max_delay expires; nullopt when the queue is empty.
   std::optional<SteadyTime> NextDeadline() const;
+  // The earliest request deadline (InferenceRequest::deadline) in the queue, if any.
+  std::optional<SteadyTime> NextExpiry() const;
+  // Removes and returns the queued requests whose deadline is at or before `now`, in order.
+  std::vector<std::shared_ptr<InferenceRequest>> TakeExpired(SteadyTime now);
 
   // Removes and returns every queued request (shutdown).
   std::vector<std::shared_ptr<InferenceRequest>> TakeAll();
@@ -59,6 +63,7 @@ class BatchAggregator {
   Options options_;
   std::deque<std::shared_ptr<InferenceRequest>> queue_;
   int64_t queued_rows_ = 0;
+  size_t with_deadline_ = 0;  // queued requests that have a deadline
   uint64_t next_batch_id_ = 1;
 };
 

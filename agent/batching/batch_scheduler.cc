@@ -75,9 +75,23 @@ int64_t BatchScheduler::queued_rows() const {
 void BatchScheduler::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    if (dispatcher_->HasCapacity()) {
-      const SteadyTime now = draining_ ? SteadyTime::max() : std::chrono::steady_clock::now();
-      if (std::optional<Batch> batch = aggregator_.Poll(now)) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (auto expired = aggregator_.TakeExpired(now); !expired.empty()) {
+      if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
+      lock.unlock();
+      for (auto& r : expired) {
+        r->FailRows(r->rows(), DeadlineExceeded("the request timed out after " +
+                                                std::to_string(std::chrono::duration_cast<
+                                                    std::chrono::milliseconds>(now - r->arrival())
+                                                                   .count()) +
+                                                " ms in the queue"));
+      }
+      lock.lock();
+      continue;
+    }
+    const bool capacity = dispatcher_->HasCapacity();
+    if (capacity) {
+      if (std::optional<Batch> batch = aggregator_.Poll(draining_ ? SteadyTime::max() : now)) {
         lock.unlock();
         {
           std::shared_lock<std::shared_mutex> dispatching(dispatch_mu_);
@@ -87,12 +101,17 @@ void BatchScheduler::Loop() {
         if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
         continue;
       }
-      if (const auto deadline = aggregator_.NextDeadline()) {
-        cv_.wait_until(lock, *deadline);
-        continue;
-      }
     }
-    cv_.wait(lock);
+    // Sleep until a request expires, or (with capacity) the front batch is due.
+    std::optional<SteadyTime> wake = aggregator_.NextExpiry();
+    if (capacity) {
+      if (const auto due = aggregator_.NextDeadline(); due && (!wake || *due < *wake)) wake = due;
+    }
+    if (wake) {
+      cv_.wait_until(lock, *wake);
+    } else {
+      cv_.wait(lock);
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "agent/kserve/kserve_codec.h"
@@ -31,6 +32,10 @@ class InferenceRequest {
   const DecodedRequest& decoded() const { return decoded_; }
   int64_t rows() const { return decoded_.rows; }
   SteadyTime arrival() const { return arrival_; }
+  // When the request expires if still queued (it is then answered 504 and never executed);
+  // nullopt = no timeout. Set before the request is shared.
+  std::optional<SteadyTime> deadline() const { return deadline_; }
+  void set_deadline(SteadyTime deadline) { deadline_ = deadline; }
 
   // True if both requests' inputs have equal non-batch dims, so their rows can share a batch.
   bool CompatibleWith(const InferenceRequest& other) const;
@@ -52,6 +57,7 @@ class InferenceRequest {
   const DecodedRequest decoded_;
   const Callback done_;
   const SteadyTime arrival_;
+  std::optional<SteadyTime> deadline_;
   std::atomic<int64_t> rows_pending_;
   std::mutex mu_;
   std::vector<Tensor> outputs_;  // guarded by mu_ until rows_pending_ reaches 0

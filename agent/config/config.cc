@@ -98,7 +98,8 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
       r.CheckKeys(node, "server",
                   {"http", "management", "metrics", "io_threads", "max_body_bytes",
                    "max_header_bytes", "idle_timeout_s", "runtime_path", "shutdown_timeout_s",
-                   "profile_dir", "drain_delay_s", "unix_socket", "cgroups"}));
+                   "profile_dir", "drain_delay_s", "unix_socket", "cgroups", "read_timeout_s",
+                   "max_connections"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));
@@ -128,6 +129,14 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   if (node["drain_delay_s"]) {
     RETURN_IF_ERROR(
         r.GetIntAs(node["drain_delay_s"], "server.drain_delay_s", 0, 3600, &s->drain_delay_s));
+  }
+  if (node["read_timeout_s"]) {
+    RETURN_IF_ERROR(
+        r.GetIntAs(node["read_timeout_s"], "server.read_timeout_s", 1, 86400, &s->read_timeout_s));
+  }
+  if (node["max_connections"]) {
+    RETURN_IF_ERROR(r.GetInt(node["max_connections"], "server.max_connections", 1, 1 << 20,
+                             &s->max_connections));
   }
   if (node["cgroups"]) RETURN_IF_ERROR(r.Get(node["cgroups"], "server.cgroups", &s->cgroups));
   if (node["runtime_path"]) {
@@ -217,7 +226,12 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node b = node["batching"]) {
     const std::string k = key + ".batching";
     RETURN_IF_ERROR(
-        r.CheckKeys(b, k, {"max_batch", "max_delay_us", "max_inflight_batches", "max_queue_rows"}));
+        r.CheckKeys(b, k, {"max_batch", "max_delay_us", "max_inflight_batches", "max_queue_rows",
+                           "timeout_ms"}));
+    if (b["timeout_ms"]) {
+      RETURN_IF_ERROR(
+          r.GetInt(b["timeout_ms"], k + ".timeout_ms", 0, 86'400'000, &m->batching.timeout_ms));
+    }
     if (b["max_batch"]) {
       RETURN_IF_ERROR(
           r.GetInt(b["max_batch"], k + ".max_batch", 0, 1 << 20, &m->batching.max_batch));
@@ -276,7 +290,11 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     ReconfigurationConfig& c = m->reconfiguration;
     RETURN_IF_ERROR(r.CheckKeys(rc, k,
                                 {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
-                                 "drain_timeout_s"}));
+                                 "drain_timeout_s", "max_utilization"}));
+    if (rc["max_utilization"]) {
+      RETURN_IF_ERROR(r.GetDouble(rc["max_utilization"], k + ".max_utilization", 0.01, 1,
+                                  &c.max_utilization));
+    }
     if (rc["adaptive"]) RETURN_IF_ERROR(r.Get(rc["adaptive"], k + ".adaptive", &c.adaptive));
     if (rc["alpha"]) RETURN_IF_ERROR(r.GetDouble(rc["alpha"], k + ".alpha", 1e-6, 1, &c.alpha));
     if (rc["window"]) RETURN_IF_ERROR(r.GetInt(rc["window"], k + ".window", 1, 100000, &c.window));

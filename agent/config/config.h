@@ -43,7 +43,10 @@ struct ServerConfig {
   int io_threads = 2;                     // Asio threads serving HTTP
   uint64_t max_body_bytes = 64ull << 20;  // larger bodies are answered 413
   uint64_t max_header_bytes = 16ull << 10;
-  int idle_timeout_s = 60;      // a connection silent this long is closed
+  int idle_timeout_s = 60;      // a connection silent this long is closed (also: a
+                                // request's headers must arrive within it)
+  int read_timeout_s = 30;      // a request's body must arrive within this after its headers
+  int64_t max_connections = 1024;  // connections beyond this get 503 and are closed
   std::string runtime_path;     // packrat-runtime; default: next to packrat-agent
   std::string profile_dir;      // profiles for `instances: auto`; default: the
                                 // "profiles" folder beside the config file
@@ -59,6 +62,9 @@ struct BatchingConfig {
   int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
   int max_inflight_batches = 2;   // batches dispatched but not finished, per model
   int64_t max_queue_rows = 4096;  // rows waiting per model; beyond it requests get 429
+  int64_t timeout_ms = 0;         // a request still queued this long after arrival is
+                                  // answered 504 and never run; 0 = none. A request's own
+                                  // `parameters.timeout` (µs) overrides it
 };
 
 // The batch-size estimator and automatic reconfiguration (packrat-paper §3.8). The estimator
@@ -71,6 +77,10 @@ struct ReconfigurationConfig {
   int64_t sample_period_ms = 100;
   int64_t timeout_ms = 10'000;   // how often the smoothed B is compared with the current one
   int64_t drain_timeout_s = 60;  // an old instance set gets this long to finish its batches
+  // A smaller B is taken only if its plan would run at most this busy at the measured arrival
+  // rate: rows in the system shrink when a better plan serves them, and without this guard
+  // that alone would trigger the step back down. (0, 1]; 1 disables the guard.
+  double max_utilization = 0.8;
 };
 
 struct ModelConfig {

@@ -114,6 +114,9 @@ class HttpServer::Impl {
   const HttpServerOptions& options() const { return options_; }
   HttpHandler* handler() const { return handler_; }
 
+  // Open connections (sessions alive); a session counts itself for its whole life.
+  std::atomic<int64_t>& connections() { return connections_; }
+
   void BeginRequest() {
     std::lock_guard<std::mutex> lock(mu_);
     ++active_;
@@ -187,6 +190,7 @@ class HttpServer::Impl {
   std::mutex mu_;
   std::condition_variable idle_cv_;
   int64_t active_ = 0;  // requests read but not yet answered; guarded by mu_
+  std::atomic<int64_t> connections_{0};
 };
 
 namespace {
@@ -202,13 +206,23 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
   Session(typename Protocol::socket&& socket, HttpServer::Impl* server)
       : stream_(std::move(socket)), server_(server) {
+    server_->connections().fetch_add(1, std::memory_order_relaxed);
     // Beast reads at most the buffer's free capacity (512 bytes when small) per read: without
     // room, a 600 KB tensor body takes ~1,200 reads (5 ms instead of 0.3 ms).
     buffer_.reserve(kReadBufferBytes);
   }
+  ~Session() { server_->connections().fetch_sub(1, std::memory_order_relaxed); }
 
   void Run() {
     net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Read(); });
+  }
+
+  // Answers 503 without reading anything and closes: the server is at max_connections.
+  void RunRejecting() {
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      self->Reject(503, "too many connections (the limit is " +
+                            std::to_string(self->server_->options().max_connections) + ")");
+    });
   }
 
  private:
@@ -216,7 +230,17 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     parser_.emplace();
     parser_->body_limit(server_->options().max_body_bytes);
     parser_->header_limit(static_cast<uint32_t>(server_->options().max_header_bytes));
+    // Headers within the idle timeout (which also bounds keep-alive silence), then the body
+    // within the read timeout: a slow client holds a connection for a bounded time only.
     stream_.expires_after(server_->options().idle_timeout);
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        beast::bind_front_handler(&Session::OnHeader, this->shared_from_this()));
+  }
+
+  void OnHeader(beast::error_code ec, size_t) {
+    if (ec) return OnRead(ec, 0);
+    stream_.expires_after(server_->options().read_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&Session::OnRead, this->shared_from_this()));
   }
@@ -311,7 +335,14 @@ void HttpServer::Impl::Accept(typename Protocol::acceptor& acceptor) {
                               beast::error_code ignored;
                               socket.set_option(tcp::no_delay(true), ignored);
                             }
-                            std::make_shared<Session<Protocol>>(std::move(socket), this)->Run();
+                            auto session =
+                                std::make_shared<Session<Protocol>>(std::move(socket), this);
+                            if (connections_.load(std::memory_order_relaxed) >
+                                options_.max_connections) {
+                              session->RunRejecting();
+                            } else {
+                              session->Run();
+                            }
                           }
                           if (acceptor.is_open()) Accept<Protocol>(acceptor);
                         });

@@ -4,7 +4,9 @@
 //
 // Threading: `threads` Asio threads run all connections; each connection is on its own strand.
 // Failure policy: unparseable requests get 400, oversized bodies 413, oversized headers 431,
-// each with a JSON error, and the connection is closed; other connections are unaffected.
+// each with a JSON error, and the connection is closed; a connection beyond max_connections gets
+// 503 and is closed; a client that sends its headers slower than idle_timeout or its body slower
+// than read_timeout is disconnected. Other connections are unaffected.
 #pragma once
 
 #include <chrono>
@@ -29,7 +31,10 @@ struct HttpServerOptions {
   int threads = 2;
   uint64_t max_body_bytes = 64ull << 20;
   uint64_t max_header_bytes = 16ull << 10;
-  std::chrono::seconds idle_timeout{60};
+  std::chrono::seconds idle_timeout{60};  // waiting for a request's headers (and keep-alive)
+  std::chrono::seconds read_timeout{30};  // a request's body, once its headers have arrived
+  // Open connections beyond this are answered 503 and closed at once.
+  int64_t max_connections = 1024;
   std::string name = "http";  // for logs
 };
 

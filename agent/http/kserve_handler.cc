@@ -261,8 +261,16 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
     }
     finish(std::move(r));
   };
+  // The request's own `parameters.timeout` (µs, as Triton's), else the model's default.
+  std::optional<std::chrono::microseconds> timeout;
+  if (decoded->timeout_us) {
+    timeout = std::chrono::microseconds(*decoded->timeout_us);
+  } else if (const int64_t ms = model->config().batching.timeout_ms; ms > 0) {
+    timeout = std::chrono::milliseconds(ms);
+  }
   auto req =
       std::make_shared<InferenceRequest>(std::move(decoded).value(), std::move(done), received);
+  if (timeout) req->set_deadline(received + *timeout);
   if (Status s = model->Submit(req); !s.ok()) {
     finish(ErrorFor(s));
     return;

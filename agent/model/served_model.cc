@@ -315,7 +315,10 @@ Status ServedModel::Submit(std::shared_ptr<InferenceRequest> request) {
   if (state() != ModelState::kReady) {
     return FailedPrecondition("model '" + config_.name + "' is not ready");
   }
-  return scheduler_->Submit(std::move(request));
+  const int64_t rows = request->rows();
+  RETURN_IF_ERROR(scheduler_->Submit(std::move(request)));
+  rows_arrived_.fetch_add(rows, std::memory_order_relaxed);
+  return Status::Ok();
 }
 
 void ServedModel::Stop(std::chrono::milliseconds drain) {
@@ -568,6 +571,15 @@ void ServedModel::Tick(SteadyTime now) {
     adaptive = adaptive_;
   }
   if (!estimator_.Sample(now, scheduler_->rows_in_system())) return;
+  const int64_t arrived = rows_arrived_.load(std::memory_order_relaxed);
+  if (rate_time_ && now > *rate_time_) {
+    const double rate = static_cast<double>(arrived - rate_rows_) /
+                        std::chrono::duration<double>(now - *rate_time_).count();
+    const double alpha = config_.reconfiguration.alpha;
+    arrival_rate_ = alpha * rate + (1 - alpha) * arrival_rate_;
+  }
+  rate_rows_ = arrived;
+  rate_time_ = now;
   {
     std::lock_guard<std::mutex> lock(mu_);
     estimator_ewma_ = estimator_.ewma();
@@ -595,6 +607,23 @@ void ServedModel::Tick(SteadyTime now) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision << ": "
                          << plan.status().message();
     return;
+  }
+  if (*decision < active->target_rows && plan->latency_ms > 0) {
+    // Profiles are measured in isolation; serving is a roughly constant factor slower
+    // (packrat-paper appendix A). Scale the candidate's prediction by the factor measured for
+    // the serving plan (batch latency as the dispatcher sees it, so conservative).
+    double slowdown = 1;
+    const double measured = measured_batch_seconds_.load(std::memory_order_relaxed);
+    if (active->plan && active->plan->latency_ms > 0 && measured > 0) {
+      slowdown = std::max(1.0, measured * 1e3 / active->plan->latency_ms);
+    }
+    const double capacity = static_cast<double>(*decision) * 1e3 / (plan->latency_ms * slowdown);
+    if (arrival_rate_ > config_.reconfiguration.max_utilization * capacity) {
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
+                        << ": the plan for B=" << *decision << " serves " << capacity
+                        << " rows/s, too few for the " << arrival_rate_ << " rows/s arriving";
+      return;
+    }
   }
   const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
                              std::to_string(*decision) +

@@ -178,6 +178,11 @@ class ServedModel {
   int64_t estimator_estimate_ = 0;  // guarded by mu_
   bool adaptive_ = false;           // guarded by mu_
   uint64_t next_generation_ = 1;    // control thread (and Load) only
+  std::atomic<int64_t> rows_arrived_{0};  // rows accepted by Submit, ever
+  // The arrival rate in rows/s (EWMA per sample, the estimator's α); control thread only.
+  double arrival_rate_ = 0;
+  int64_t rate_rows_ = 0;
+  std::optional<SteadyTime> rate_time_;
   SteadyTime last_restart_{};       // control thread only
 
   std::mutex control_mu_;
