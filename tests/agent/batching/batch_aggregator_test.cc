@@ -249,3 +249,48 @@ TEST_F(BatchAggregatorTest, TakeAllEmptiesTheQueueInOrder) {
 
 }  // namespace
 }  // namespace packrat
+
+namespace packrat {
+namespace {
+
+TEST_F(BatchAggregatorTest, ExpiredRequestsAreTakenOutAnywhereInTheQueue) {
+  auto a = Request(1);
+  auto b = Request(1);
+  auto c = Request(1);
+  b->set_deadline(now_ + 1ms);
+  c->set_deadline(now_ + 5ms);
+  ASSERT_TRUE(aggregator_.Enqueue(a).ok());
+  ASSERT_TRUE(aggregator_.Enqueue(b).ok());
+  ASSERT_TRUE(aggregator_.Enqueue(c).ok());
+  EXPECT_EQ(aggregator_.NextExpiry(), now_ + 1ms);
+  EXPECT_TRUE(aggregator_.TakeExpired(now_).empty());
+  const auto expired = aggregator_.TakeExpired(now_ + 1ms);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0], b);
+  EXPECT_EQ(aggregator_.queued_rows(), 2);
+  EXPECT_EQ(aggregator_.NextExpiry(), now_ + 5ms);
+  // The rest still batch in order.
+  std::optional<Batch> batch = aggregator_.Poll(now_ + kMaxDelay);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(Ids(*batch), (std::vector<int64_t>{0, 2}));
+  EXPECT_FALSE(aggregator_.NextExpiry().has_value()) << "c left in a batch";
+}
+
+TEST_F(BatchAggregatorTest, NoDeadlinesNoExpiry) {
+  ASSERT_TRUE(Enqueue(2).ok());
+  EXPECT_FALSE(aggregator_.NextExpiry().has_value());
+  EXPECT_TRUE(aggregator_.TakeExpired(SteadyTime::max()).empty());
+  EXPECT_EQ(aggregator_.queued_rows(), 2);
+}
+
+TEST_F(BatchAggregatorTest, NewTargetAppliesToTheNextBatch) {
+  ASSERT_TRUE(Enqueue(4).ok());
+  EXPECT_FALSE(aggregator_.Poll(now_).has_value());
+  aggregator_.set_target_rows(4);
+  std::optional<Batch> batch = aggregator_.Poll(now_);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->rows, 4);
+}
+
+}  // namespace
+}  // namespace packrat

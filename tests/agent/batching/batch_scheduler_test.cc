@@ -234,3 +234,43 @@ TEST_F(BatchSchedulerTest, DrainWaitsForCapacityAndBatchDoneWakesTheScheduler) {
 
 }  // namespace
 }  // namespace packrat
+
+namespace packrat {
+namespace {
+
+TEST_F(BatchSchedulerTest, ExpiredQueuedRequestIsDeadlineExceededAndNeverRun) {
+  Start(Mode::kDeferred, {2}, /*max_inflight=*/1, /*target_rows=*/2, kLong);
+  ASSERT_TRUE(Submit(2).ok());  // takes the only capacity until the test runs it
+  ASSERT_TRUE(executors_[0]->WaitForPending(1));
+  auto& s = submitted_.emplace_back(next_id_++, 1);
+  auto late = MakeRequest(s.id, 1, s.completion.get(), std::chrono::steady_clock::now());
+  late->set_deadline(std::chrono::steady_clock::now() + 5ms);
+  ASSERT_TRUE(scheduler_->Submit(late).ok());
+  // The scheduler wakes at the deadline although no capacity frees up.
+  ASSERT_TRUE(s.completion->Wait());
+  EXPECT_EQ(s.completion->status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(scheduler_->queued_rows(), 0);
+  EXPECT_EQ(executors_[0]->RunAll(), 1u);
+  EXPECT_EQ(executors_[0]->rows(), 2) << "the expired request never reached an instance";
+  EXPECT_TRUE(submitted_[0].completion->HasCorrectOutputs(0, 2));
+}
+
+TEST_F(BatchSchedulerTest, SwappedDispatcherGetsTheNextBatches) {
+  Start(Mode::kInline, {2}, /*max_inflight=*/2, /*target_rows=*/2, kLong);
+  ASSERT_TRUE(Submit(2).ok());
+  FakeExecutor other(4, Mode::kInline);
+  auto next = std::make_shared<Dispatcher>(std::vector<InstanceExecutor*>{&other}, 2, [] {});
+  scheduler_->SwapDispatcher(next, 4);
+  ASSERT_TRUE(Submit(2).ok());  // 2 < the new B = 4: waits
+  EXPECT_EQ(other.rows(), 0);
+  ASSERT_TRUE(Submit(2).ok());
+  for (const auto& s : submitted_) ASSERT_TRUE(s.completion->Wait());
+  EXPECT_EQ(executors_[0]->rows(), 2);
+  EXPECT_EQ(other.rows(), 4);
+  EXPECT_EQ(other.slices(), 1u);
+  for (const auto& s : submitted_) EXPECT_TRUE(s.completion->HasCorrectOutputs(s.id, s.rows));
+  scheduler_->Stop();
+}
+
+}  // namespace
+}  // namespace packrat

@@ -1,0 +1,286 @@
+// Faults and overload against the real agent: slow clients, a connection cap, a full queue,
+// expired deadlines and an agent killed with SIGKILL. Every request sent is counted against
+// the answers received, so that none is lost.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/http_client.h"
+
+namespace packrat {
+namespace {
+
+using testing::AgentProcess;
+using testing::HttpClient;
+using testing::HttpResult;
+
+const std::string kModels = PACKRAT_MODELS_DIR;
+
+std::string TinyModel(const std::string& batching, const std::string& instances) {
+  return "models:\n"
+         "  - name: tiny\n"
+         "    path: " +
+         kModels +
+         "/tiny_mlp.pt\n"
+         "    inputs: [{name: x, datatype: FP32, shape: [-1, 16]}]\n"
+         "    outputs: [{name: y, datatype: FP32, shape: [-1, 8]}]\n"
+         "    batching: " +
+         batching + "\n    instances: " + instances + "\n    warmup_iterations: 1\n";
+}
+
+std::string TinyBody(int rows, const std::string& parameters = "") {
+  std::string data = "[";
+  for (int i = 0; i < rows * 16; ++i) data += (i ? ",0.5" : "0.5");
+  data += "]";
+  return "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" + std::to_string(rows) +
+         ",16],\"data\":" + data + "}]" +
+         (parameters.empty() ? "" : ",\"parameters\":" + parameters) + "}";
+}
+
+// A raw TCP connection, for clients that misbehave on purpose.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawConnection() { close(fd_); }
+  bool connected() const { return connected_; }
+  void Send(const std::string& bytes) {
+    [[maybe_unused]] ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  // Reads until the server closes the connection or `timeout`; what arrived, and whether the
+  // connection was closed.
+  std::pair<std::string, bool> ReadUntilClosed(std::chrono::milliseconds timeout) {
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return {got, false};
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return {got, true};
+      got.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// Blocks until process `pid` (not necessarily our child) has exited, or `timeout`.
+bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return !testing::ProcessExists(pid);
+  pollfd p{fd, POLLIN, 0};
+  const int rc = poll(&p, 1, static_cast<int>(timeout.count()));
+  close(fd);
+  return rc == 1;
+}
+
+TEST(HardeningTest, SlowClientsAreDisconnectedAndOthersServed) {
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+                     "idle_timeout_s: 1, read_timeout_s: 1}\n" +
+                         TinyModel("{max_batch: 8}", "[{count: 1, threads: 1, batch: 4}]"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  // Headers that never finish, and a body that never finishes.
+  RawConnection slow_headers(agent.http_port());
+  RawConnection slow_body(agent.http_port());
+  ASSERT_TRUE(slow_headers.connected() && slow_body.connected());
+  slow_headers.Send("POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-");
+  slow_body.Send("POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{");
+  // Meanwhile a normal client is served.
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(client.Post("/v2/models/tiny/infer", TinyBody(1)).status, 200);
+  const auto [h, h_closed] = slow_headers.ReadUntilClosed(std::chrono::seconds(10));
+  EXPECT_TRUE(h_closed) << "a client stuck in its headers is disconnected";
+  const auto [b, b_closed] = slow_body.ReadUntilClosed(std::chrono::seconds(10));
+  EXPECT_TRUE(b_closed) << "a client stuck in its body is disconnected";
+  EXPECT_EQ(client.Post("/v2/models/tiny/infer", TinyBody(2)).status, 200);
+  EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
+}
+
+TEST(HardeningTest, ConnectionsBeyondTheCapGet503) {
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+                     "max_connections: 3}\n" +
+                         TinyModel("{max_batch: 8}", "[{count: 1, threads: 1, batch: 4}]"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<HttpClient>("127.0.0.1", agent.http_port()));
+    ASSERT_EQ(clients.back()->Post("/v2/models/tiny/infer", TinyBody(1)).status, 200);
+  }
+  HttpClient fourth("127.0.0.1", agent.http_port());
+  const HttpResult r = fourth.Post("/v2/models/tiny/infer", TinyBody(1));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("too many connections (the limit is 3)"), std::string::npos) << r.body;
+  for (auto& c : clients) EXPECT_EQ(c->Post("/v2/models/tiny/infer", TinyBody(1)).status, 200);
+  EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
+}
+
+TEST(HardeningTest, OverloadBeyondTheQueueIs429AndNothingIsLost) {
+  // A tiny queue (8 rows) and a batch delay that keeps rows queued: a burst overflows it.
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n" +
+                         TinyModel("{max_batch: 8, max_queue_rows: 8, max_delay_us: 200000, "
+                                   "max_inflight_batches: 1}",
+                                   "[{count: 1, threads: 1, batch: 64}]"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  constexpr int kClients = 24;
+  std::mutex mu;
+  std::map<int, int> codes;
+  bool retry_after = true;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&] {
+      HttpClient client("127.0.0.1", agent.http_port());
+      const HttpResult r = client.Post("/v2/models/tiny/infer", TinyBody(1));
+      std::lock_guard<std::mutex> lock(mu);
+      ++codes[r.status];
+      if (r.status == 429) {
+        retry_after = retry_after && r.headers.count("retry-after") == 1 &&
+                      r.body.find("queue is full") != std::string::npos;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int answered = 0;
+  for (const auto& [code, n] : codes) answered += n;
+  EXPECT_EQ(answered, kClients);
+  EXPECT_EQ(codes[200] + codes[429], kClients) << "only 200 and 429";
+  EXPECT_GE(codes[429], 1) << "24 rows into a queue of 8";
+  EXPECT_GE(codes[200], 8);
+  EXPECT_TRUE(retry_after);
+  EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
+}
+
+TEST(HardeningTest, RequestsThatExpireInTheQueueAre504AndNeverRun) {
+  // One instance, one batch in flight: a long ResNet-18 batch holds it while short-deadline
+  // requests wait behind it.
+  AgentProcess agent(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+      "models:\n"
+      "  - name: cnn\n"
+      "    path: " +
+          kModels +
+          "/resnet18.pt\n"
+          "    inputs: [{name: x, datatype: FP32, shape: [-1, 3, 224, 224]}]\n"
+          "    outputs: [{name: y, datatype: FP32, shape: [-1, 1000]}]\n"
+          "    batching: {max_batch: 8, max_delay_us: 0, max_inflight_batches: 1, "
+          "timeout_ms: 30000}\n"
+          "    instances: [{count: 1, threads: 1, batch: 8}]\n"
+          "    warmup_iterations: 1\n");
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  auto image_body = [](int rows, const std::string& params) {
+    std::string data = "[";
+    for (int i = 0; i < rows * 3 * 224 * 224; ++i) data += (i ? ",0" : "0");
+    data += "]";
+    return "{\"id\":\"" + std::string(params.empty() ? "big" : "small") +
+           "\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" +
+           std::to_string(rows) + ",3,224,224],\"data\":" + data + "}]" +
+           (params.empty() ? "" : ",\"parameters\":" + params) + "}";
+  };
+  const std::string big = image_body(8, "");
+  const std::string small = image_body(1, "{\"timeout\":20000}");  // 20 ms, in µs
+  std::atomic<int> big_status{0};
+  std::thread big_client([&] {
+    HttpClient client("127.0.0.1", agent.http_port());
+    big_status = client.Post("/v2/models/cnn/infer", big).status;
+  });
+  ASSERT_TRUE(agent.WaitForLog("queued request 'big'")) << agent.Log();
+  constexpr int kSmall = 6;
+  std::vector<int> small_status(kSmall);
+  std::vector<std::thread> smalls;
+  for (int i = 0; i < kSmall; ++i) {
+    smalls.emplace_back([&, i] {
+      HttpClient client("127.0.0.1", agent.http_port());
+      const HttpResult r = client.Post("/v2/models/cnn/infer", small);
+      small_status[i] = r.status;
+      if (r.status == 504) {
+        EXPECT_NE(r.body.find("timed out after"), std::string::npos) << r.body;
+      }
+    });
+  }
+  for (auto& t : smalls) t.join();
+  big_client.join();
+  EXPECT_EQ(big_status.load(), 200);
+  for (int s : small_status) EXPECT_EQ(s, 504);
+  // The runtime computed the big batch and nothing else.
+  const std::string log = agent.Log();
+  EXPECT_NE(log.find("batch of 8 row(s) computed"), std::string::npos);
+  EXPECT_EQ(log.find("batch of 1 row(s) computed"), std::string::npos) << log;
+  EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
+}
+
+TEST(HardeningTest, AgentKilledWithSigkillLeavesNothingAfterTheNextStart) {
+  const std::string config =
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n" +
+      TinyModel("{max_batch: 8}", "[{count: 2, threads: 1, batch: 4}]");
+  auto first = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, config);
+  ASSERT_TRUE(first->WaitUntilServing()) << first->Log();
+  const pid_t dead_agent = first->pid();
+  const std::vector<pid_t> runtimes = first->RuntimePids();
+  ASSERT_EQ(runtimes.size(), 2u);
+  const bool cgroups = first->Log().find("runtimes get cpuset cgroups") != std::string::npos;
+  ASSERT_FALSE(testing::SegmentsOf(dead_agent).empty());
+  first->Stop(SIGKILL);
+  // The runtimes follow their agent (PR_SET_PDEATHSIG).
+  for (pid_t r : runtimes) EXPECT_TRUE(WaitForExit(r, std::chrono::seconds(30))) << r;
+  // What a killed agent leaves: its segments, and its runtimes' cgroups.
+  EXPECT_FALSE(testing::SegmentsOf(dead_agent).empty());
+  auto cgroups_of = [](pid_t pid) {
+    int n = 0;
+    const std::string prefix = "packrat." + std::to_string(pid) + ".";
+    if (!std::filesystem::exists("/sys/fs/cgroup/cpuset")) return n;
+    for (const auto& e : std::filesystem::directory_iterator("/sys/fs/cgroup/cpuset")) {
+      if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+    }
+    return n;
+  };
+  if (cgroups) {
+    EXPECT_EQ(cgroups_of(dead_agent), 2);
+  }
+
+  AgentProcess second(PACKRAT_AGENT_PATH, config);
+  ASSERT_TRUE(second.WaitUntilServing()) << second.Log();
+  EXPECT_TRUE(testing::SegmentsOf(dead_agent).empty());
+  EXPECT_NE(second.Log().find("removed stale shared-memory segment packrat." +
+                              std::to_string(dead_agent)),
+            std::string::npos);
+  if (cgroups) {
+    EXPECT_EQ(cgroups_of(dead_agent), 0);
+    EXPECT_NE(second.Log().find("removed stale cgroup"), std::string::npos);
+  }
+  HttpClient client("127.0.0.1", second.http_port());
+  EXPECT_EQ(client.Post("/v2/models/tiny/infer", TinyBody(3)).status, 200);
+  EXPECT_EQ(second.Stop(SIGTERM).value_or(-1), 0);
+}
+
+}  // namespace
+}  // namespace packrat
