@@ -61,7 +61,17 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   } else {
     PACKRAT_LOG(WARNING) << "runtimes are pinned with " << agent->cpusets_->describe();
   }
-  for (const ModelConfig& m : config.models) {
+  const CpuFeatures cpu = ReadCpuFeatures();
+  for (ModelConfig m : config.models) {
+    m.kernel = ResolveKernelSettings(m.optimize, cpu, m.inputs);
+    if (!m.kernel.is_default()) {
+      PACKRAT_LOG(INFO) << "model '" << m.name << "': kernel settings " << m.kernel.Key()
+                        << " (cpu bf16: " << (cpu.bf16() ? "yes" : "no") << ")";
+    }
+    if (m.kernel.precision == Precision::kBf16 && !cpu.bf16()) {
+      PACKRAT_LOG(WARNING) << "model '" << m.name << "': bf16 on a CPU without AVX-512-BF16 or "
+                           << "AMX is emulated and slow";
+    }
     ServedModelOptions options;
     options.runtime_path = agent->options_.runtime_path;
     options.profile_dir = config.server.profile_dir;

@@ -31,20 +31,58 @@ struct InputSpec {
   std::vector<int64_t> row_shape;
 };
 
+// How the model is optimised at load (applied to the user's FP32 TorchScript file as is).
+struct Optimization {
+  bool bf16 = false;           // weights and floating-point inputs in bfloat16
+  bool channels_last = false;  // 4-D weights and inputs in NHWC
+  bool freeze = false;         // torch::jit::freeze + optimize_for_inference
+  bool any() const { return bf16 || channels_last || freeze; }
+  std::string Key() const;     // "fp32", "bf16+cl+frozen" (as the agent's KernelSettings)
+};
+
+// Compares the optimised model with the FP32 original on `samples` seeded random inputs at
+// load (floats ~ N(0,1), integers in [0, 100)).
+struct AccuracyGuard {
+  int samples = 0;  // 0 = no check
+  double max_rel_error = 0.05;      // max |opt − fp32| / max |fp32|, over every output
+  double min_top1_agreement = 0.9;  // for 2-D floating outputs with > 1 column
+  bool strict = false;              // beyond tolerance: Create() fails; else FP32 is used
+};
+
+// What Create() loaded, for the agent (one line in the segment) and the logs.
+struct LoadReport {
+  std::string kernel = "fp32";  // the settings in effect (FP32 after a fallback)
+  bool checked = false;         // the guard ran
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  double top1_agreement = -1;   // < 0: no classifier-like output
+  bool fallback = false;        // the optimised model was beyond tolerance: serving FP32
+  // "kernel=bf16+cl checked=1 max_abs_error=… max_rel_error=… top1_agreement=… fallback=0"
+  std::string ToString() const;
+};
+
 struct ModelRunnerOptions {
   std::string model_path;
   int threads = 1;  // intra-op threads
   // Declared output datatypes, in output order; outputs of another type are converted.
   // kInvalid (or a shorter list) keeps the model's own type.
   std::vector<DataType> output_types;
+  Optimization optimization;
+  AccuracyGuard guard;
+  std::vector<InputSpec> inputs;  // declared inputs: needed by the guard (random samples)
 };
 
 class ModelRunner {
  public:
   // Loads the TorchScript file in eval + inference mode. Errors: kNotFound (no file),
   // kInvalidArgument (not a TorchScript module), kInternal (any other libtorch failure).
+  // With an optimisation, the guard (if samples > 0 and inputs are declared) runs before
+  // Create returns: beyond tolerance it fails with kFailedPrecondition when strict, or keeps the
+  // FP32 module (report().fallback) with a warning in the log.
   static StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelRunnerOptions& options);
   ~ModelRunner();
+
+  const LoadReport& report() const;
 
   // Runs forward() on `inputs`, which are wrapped without copying. Writes each output,
   // contiguous and 64-byte aligned, into [out, out + out_capacity) and describes it in

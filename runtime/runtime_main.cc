@@ -5,6 +5,9 @@
 //   packrat-runtime --segment NAME --model PATH --threads T [--cores 0,1] [--agent-pid PID]
 //                   [--input FP32:3,224,224]... [--output-type FP32]... [--warmup-batch 4]...
 //                   [--warmup-iterations 3] [--name demo/0]
+//                   [--precision bf16] [--memory-format channels_last] [--freeze]
+//                   [--accuracy-samples 8] [--accuracy-max-rel-error 0.05]
+//                   [--accuracy-min-top1 0.9] [--accuracy-strict]
 //
 // Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
 #include <malloc.h>
@@ -38,6 +41,8 @@ struct Flags {
   std::vector<DataType> output_types;
   std::vector<int64_t> warmup_batches;
   int warmup_iterations = 3;
+  Optimization optimization;
+  AccuracyGuard guard;
 };
 
 StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
@@ -60,6 +65,14 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--freeze") {  // the flags without a value
+      f.optimization.freeze = true;
+      continue;
+    }
+    if (flag == "--accuracy-strict") {
+      f.guard.strict = true;
+      continue;
+    }
     if (i + 1 >= argc) return InvalidArgument("flag " + flag + " needs a value");
     const std::string value = argv[++i];
     if (flag == "--segment") {
@@ -92,6 +105,20 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.warmup_batches.push_back(std::atoll(value.c_str()));
     } else if (flag == "--warmup-iterations") {
       f.warmup_iterations = std::atoi(value.c_str());
+    } else if (flag == "--precision") {
+      if (value != "bf16" && value != "fp32") return InvalidArgument("bad --precision " + value);
+      f.optimization.bf16 = value == "bf16";
+    } else if (flag == "--memory-format") {
+      if (value != "channels_last" && value != "contiguous") {
+        return InvalidArgument("bad --memory-format " + value);
+      }
+      f.optimization.channels_last = value == "channels_last";
+    } else if (flag == "--accuracy-samples") {
+      f.guard.samples = std::atoi(value.c_str());
+    } else if (flag == "--accuracy-max-rel-error") {
+      f.guard.max_rel_error = std::atof(value.c_str());
+    } else if (flag == "--accuracy-min-top1") {
+      f.guard.min_top1_agreement = std::atof(value.c_str());
     } else {
       return InvalidArgument("unknown flag " + flag);
     }
@@ -160,9 +187,13 @@ int Main(int argc, char** argv) {
   options.model_path = flags.model;
   options.threads = flags.threads;
   options.output_types = flags.output_types;
+  options.optimization = flags.optimization;
+  options.guard = flags.guard;
+  options.inputs = flags.inputs;
   auto runner_or = ModelRunner::Create(options);
   if (!runner_or.ok()) return fail(runner_or.status());
   std::unique_ptr<ModelRunner> runner = std::move(runner_or).value();
+  segment->SetInfo(runner->report().ToString());
   if (!flags.inputs.empty() && !flags.warmup_batches.empty()) {
     if (Status s = runner->Warmup(flags.inputs, flags.warmup_batches, flags.warmup_iterations);
         !s.ok()) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "runtime/batch_message.h"
 
 namespace packrat::runtime {
 
@@ -36,36 +37,9 @@ Status Worker::Run() {
 }
 
 Status Worker::Unpack(const shm::BatchMessage& msg, std::vector<RawTensor>* inputs) const {
-  if (msg.slot >= segment_->num_slots()) return InvalidArgument("slot out of range");
-  if (msg.num_tensors > static_cast<uint32_t>(shm::kMaxTensors)) {
-    return InvalidArgument("too many tensors");
-  }
-  uint8_t* slab = segment_->input_slab(msg.slot);
-  const uint64_t capacity = segment_->input_capacity();
-  inputs->resize(msg.num_tensors);
-  for (uint32_t i = 0; i < msg.num_tensors; ++i) {
-    const shm::TensorDesc& d = msg.tensors[i];
-    if (d.ndim == 0 || d.ndim > shm::kMaxDims) return InvalidArgument("bad tensor rank");
-    const size_t elem = DataTypeSize(static_cast<DataType>(d.datatype));
-    if (elem == 0) return InvalidArgument("bad tensor datatype");
-    uint64_t count = 1;
-    for (int k = 0; k < d.ndim; ++k) {
-      if (d.shape[k] < 0 ||
-          (d.shape[k] > 0 && count > capacity / static_cast<uint64_t>(d.shape[k]))) {
-        return InvalidArgument("bad tensor shape");
-      }
-      count *= static_cast<uint64_t>(d.shape[k]);
-    }
-    if (count * elem != d.byte_size || d.offset > capacity || d.byte_size > capacity - d.offset) {
-      return InvalidArgument("tensor does not fit the input slab");
-    }
-    RawTensor& t = (*inputs)[i];
-    t.datatype = static_cast<DataType>(d.datatype);
-    t.shape.assign(d.shape, d.shape + d.ndim);
-    t.data = slab + d.offset;
-    t.byte_size = d.byte_size;
-  }
-  return Status::Ok();
+  return UnpackBatchMessage(
+      msg, segment_->num_slots(), segment_->input_capacity(),
+      [this](uint32_t slot) { return segment_->input_slab(slot); }, inputs);
 }
 
 void Worker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done) {

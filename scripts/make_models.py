@@ -96,6 +96,9 @@ def main():
         ("two_head.pt", TwoHead(), (torch.randn(2, 8), torch.randint(0, 100, (2, 4)))),
         ("small_cnn.pt", SmallCnn(), (torch.randn(2, 3, 32, 32),)),
         ("resnet18.pt", torchvision.models.resnet18(), (torch.randn(1, 3, 224, 224),)),
+        # a small transformer encoder (2 layers, hidden 96) for the kernel-optimisation tests
+        ("tiny_bert.pt", BertLike(layers=2, vocab=1000, seq=16, hidden=96),
+         (torch.randint(0, 100, (2, 16)),)),
     ]
     if args.bench:
         jobs.append(("resnet50.pt", torchvision.models.resnet50(), (torch.randn(1, 3, 224, 224),)))

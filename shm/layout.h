@@ -16,7 +16,7 @@
 namespace packrat::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x3154415252434150ull;  // "PACRRAT1", little endian
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: SegmentHeader::info
 inline constexpr int kMaxTensors = 8;
 inline constexpr int kMaxDims = 8;
 inline constexpr size_t kErrorTextSize = 512;
@@ -98,6 +98,8 @@ struct alignas(kAlign) SegmentHeader {
   std::atomic<uint32_t> state;  // RuntimeState; also a futex word, woken on every change
   uint32_t reserved;
   char error[kErrorTextSize];  // written by the runtime before state becomes kFailed
+  char info[kErrorTextSize];   // written by the runtime before state becomes kReady: what it
+                               // loaded (kernel settings, accuracy guard), one line
 };
 
 static_assert(std::is_trivially_copyable_v<TensorDesc>);

@@ -83,6 +83,7 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     header->runtime_pid.store(0, std::memory_order_relaxed);
     header->state.store(static_cast<uint32_t>(RuntimeState::kStarting), std::memory_order_relaxed);
     header->error[0] = '\0';
+    header->info[0] = '\0';
     auto requests = SpscRing<BatchMessage>::Initialize(base + req_off, options.ring_capacity);
     auto completions =
         SpscRing<CompletionMessage>::Initialize(base + comp_off, options.ring_capacity);
@@ -103,8 +104,22 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
     return NotFound("cannot open shared memory segment '" + name + "': " + e.what());
   }
   const size_t size = region->get_size();
-  if (size < sizeof(SegmentHeader)) return InvalidArgument("segment smaller than its header");
+  RETURN_IF_ERROR(ValidateMapping(region->get_address(), size));
   auto* header = static_cast<SegmentHeader*>(region->get_address());
+  char* base = static_cast<char*>(region->get_address());
+  ASSIGN_OR_RETURN(auto requests, SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
+                                                                 header->completion_ring_offset -
+                                                                     header->request_ring_offset));
+  ASSIGN_OR_RETURN(auto completions, SpscRing<CompletionMessage>::Attach(
+                                         base + header->completion_ring_offset,
+                                         header->slots_offset - header->completion_ring_offset));
+  return std::unique_ptr<Segment>(
+      new Segment(name, std::move(region), /*owner=*/false, requests, completions));
+}
+
+Status Segment::ValidateMapping(void* base_address, size_t size) {
+  if (size < sizeof(SegmentHeader)) return InvalidArgument("segment smaller than its header");
+  auto* header = static_cast<SegmentHeader*>(base_address);
   if (header->magic != kSegmentMagic) return InvalidArgument("segment has a bad magic number");
   if (header->version != kLayoutVersion) {
     return InvalidArgument("segment layout version " + std::to_string(header->version) +
@@ -119,19 +134,25 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
   if (header->slot_input_bytes > size || header->slot_output_bytes > size ||
       header->slots_offset > size || slot_bytes > size ||
       (slot_bytes != 0 && header->num_slots > (size - header->slots_offset) / slot_bytes) ||
+      header->request_ring_offset < sizeof(SegmentHeader) ||
       header->request_ring_offset >= header->completion_ring_offset ||
       header->completion_ring_offset >= header->slots_offset) {
     return InvalidArgument("segment regions exceed its size");
   }
-  char* base = static_cast<char*>(region->get_address());
-  ASSIGN_OR_RETURN(auto requests, SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
-                                                                 header->completion_ring_offset -
-                                                                     header->request_ring_offset));
-  ASSIGN_OR_RETURN(auto completions, SpscRing<CompletionMessage>::Attach(
-                                         base + header->completion_ring_offset,
-                                         header->slots_offset - header->completion_ring_offset));
-  return std::unique_ptr<Segment>(
-      new Segment(name, std::move(region), /*owner=*/false, requests, completions));
+  if (header->request_ring_offset % kAlign != 0 || header->completion_ring_offset % kAlign != 0 ||
+      header->slots_offset % kAlign != 0) {
+    return InvalidArgument("segment regions are not aligned");
+  }
+  char* base = static_cast<char*>(base_address);
+  RETURN_IF_ERROR(SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
+                                                 header->completion_ring_offset -
+                                                     header->request_ring_offset)
+                      .status());
+  RETURN_IF_ERROR(SpscRing<CompletionMessage>::Attach(
+                      base + header->completion_ring_offset,
+                      header->slots_offset - header->completion_ring_offset)
+                      .status());
+  return Status::Ok();
 }
 
 Status Segment::Remove(const std::string& name) {
@@ -181,6 +202,16 @@ void Segment::Fail(const std::string& message) {
   std::memcpy(header_->error, message.data(), n);
   header_->error[n] = '\0';
   SetState(RuntimeState::kFailed);
+}
+
+void Segment::SetInfo(const std::string& text) {
+  const size_t n = std::min(text.size(), kErrorTextSize - 1);
+  std::memcpy(header_->info, text.data(), n);
+  header_->info[n] = '\0';
+}
+
+std::string Segment::InfoText() const {
+  return std::string(header_->info, strnlen(header_->info, kErrorTextSize));
 }
 
 std::string Segment::ErrorText() const {

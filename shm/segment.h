@@ -38,8 +38,12 @@ class Segment {
   // Creates, sizes and initialises a new segment; fails if the name exists.
   static StatusOr<std::unique_ptr<Segment>> Create(const std::string& name,
                                                    const SegmentOptions& options);
-  // Opens an existing segment and validates magic, version and every offset against its size.
+  // Opens an existing segment and validates it (ValidateMapping).
   static StatusOr<std::unique_ptr<Segment>> Open(const std::string& name);
+  // Checks that the `size` bytes at `base` (64-byte aligned) hold a segment this code can use:
+  // magic, version, size, slot count, every region inside the mapping and both ring headers.
+  // Reads only; never trusts a field before checking it (the fuzzed parser of the runtime).
+  static Status ValidateMapping(void* base, size_t size);
   // Removes a segment name; OK if it does not exist.
   static Status Remove(const std::string& name);
   // Removes the segments of agents that are no longer running; returns the names removed.
@@ -68,6 +72,9 @@ class Segment {
   // Records `message` and moves to kFailed (runtime side).
   void Fail(const std::string& message);
   std::string ErrorText() const;
+  // The runtime's one-line load report (runtime side writes it before SetState(kReady)).
+  void SetInfo(const std::string& text);
+  std::string InfoText() const;
 
  private:
   Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region, bool owner,

@@ -87,6 +87,8 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
 
   ProfilerOptions options;
   options.model = *model;
+  options.model.kernel = ResolveKernelSettings(model->optimize, ReadCpuFeatures(), model->inputs);
+  err << "kernel settings: " << options.model.kernel.Key() << "\n";
   options.cores = AffinityCpus();
   options.runtime_path =
       flags->Get("runtime") ? std::string(*flags->Get("runtime")) : DefaultRuntime();
@@ -119,7 +121,7 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
   }
 
   const std::string path(*flags->Get("out"));
-  auto key = ComputeProfileKey(model->path, options.runtime_path);
+  auto key = ComputeProfileKey(model->path, options.runtime_path, options.model.kernel.Key());
   if (!key.ok()) {
     err << "error: " << key.status().message() << "\n";
     return kExitError;

@@ -202,7 +202,7 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   RETURN_IF_ERROR(r.CheckKeys(node, key,
                               {"name", "path", "inputs", "outputs", "batching", "instances",
                                "warmup_iterations", "startup_timeout_s", "auto_threads",
-                               "reconfiguration"}));
+                               "reconfiguration", "optimize", "accuracy"}));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {
@@ -284,6 +284,51 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (node["startup_timeout_s"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["startup_timeout_s"], key + ".startup_timeout_s", 1, 86400,
                                &m->startup_timeout_s));
+  }
+  if (const YAML::Node opt = node["optimize"]) {
+    const std::string k = key + ".optimize";
+    OptimizeConfig& o = m->optimize;
+    if (opt.IsScalar()) {  // `optimize: auto` = every optimisation the CPU and model allow
+      std::string word;
+      RETURN_IF_ERROR(r.GetString(opt, k, &word));
+      if (word != "auto") return r.Error(opt, k, "must be 'auto' or a mapping");
+      o.precision = "auto";
+      o.memory_format = "auto";
+      o.freeze = true;
+    } else {
+      RETURN_IF_ERROR(r.CheckKeys(opt, k, {"precision", "memory_format", "freeze"}));
+      if (opt["precision"]) {
+        RETURN_IF_ERROR(r.GetString(opt["precision"], k + ".precision", &o.precision));
+        if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "auto") {
+          return r.Error(opt["precision"], k + ".precision", "must be fp32, bf16 or auto");
+        }
+      }
+      if (opt["memory_format"]) {
+        RETURN_IF_ERROR(r.GetString(opt["memory_format"], k + ".memory_format", &o.memory_format));
+        if (o.memory_format != "contiguous" && o.memory_format != "channels_last" &&
+            o.memory_format != "auto") {
+          return r.Error(opt["memory_format"], k + ".memory_format",
+                         "must be contiguous, channels_last or auto");
+        }
+      }
+      if (opt["freeze"]) RETURN_IF_ERROR(r.Get(opt["freeze"], k + ".freeze", &o.freeze));
+    }
+  }
+  if (const YAML::Node acc = node["accuracy"]) {
+    const std::string k = key + ".accuracy";
+    AccuracyConfig& a = m->accuracy;
+    RETURN_IF_ERROR(
+        r.CheckKeys(acc, k, {"samples", "max_rel_error", "min_top1_agreement", "strict"}));
+    if (acc["samples"]) RETURN_IF_ERROR(r.GetIntAs(acc["samples"], k + ".samples", 0, 1024, &a.samples));
+    if (acc["max_rel_error"]) {
+      RETURN_IF_ERROR(
+          r.GetDouble(acc["max_rel_error"], k + ".max_rel_error", 0, 1e9, &a.max_rel_error));
+    }
+    if (acc["min_top1_agreement"]) {
+      RETURN_IF_ERROR(r.GetDouble(acc["min_top1_agreement"], k + ".min_top1_agreement", 0, 1,
+                                  &a.min_top1_agreement));
+    }
+    if (acc["strict"]) RETURN_IF_ERROR(r.Get(acc["strict"], k + ".strict", &a.strict));
   }
   if (const YAML::Node rc = node["reconfiguration"]) {
     const std::string k = key + ".reconfiguration";

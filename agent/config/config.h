@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/config/kernel_settings.h"
 #include "agent/kserve/tensor.h"
 #include "agent/planning/instance_group.h"
 #include "common/status.h"
@@ -97,6 +98,11 @@ struct ModelConfig {
   int warmup_iterations = 3;
   int startup_timeout_s = 300;
   ReconfigurationConfig reconfiguration;
+  OptimizeConfig optimize;  // as written (may say auto)
+  AccuracyConfig accuracy;
+  // The resolved settings the runtimes use; FP32 contiguous until the agent resolves
+  // `optimize` (Agent::Start, `packrat profile`).
+  KernelSettings kernel;
 
   // B: rows one aggregated batch aims for: Σ count·batch over the instance groups, or
   // batching.max_batch for auto plans.

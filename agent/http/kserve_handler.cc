@@ -1,6 +1,8 @@
 #include "agent/http/kserve_handler.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -118,6 +120,37 @@ std::string ModelMetadata(const ServedModel& model) {
     if (plan->fat_latency_ms) {
       out += ",\"fat_batch_latency_ms\":" + std::to_string(*plan->fat_latency_ms);
     }
+  }
+  // The kernel settings asked for, and what the runtime reported at load (settings in effect,
+  // the accuracy guard's figures): {"kernel":"bf16+cl","checked":1,"max_rel_error":0.004,...}.
+  out += ",\"kernel\":";
+  AppendJsonString(out, model.config().kernel.Key());
+  if (const std::string report = model.load_report(); !report.empty()) {
+    out += ",\"load_report\":{";
+    size_t pos = 0;
+    bool first = true;
+    while (pos < report.size()) {
+      size_t end = report.find(' ', pos);
+      if (end == std::string::npos) end = report.size();
+      const std::string item = report.substr(pos, end - pos);
+      const size_t eq = item.find('=');
+      if (eq != std::string::npos) {
+        if (!first) out += ',';
+        first = false;
+        AppendJsonString(out, item.substr(0, eq));
+        out += ':';
+        const std::string value = item.substr(eq + 1);
+        char* num_end = nullptr;
+        const double number = std::strtod(value.c_str(), &num_end);
+        if (!value.empty() && *num_end == '\0' && std::isfinite(number)) {
+          out += value;
+        } else {
+          AppendJsonString(out, value);
+        }
+      }
+      pos = end + 1;
+    }
+    out += '}';
   }
   const std::string failure = model.failure();
   if (!failure.empty()) {

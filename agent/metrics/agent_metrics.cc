@@ -1,5 +1,6 @@
 #include "agent/metrics/agent_metrics.h"
 
+#include <cstdlib>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -33,6 +34,32 @@ Counter& ModelMetrics::requests(int code) {
   // Racing first calls store the same pointer: the family returns one series per label set.
   if (cacheable) requests_by_code_[code].store(&counter, std::memory_order_release);
   return counter;
+}
+
+void ModelMetrics::SetKernel(const std::string& load_report, const std::string& configured) {
+  std::string kernel = configured;
+  double rel = -1, top1 = -1;
+  bool checked = false;
+  size_t pos = 0;
+  while (pos < load_report.size()) {
+    size_t end = load_report.find(' ', pos);
+    if (end == std::string::npos) end = load_report.size();
+    const std::string item = load_report.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+      if (k == "kernel") kernel = v;
+      if (k == "checked") checked = v == "1";
+      if (k == "max_rel_error") rel = std::atof(v.c_str());
+      if (k == "top1_agreement") top1 = std::atof(v.c_str());
+    }
+    pos = end + 1;
+  }
+  owner_->kernel_->WithLabelValues({model_, kernel, configured}).Set(1);
+  if (checked) {
+    owner_->accuracy_rel_error_->WithLabelValues({model_}).Set(rel);
+    if (top1 >= 0) owner_->accuracy_top1_->WithLabelValues({model_}).Set(top1);
+  }
 }
 
 void ModelMetrics::SetInstances(const std::vector<InstanceCount>& counts) {
@@ -113,6 +140,21 @@ Status AgentMetrics::Init(const AgentMetricsOptions& options) {
                                    "set serves.",
                                    model},
                                   {0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}));
+  ASSIGN_OR_RETURN(kernel_,
+                   r.AddGauge({"packrat_model_kernel",
+                               "1 for the kernel settings a model runs with (kernel) and was "
+                               "configured for (configured); they differ after an accuracy "
+                               "fallback.",
+                               {"model", "kernel", "configured"}}));
+  ASSIGN_OR_RETURN(accuracy_rel_error_,
+                   r.AddGauge({"packrat_accuracy_max_rel_error",
+                               "The accuracy guard's max |optimised - FP32| / max |FP32| at load.",
+                               model}));
+  ASSIGN_OR_RETURN(accuracy_top1_,
+                   r.AddGauge({"packrat_accuracy_top1_agreement",
+                               "Share of rows whose argmax the optimised model keeps (classifier "
+                               "outputs), from the accuracy guard at load.",
+                               model}));
   ASSIGN_OR_RETURN(generation_,
                    r.AddGauge({"packrat_instance_generation",
                                "Generation of the instance set now serving; +1 per "

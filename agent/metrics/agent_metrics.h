@@ -94,6 +94,10 @@ class ModelMetrics {
   Histogram& reconfiguration_duration() { return *reconfiguration_duration_; }
   // Set(N): the generation of the instance set now serving (1 after loading).
   Gauge& generation() { return *generation_; }
+  // Publishes the kernel settings in effect and the accuracy guard's figures from a runtime's
+  // load report ("kernel=… max_rel_error=… top1_agreement=… fallback=…"); `configured` is what
+  // the config asked for.
+  void SetKernel(const std::string& load_report, const std::string& configured);
   // Set(seconds): the optimizer's predicted latency of a batch under the current plan.
   Gauge& predicted_batch_latency() { return *predicted_batch_latency_; }
   // Set(seconds): the measured latency of recent batches (e.g. a moving average).
@@ -169,6 +173,9 @@ class AgentMetrics {
   Family<Counter>* runtime_restarts_ = nullptr;
   Family<Histogram>* reconfiguration_duration_ = nullptr;
   Family<Gauge>* generation_ = nullptr;
+  Family<Gauge>* kernel_ = nullptr;
+  Family<Gauge>* accuracy_rel_error_ = nullptr;
+  Family<Gauge>* accuracy_top1_ = nullptr;
   Family<Gauge>* predicted_batch_latency_ = nullptr;
   Family<Gauge>* measured_batch_latency_ = nullptr;
   std::unique_ptr<ProcessMetrics> process_;

@@ -83,6 +83,12 @@ std::optional<Plan> ServedModel::optimizer_plan() const {
   return active_ ? active_->plan : std::nullopt;
 }
 
+std::string ServedModel::load_report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_ || active_->workers.empty()) return "";
+  return active_->workers.front()->instance->load_report();
+}
+
 ServingSnapshot ServedModel::Snapshot() const {
   ServingSnapshot s;
   std::lock_guard<std::mutex> lock(mu_);
@@ -194,6 +200,8 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.inputs = config_.inputs;
     o.outputs = config_.outputs;
     o.warmup_iterations = config_.warmup_iterations;
+    o.kernel = config_.kernel;
+    o.accuracy = config_.accuracy;
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
     if (metrics::ModelMetrics* m = options_.metrics) {
       o.on_slice_computed = [m](int64_t rows, std::chrono::nanoseconds compute) {
@@ -303,6 +311,9 @@ Status ServedModel::Load() {
           m->BindQueueRows([scheduler] { return static_cast<double>(scheduler->queued_rows()); });
     }
     PublishInstancesLocked();
+    if (metrics::ModelMetrics* m = options_.metrics) {
+      m->SetKernel(set->workers.front()->instance->load_report(), config_.kernel.Key());
+    }
     state_.store(ModelState::kReady, std::memory_order_release);
     control_thread_ = std::thread([this] { ControlLoop(); });
   }

@@ -124,6 +124,9 @@ class ServedModel {
   std::vector<InstanceGroup> groups() const;
   std::optional<Plan> optimizer_plan() const;
   ServingSnapshot Snapshot() const;
+  // The load report of the serving set's first runtime (kernel settings in effect and the
+  // accuracy guard's figures, "key=value ..."); empty before loading.
+  std::string load_report() const;
   // This model's metric series, or null. Valid for the model's lifetime.
   metrics::ModelMetrics* metrics() const { return options_.metrics; }
 

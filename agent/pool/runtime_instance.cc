@@ -91,6 +91,17 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   add("--warmup-batch", std::to_string(options.batch));
   if (options.batch != 1) add("--warmup-batch", "1");
   add("--warmup-iterations", std::to_string(options.warmup_iterations));
+  if (options.kernel.precision == Precision::kBf16) add("--precision", "bf16");
+  if (options.kernel.memory_format == MemoryFormat::kChannelsLast) {
+    add("--memory-format", "channels_last");
+  }
+  if (options.kernel.freeze) spec.args.push_back("--freeze");
+  if (!options.kernel.is_default() && options.accuracy.samples > 0) {
+    add("--accuracy-samples", std::to_string(options.accuracy.samples));
+    add("--accuracy-max-rel-error", std::to_string(options.accuracy.max_rel_error));
+    add("--accuracy-min-top1", std::to_string(options.accuracy.min_top1_agreement));
+    if (options.accuracy.strict) spec.args.push_back("--accuracy-strict");
+  }
 
   ASSIGN_OR_RETURN(pid_t pid, launcher->Launch(spec));
   const auto deadline = std::chrono::steady_clock::now() + options.startup_timeout;
@@ -116,8 +127,13 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   }
   PACKRAT_LOG(INFO) << "instance " << label << " ready: pid " << pid << ", " << options.threads
                     << " thread(s), batch " << options.batch << ", segment " << name;
-  return std::unique_ptr<RuntimeInstance>(
+  auto instance = std::unique_ptr<RuntimeInstance>(
       new RuntimeInstance(options, launcher, std::move(segment), pid));
+  instance->load_report_ = instance->segment_->InfoText();
+  if (!instance->load_report_.empty()) {
+    PACKRAT_LOG(INFO) << "instance " << label << ": " << instance->load_report_;
+  }
+  return instance;
 }
 
 RuntimeInstance::~RuntimeInstance() { Stop(std::chrono::seconds(5)); }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "agent/batching/instance_executor.h"
+#include "agent/config/kernel_settings.h"
 #include "agent/kserve/tensor.h"
 #include "agent/pool/process_launcher.h"
 #include "shm/segment.h"
@@ -45,6 +46,8 @@ struct RuntimeInstanceOptions {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   int warmup_iterations = 3;
+  KernelSettings kernel;    // resolved: how the runtime optimises the model
+  AccuracyConfig accuracy;  // the guard against the FP32 original
   std::chrono::seconds startup_timeout{300};
   uint32_t slots = 2;  // slices in flight: one computing while the next is copied in
   uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
@@ -74,6 +77,10 @@ class RuntimeInstance : public InstanceExecutor {
   void Stop(std::chrono::milliseconds drain);
 
   pid_t pid() const { return pid_; }
+  // What the runtime reported at start: its effective kernel settings and the accuracy guard's
+  // figures, "kernel=bf16+cl max_rel_error=0.004 top1_agreement=1 fallback=0" (see
+  // runtime_main.cc); empty from runtimes that report nothing.
+  const std::string& load_report() const { return load_report_; }
   const RuntimeInstanceOptions& options() const { return options_; }
   bool alive() const;
 
@@ -94,6 +101,7 @@ class RuntimeInstance : public InstanceExecutor {
   ProcessLauncher* const launcher_;
   std::unique_ptr<shm::Segment> segment_;
   const pid_t pid_;
+  std::string load_report_;  // set once at start
 
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;                // signalled when nothing is queued or running

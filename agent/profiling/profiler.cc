@@ -113,6 +113,9 @@ Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&
     o.inputs = options_.model.inputs;
     o.outputs = options_.model.outputs;
     o.warmup_iterations = 1;
+    o.kernel = options_.model.kernel;
+    o.accuracy = options_.model.accuracy;
+    o.accuracy.samples = 0;  // the guard runs when serving; profiling measures speed only
     o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
     o.slots = 1;
     ASSIGN_OR_RETURN(std::unique_ptr<RuntimeInstance> instance,

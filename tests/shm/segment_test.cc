@@ -200,7 +200,19 @@ TEST_F(SegmentTest, OpenRejectsRegionsOutsideTheSegment) {
   EXPECT_FALSE(Segment::Open(name_).ok());
   ring->entry_size = entry_size;
 
+  // Rings must not overlap the header, nor sit at unaligned offsets (their atomics would be
+  // misaligned): both refused before any ring field is read.
+  const uint64_t request = h->request_ring_offset;
+  h->request_ring_offset = 8;
+  EXPECT_FALSE(Segment::Open(name_).ok());
+  h->request_ring_offset = request + 4;
+  EXPECT_EQ(Segment::ValidateMapping(h, h->segment_size).message(),
+            "segment regions are not aligned");
+  h->request_ring_offset = request;
+
   EXPECT_TRUE(Segment::Open(name_).ok()) << "the restored header should open again";
+  EXPECT_TRUE(Segment::ValidateMapping(h, h->segment_size).ok());
+  EXPECT_FALSE(Segment::ValidateMapping(h, h->segment_size - 64).ok()) << "size mismatch";
 }
 
 TEST_F(SegmentTest, OpenRejectsObjectSmallerThanHeader) {
