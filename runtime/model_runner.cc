@@ -89,9 +89,41 @@ Status CollectOutputs(const c10::IValue& value, std::vector<at::Tensor>* out) {
   return Status::Ok();
 }
 
+// The stages of a staged model (its `stages` submodule's children, in order), or none.
+std::vector<torch::jit::Module> StagesOf(const torch::jit::Module& module) {
+  std::vector<torch::jit::Module> stages;
+  if (!module.hasattr("stages") || !module.attr("stages").isModule()) return stages;
+  const torch::jit::Module list = module.attr("stages").toModule();
+  std::vector<std::pair<long, torch::jit::Module>> numbered;
+  for (const auto& child : list.named_children()) {
+    char* end = nullptr;
+    const long index = std::strtol(child.name.c_str(), &end, 10);
+    if (child.name.empty() || *end != '\0') return {};  // not a ModuleList
+    numbered.emplace_back(index, child.value);
+  }
+  std::sort(numbered.begin(), numbered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [index, stage] : numbered) stages.push_back(stage);
+  return stages;
+}
+
+// A model as it runs: the whole module, or (staged models) its stages, which Packrat calls one
+// by one instead of forward().
+struct Executable {
+  torch::jit::Module whole;
+  std::vector<torch::jit::Module> stages;
+};
+
+// Freezes a module and applies libtorch's inference rewrites (oneDNN-friendly fusions).
+torch::jit::Module Freeze(const torch::jit::Module& m) {
+  torch::jit::Module frozen = torch::jit::freeze(m);
+  return torch::jit::optimize_for_inference(frozen);
+}
+
 // A deep copy of `original` (eval mode) with `opt` applied: weights to bf16, 4-D weights to
-// channels-last, then frozen and rewritten for inference.
-torch::jit::Module Optimize(const torch::jit::Module& original, const Optimization& opt) {
+// channels-last, then frozen and rewritten for inference. Staged models are frozen stage by
+// stage (freezing the whole would inline the stages away).
+Executable Optimize(const torch::jit::Module& original, const Optimization& opt) {
   torch::jit::Module m = original.deepcopy();
   if (opt.bf16) m.to(at::kBFloat16);
   if (opt.channels_last) {
@@ -102,11 +134,17 @@ torch::jit::Module Optimize(const torch::jit::Module& original, const Optimizati
       if (b.dim() == 4) b.set_data(b.contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
+  Executable e;
+  e.stages = StagesOf(m);
   if (opt.freeze) {
-    m = torch::jit::freeze(m);
-    m = torch::jit::optimize_for_inference(m);
+    if (e.stages.empty()) {
+      m = Freeze(m);
+    } else {
+      for (torch::jit::Module& stage : e.stages) stage = Freeze(stage);
+    }
   }
-  return m;
+  e.whole = std::move(m);
+  return e;
 }
 
 // The inputs as the optimised module wants them: floating inputs in bf16, 4-D inputs
@@ -121,6 +159,14 @@ void PrepareInputs(const Optimization& opt, std::vector<c10::IValue>* args) {
     if (opt.channels_last && t.dim() == 4) t = t.contiguous(at::MemoryFormat::ChannelsLast);
     v = t;
   }
+}
+
+// Runs the whole model: forward(), or the stages in order.
+c10::IValue Forward(Executable& model, std::vector<c10::IValue> args) {
+  if (model.stages.empty()) return model.whole.forward(std::move(args));
+  c10::IValue x = model.stages[0].forward(std::move(args));
+  for (size_t k = 1; k < model.stages.size(); ++k) x = model.stages[k].forward({x});
+  return x;
 }
 
 std::vector<c10::IValue> RandomInputs(const std::vector<InputSpec>& specs, int64_t batch) {
@@ -143,15 +189,15 @@ std::vector<c10::IValue> RandomInputs(const std::vector<InputSpec>& specs, int64
 }
 
 // Runs both modules on the same random inputs and fills the report's error figures.
-Status Compare(torch::jit::Module& original, torch::jit::Module& optimized,
-               const Optimization& opt, const ModelRunnerOptions& options, LoadReport* report) {
+Status Compare(Executable& original, Executable& optimized, const Optimization& opt,
+               const ModelRunnerOptions& options, LoadReport* report) {
   c10::InferenceMode guard;
   torch::manual_seed(20261122);
   std::vector<c10::IValue> args = RandomInputs(options.inputs, options.guard.samples);
   std::vector<at::Tensor> want, got;
-  RETURN_IF_ERROR(CollectOutputs(original.forward(args), &want));
+  RETURN_IF_ERROR(CollectOutputs(Forward(original, args), &want));
   PrepareInputs(opt, &args);
-  RETURN_IF_ERROR(CollectOutputs(optimized.forward(args), &got));
+  RETURN_IF_ERROR(CollectOutputs(Forward(optimized, args), &got));
   if (want.size() != got.size()) return Internal("the optimised model returns other outputs");
   report->checked = true;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -194,11 +240,70 @@ std::string LoadReport::ToString() const {
 }
 
 struct ModelRunner::Impl {
-  torch::jit::Module module;
+  Executable model;
   ModelRunnerOptions options;
-  Optimization active;  // what `module` expects (none after a fallback)
+  Optimization active;  // what `model` expects (none after a fallback)
   LoadReport report;
+  // The batch running stage by stage (staged models): its activations after `done` stages.
+  c10::IValue current;
+  int done = 0;
+  int64_t rows = 0;
+  bool running = false;
+
+  // Wraps `inputs` without copying and converts them as the optimised model expects.
+  StatusOr<std::vector<c10::IValue>> Wrap(const std::vector<RawTensor>& inputs) const;
+  // Copies the outputs in `result` into [out, out + capacity) (see Run()).
+  Status WriteOutputs(const c10::IValue& result, uint8_t* out, size_t capacity,
+                      std::vector<RawTensor>* outputs) const;
 };
+
+StatusOr<std::vector<c10::IValue>> ModelRunner::Impl::Wrap(
+    const std::vector<RawTensor>& inputs) const {
+  std::vector<c10::IValue> args;
+  args.reserve(inputs.size());
+  for (const RawTensor& in : inputs) {
+    const auto type = ToScalarType(in.datatype);
+    if (!type) return InvalidArgument("unsupported input datatype");
+    args.emplace_back(torch::from_blob(in.data, in.shape, torch::TensorOptions().dtype(*type)));
+  }
+  PrepareInputs(active, &args);
+  return args;
+}
+
+Status ModelRunner::Impl::WriteOutputs(const c10::IValue& result, uint8_t* out, size_t capacity,
+                                       std::vector<RawTensor>* outputs) const {
+  std::vector<at::Tensor> tensors;
+  RETURN_IF_ERROR(CollectOutputs(result, &tensors));
+  size_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    at::Tensor t = tensors[i];
+    const DataType want =
+        i < options.output_types.size() ? options.output_types[i] : DataType::kInvalid;
+    if (want != DataType::kInvalid && FromScalarType(t.scalar_type()) != want) {
+      t = t.to(*ToScalarType(want));
+    }
+    t = t.contiguous();
+    const DataType type = FromScalarType(t.scalar_type());
+    if (type == DataType::kInvalid) {
+      return InvalidArgument("output " + std::to_string(i) + " has an unsupported dtype");
+    }
+    const size_t bytes = t.numel() * t.element_size();
+    offset = shm::AlignUp(offset);
+    if (offset + bytes > capacity) {
+      return ResourceExhausted("outputs need more than the " + std::to_string(capacity) +
+                               "-byte output slab");
+    }
+    std::memcpy(out + offset, t.data_ptr(), bytes);
+    RawTensor raw;
+    raw.datatype = type;
+    raw.shape.assign(t.sizes().begin(), t.sizes().end());
+    raw.data = out + offset;
+    raw.byte_size = bytes;
+    outputs->push_back(std::move(raw));
+    offset += bytes;
+  }
+  return Status::Ok();
+}
 
 const LoadReport& ModelRunner::report() const { return impl_->report; }
 
@@ -224,8 +329,9 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelRunnerOpti
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   try {
-    impl->module = torch::jit::load(options.model_path, torch::kCPU);
-    impl->module.eval();
+    impl->model.whole = torch::jit::load(options.model_path, torch::kCPU);
+    impl->model.whole.eval();
+    impl->model.stages = StagesOf(impl->model.whole);
   } catch (const c10::Error& e) {
     return InvalidArgument("cannot load TorchScript model '" + options.model_path +
                            "': " + e.what_without_backtrace());
@@ -236,19 +342,19 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelRunnerOpti
   const Optimization& opt = options.optimization;
   if (!opt.any()) return std::unique_ptr<ModelRunner>(new ModelRunner(std::move(impl)));
   try {
-    torch::jit::Module optimized = Optimize(impl->module, opt);
+    Executable optimized = Optimize(impl->model.whole, opt);
     LoadReport& report = impl->report;
     report.kernel = opt.Key();
     bool within = true;
     if (options.guard.samples > 0 && !options.inputs.empty()) {
-      RETURN_IF_ERROR(Compare(impl->module, optimized, opt, options, &report));
+      RETURN_IF_ERROR(Compare(impl->model, optimized, opt, options, &report));
       within = report.max_rel_error <= options.guard.max_rel_error &&
                (report.top1_agreement < 0 ||
                 report.top1_agreement >= options.guard.min_top1_agreement);
     }
     PACKRAT_LOG(INFO) << "optimised " << options.model_path << ": " << report.ToString();
     if (within) {
-      impl->module = std::move(optimized);
+      impl->model = std::move(optimized);
       impl->active = opt;
     } else if (options.guard.strict) {
       return FailedPrecondition("the " + opt.Key() + " model is beyond the accuracy tolerance " +
@@ -277,53 +383,109 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelRunnerOpti
 Status ModelRunner::Run(const std::vector<RawTensor>& inputs, uint8_t* out, size_t out_capacity,
                         std::vector<RawTensor>* outputs) {
   outputs->clear();
+  if (!impl_->model.stages.empty()) {  // staged: the same stages the layered path runs
+    RETURN_IF_ERROR(Begin(inputs));
+    while (impl_->done < num_stages()) RETURN_IF_ERROR(RunStage());
+    return Finish(out, out_capacity, outputs);
+  }
   try {
     c10::InferenceMode guard;
-    std::vector<c10::IValue> args;
-    args.reserve(inputs.size());
-    for (const RawTensor& in : inputs) {
-      const auto type = ToScalarType(in.datatype);
-      if (!type) return InvalidArgument("unsupported input datatype");
-      args.emplace_back(torch::from_blob(in.data, in.shape, torch::TensorOptions().dtype(*type)));
-    }
-    PrepareInputs(impl_->active, &args);
-    c10::IValue result = impl_->module.forward(args);
-    std::vector<at::Tensor> tensors;
-    RETURN_IF_ERROR(CollectOutputs(result, &tensors));
-    size_t offset = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      at::Tensor t = tensors[i];
-      const DataType want = i < impl_->options.output_types.size() ? impl_->options.output_types[i]
-                                                                   : DataType::kInvalid;
-      if (want != DataType::kInvalid && FromScalarType(t.scalar_type()) != want) {
-        t = t.to(*ToScalarType(want));
-      }
-      t = t.contiguous();
-      const DataType type = FromScalarType(t.scalar_type());
-      if (type == DataType::kInvalid) {
-        return InvalidArgument("output " + std::to_string(i) + " has an unsupported dtype");
-      }
-      const size_t bytes = t.numel() * t.element_size();
-      offset = shm::AlignUp(offset);
-      if (offset + bytes > out_capacity) {
-        return ResourceExhausted("outputs need more than the " + std::to_string(out_capacity) +
-                                 "-byte output slab");
-      }
-      std::memcpy(out + offset, t.data_ptr(), bytes);
-      RawTensor raw;
-      raw.datatype = type;
-      raw.shape.assign(t.sizes().begin(), t.sizes().end());
-      raw.data = out + offset;
-      raw.byte_size = bytes;
-      outputs->push_back(std::move(raw));
-      offset += bytes;
-    }
+    ASSIGN_OR_RETURN(std::vector<c10::IValue> args, impl_->Wrap(inputs));
+    return impl_->WriteOutputs(impl_->model.whole.forward(std::move(args)), out, out_capacity,
+                               outputs);
   } catch (const c10::Error& e) {
     return InvalidArgument(std::string("model failed: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {  // e.g. torch::jit::JITException from the interpreter
     return InvalidArgument(std::string("model failed: ") + e.what());
   }
+}
+
+int ModelRunner::num_stages() const { return static_cast<int>(impl_->model.stages.size()); }
+int ModelRunner::stages_done() const { return impl_->done; }
+int64_t ModelRunner::running_rows() const { return impl_->rows; }
+
+Status ModelRunner::Begin(const std::vector<RawTensor>& inputs) {
+  if (impl_->model.stages.empty()) return FailedPrecondition("the model is not staged");
+  if (inputs.size() != 1) {
+    return InvalidArgument("a staged model takes one input tensor, got " +
+                           std::to_string(inputs.size()));
+  }
+  try {
+    c10::InferenceMode guard;
+    ASSIGN_OR_RETURN(std::vector<c10::IValue> args, impl_->Wrap(inputs));
+    impl_->current = std::move(args[0]);
+  } catch (const c10::Error& e) {
+    return InvalidArgument(std::string("model failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("model failed: ") + e.what());
+  }
+  impl_->done = 0;
+  impl_->rows = inputs[0].shape.empty() ? 0 : inputs[0].shape[0];
+  impl_->running = true;
   return Status::Ok();
+}
+
+Status ModelRunner::RunStage() {
+  if (!impl_->running || impl_->done >= num_stages()) {
+    return FailedPrecondition("no stage left to run");
+  }
+  try {
+    c10::InferenceMode guard;
+    c10::IValue next = impl_->model.stages[impl_->done].forward({impl_->current});
+    if (impl_->done + 1 < num_stages() && !next.isTensor()) {
+      impl_->running = false;
+      return InvalidArgument("stage " + std::to_string(impl_->done) + " returned " +
+                             next.tagKind() + "; inner stages must return one Tensor");
+    }
+    impl_->current = std::move(next);
+  } catch (const c10::Error& e) {
+    impl_->running = false;
+    return InvalidArgument(std::string("model failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    impl_->running = false;
+    return InvalidArgument(std::string("model failed: ") + e.what());
+  }
+  ++impl_->done;
+  return Status::Ok();
+}
+
+Status ModelRunner::Join(const std::vector<RawTensor>& inputs) {
+  if (!impl_->running || impl_->done == 0 || impl_->done >= num_stages()) {
+    return FailedPrecondition("rows join a batch between two stages");
+  }
+  if (inputs.size() != 1) return InvalidArgument("a staged model takes one input tensor");
+  try {
+    c10::InferenceMode guard;
+    ASSIGN_OR_RETURN(std::vector<c10::IValue> args, impl_->Wrap(inputs));
+    at::Tensor x = args[0].toTensor();
+    for (int k = 0; k < impl_->done; ++k) x = impl_->model.stages[k].forward({x}).toTensor();
+    const at::Tensor running = impl_->current.toTensor();
+    impl_->current = at::cat({running, x}, 0);
+  } catch (const c10::Error& e) {
+    impl_->running = false;
+    return InvalidArgument(std::string("joining rows failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    impl_->running = false;
+    return InvalidArgument(std::string("joining rows failed: ") + e.what());
+  }
+  impl_->rows += inputs[0].shape.empty() ? 0 : inputs[0].shape[0];
+  return Status::Ok();
+}
+
+Status ModelRunner::Finish(uint8_t* out, size_t out_capacity, std::vector<RawTensor>* outputs) {
+  outputs->clear();
+  if (!impl_->running || impl_->done != num_stages()) {
+    impl_->running = false;
+    return FailedPrecondition("the batch has stages left to run");
+  }
+  impl_->running = false;
+  c10::IValue result = std::move(impl_->current);
+  impl_->current = c10::IValue();
+  try {
+    return impl_->WriteOutputs(result, out, out_capacity, outputs);
+  } catch (const c10::Error& e) {
+    return InvalidArgument(std::string("model failed: ") + e.what_without_backtrace());
+  }
 }
 
 Status ModelRunner::Warmup(const std::vector<InputSpec>& inputs,
@@ -339,7 +501,7 @@ Status ModelRunner::Warmup(const std::vector<InputSpec>& inputs,
             torch::zeros(shape, torch::TensorOptions().dtype(*ToScalarType(spec.datatype))));
       }
       PrepareInputs(impl_->active, &args);
-      for (int i = 0; i < iterations; ++i) impl_->module.forward(args);
+      for (int i = 0; i < iterations; ++i) Forward(impl_->model, args);
     }
   } catch (const c10::Error& e) {
     return InvalidArgument(std::string("warm-up failed: ") + e.what_without_backtrace());

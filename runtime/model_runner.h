@@ -92,9 +92,32 @@ class ModelRunner {
              std::vector<RawTensor>* outputs);
 
   // Runs `iterations` forward passes on zero inputs for each batch size, so that the graph
-  // executor has specialised and the allocator is warm before serving.
+  // executor has specialised and the allocator is warm before serving. Staged models run
+  // stage by stage, as they will be served.
   Status Warmup(const std::vector<InputSpec>& inputs, const std::vector<int64_t>& batch_sizes,
                 int iterations);
+
+  // --- Staged models (layered batching, lbci-paper §3.4) ---
+  // A staged model is an ordinary TorchScript module whose forward() runs the submodules of its
+  // `stages` ModuleList (stages.0, stages.1, ...) in order, each taking and returning one
+  // tensor (the last may return a tuple). scripts/make_models.py writes such files.
+  //
+  // Number of stages; 0 for a model that is not staged.
+  int num_stages() const;
+  // Starts a batch: wraps `inputs` (one tensor; no copy) as the running batch. The tensor must
+  // stay valid until the first RunStage() returns.
+  Status Begin(const std::vector<RawTensor>& inputs);
+  // Runs the next stage (0, 1, ...) on the running batch.
+  Status RunStage();
+  // Stages run so far on the running batch.
+  int stages_done() const;
+  // Layered top-up: runs stages 0..stages_done()-1 on `inputs` (new rows; valid until this
+  // returns) and appends the result to the running batch, which continues with all its rows.
+  Status Join(const std::vector<RawTensor>& inputs);
+  // Rows of the running batch.
+  int64_t running_rows() const;
+  // After the last stage: writes the outputs as Run() does and ends the batch.
+  Status Finish(uint8_t* out, size_t out_capacity, std::vector<RawTensor>* outputs);
 
  private:
   struct Impl;

@@ -1,6 +1,13 @@
 // The serving loop of one packrat-runtime process: pop a batch from the segment's request ring,
 // run it, write outputs into the slot's output slab, push a completion.
 //
+// Staged models run stage by stage and report each stage's time. For a batch the agent marked
+// kBatchAllowTopUp, the worker asks after each stage but the last whether more rows may join
+// (layered batching, lbci-paper §3.4): it pushes a kTopUpQuery completion and waits for the
+// one answer on the top-up ring. Rows granted run through the stages done so far and join the
+// batch. It stops asking once rows joined or the answer was final (the budget admits none);
+// after an empty queue it asks again at the next boundary.
+//
 // Failure policy: a malformed message or a model error is answered with an error completion
 // and the loop goes on; a closed ring or a dead agent ends the loop.
 #pragma once
@@ -32,12 +39,24 @@ class Worker {
   bool AgentAlive() const;
   // Checks `msg` against the segment and wraps its tensors; errors name what is wrong.
   Status Unpack(const shm::BatchMessage& msg, std::vector<RawTensor>* inputs) const;
-  void Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done);
+  // Pushes `msg` on the completion ring, waiting while it is full. False if the agent is gone
+  // or the ring closed.
+  bool PushCompletion(const shm::CompletionMessage& msg);
+  // Fills *done; false if the agent went away meanwhile (the loop ends).
+  bool Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done);
+  // Runs a staged model's batch stage by stage, asking for top-ups if the batch allows it.
+  // False if the agent went away.
+  bool ExecuteStaged(const shm::BatchMessage& msg, shm::CompletionMessage* done, Status* status);
+  // Asks the agent for rows after a stage; joins what it grants. Sets *keep_asking.
+  // False if the agent went away.
+  bool TopUp(const shm::BatchMessage& msg, std::chrono::steady_clock::time_point start,
+             bool* keep_asking, Status* status);
 
   shm::Segment* segment_;
   ModelRunner* runner_;
   WorkerOptions options_;
   std::vector<RawTensor> inputs_;   // reused across batches
+  std::vector<RawTensor> joined_;   // reused across top-ups
   std::vector<RawTensor> outputs_;  // reused across batches
 };
 

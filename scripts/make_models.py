@@ -73,11 +73,60 @@ class BertLike(nn.Module):
         return self.norm(self.encoder(h))[:, 0]
 
 
+class Staged(nn.Module):
+    """A model split into sequential stages for layered batching: forward() runs the submodules
+    of `stages` in order, so the file is an ordinary model too; Packrat's runtime calls
+    stages.0, stages.1, ... one by one and lets queued rows join between them."""
+
+    def __init__(self, stages):
+        super().__init__()
+        self.stages = nn.ModuleList(stages)
+
+    def forward(self, x):
+        for stage in self.stages:
+            x = stage(x)
+        return x
+
+
+def staged_resnet(resnet):
+    """ResNet-18/50 as six stages: the stem, the four residual layers, the head."""
+    return Staged([
+        nn.Sequential(resnet.conv1, resnet.bn1, resnet.relu, resnet.maxpool),
+        resnet.layer1, resnet.layer2, resnet.layer3, resnet.layer4,
+        nn.Sequential(resnet.avgpool, nn.Flatten(1), resnet.fc)])
+
+
+def staged_cnn():
+    """A small staged classifier (3x64x64 -> 10, four stages, a few ms per image) for the
+    layered-batching tests: big enough that rows arrive while a batch runs."""
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(),
+                             nn.Conv2d(cout, cout, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+    return Staged([block(3, 32), block(32, 64), block(64, 128),
+                   nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1), nn.Linear(128, 10))])
+
+
+def check_stages(path, row_shape):
+    """Running the saved file's stages one by one must equal its forward() (at another batch
+    size than the one traced)."""
+    loaded = torch.jit.load(path)
+    x = torch.randn(3, *row_shape)
+    with torch.no_grad():
+        whole = loaded(x)
+        for stage in loaded.stages.children():
+            x = stage(x)
+    if not torch.allclose(x, whole, rtol=1e-5, atol=1e-5):
+        os.remove(path)
+        raise SystemExit(f"{path}: the stages in order differ from the whole model")
+
+
 def save(module, example, path):
     module.eval()
     with torch.no_grad():
         traced = torch.jit.trace(module, example)
     traced.save(path)
+    if isinstance(module, Staged):
+        check_stages(path, example[0].shape[1:])
     print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
 
 
@@ -99,9 +148,12 @@ def main():
         # a small transformer encoder (2 layers, hidden 96) for the kernel-optimisation tests
         ("tiny_bert.pt", BertLike(layers=2, vocab=1000, seq=16, hidden=96),
          (torch.randint(0, 100, (2, 16)),)),
+        ("staged_cnn.pt", staged_cnn(), (torch.randn(2, 3, 64, 64),)),
     ]
     if args.bench:
         jobs.append(("resnet50.pt", torchvision.models.resnet50(), (torch.randn(1, 3, 224, 224),)))
+        jobs.append(("resnet50_staged.pt", staged_resnet(torchvision.models.resnet50()),
+                     (torch.randn(1, 3, 224, 224),)))
         # 4 of BERT-base's 12 layers at sequence 128: the same kernels and shapes per layer, a
         # third of the time, so a 2-core machine can profile it in minutes.
         jobs.append(("bert_like.pt", BertLike(layers=4), (torch.randint(0, 30522, (2, 128)),)))

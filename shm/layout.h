@@ -1,7 +1,7 @@
 // The plain-data layout of one instance's shared-memory segment: the ABI between the agent and
 // one packrat-runtime process.
 //
-//   [SegmentHeader][request ring][completion ring][slot 0: input slab | output slab][slot 1]...
+//   [SegmentHeader][request ring][completion ring][top-up ring][slot 0: input | output][slot 1]...
 //
 // Everything in the segment is trivially copyable, addressed by offsets from the segment base
 // (never pointers: the two processes map it at different addresses), and 64-byte aligned.
@@ -16,9 +16,11 @@
 namespace packrat::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x3154415252434150ull;  // "PACRRAT1", little endian
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: SegmentHeader::info
+// 2: SegmentHeader::info. 3: layered batching (top-up ring, query completions, stage times).
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr int kMaxTensors = 8;
 inline constexpr int kMaxDims = 8;
+inline constexpr int kMaxStages = 16;
 inline constexpr size_t kErrorTextSize = 512;
 inline constexpr size_t kAlign = 64;
 
@@ -36,26 +38,49 @@ struct TensorDesc {
   uint64_t byte_size;
 };
 
-// Agent -> runtime: run the batch whose inputs are in slot `slot`'s input slab.
+// BatchMessage::flags.
+// Request ring: the runtime of a staged model may ask for more rows at stage boundaries
+// (layered batching) while running this batch.
+inline constexpr uint32_t kBatchAllowTopUp = 1u << 0;
+// Top-up ring: do not ask again for this batch (the budget admits no more rows).
+inline constexpr uint32_t kGrantFinal = 1u << 1;
+
+// Agent -> runtime, on the request ring: run the batch whose inputs are in slot `slot`'s input
+// slab. On the top-up ring, the answer to a top-up query: `rows` more rows (0 = none) for the
+// running batch `batch_id`, described by `tensors` in the same slot's input slab, after the
+// batch's own inputs.
 struct BatchMessage {
   uint64_t batch_id;
   uint32_t slot;
   uint32_t num_tensors;
   int64_t rows;
+  uint32_t flags;  // kBatchAllowTopUp, kGrantFinal
+  uint32_t reserved;
   TensorDesc tensors[kMaxTensors];
 };
 
 enum class CompletionStatus : int32_t { kOk = 0, kError = 1 };
 
-// Runtime -> agent: batch `batch_id` finished; on success its outputs are in the slot's output
-// slab, described by `tensors`; on error `error` holds a NUL-terminated message.
+enum class CompletionKind : uint32_t {
+  kDone = 0,        // the batch finished (status, outputs)
+  kTopUpQuery = 1,  // the batch stopped after `stages_done` stages and waits for one answer
+                    // on the top-up ring
+};
+
+// Runtime -> agent. kDone: batch `batch_id` finished; on success its outputs (`rows` rows) are
+// in the slot's output slab, described by `tensors`; on error `error` holds a NUL-terminated
+// message. kTopUpQuery: see CompletionKind.
 struct CompletionMessage {
   uint64_t batch_id;
   uint32_t slot;
   CompletionStatus status;
   uint32_t num_tensors;
-  uint32_t reserved;
-  uint64_t compute_ns;  // time inside forward(), for metrics
+  CompletionKind kind;
+  uint64_t compute_ns;   // kDone: time computing the batch; kTopUpQuery: so far
+  int64_t rows;          // rows computed (kDone) or running (kTopUpQuery)
+  uint32_t stages_done;  // kTopUpQuery: stages 1..k have run
+  uint32_t num_stages;   // staged models: entries in stage_ns (0 otherwise)
+  uint64_t stage_ns[kMaxStages];  // kDone, staged models: time in each stage
   TensorDesc tensors[kMaxTensors];
   char error[kErrorTextSize];
 };
@@ -90,6 +115,7 @@ struct alignas(kAlign) SegmentHeader {
   uint64_t segment_size;
   uint64_t request_ring_offset;
   uint64_t completion_ring_offset;
+  uint64_t topup_ring_offset;
   uint64_t slots_offset;
   uint64_t slot_input_bytes;   // capacity of each slot's input slab
   uint64_t slot_output_bytes;  // capacity of each slot's output slab

@@ -20,6 +20,9 @@ constexpr char kPrefix[] = "packrat.";
 
 bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// At most one top-up query is outstanding per runtime; two entries leave room for a late one.
+constexpr uint32_t kTopUpRingCapacity = 2;
+
 }  // namespace
 
 std::string Segment::MakeName(pid_t agent_pid, const std::string& tag) {
@@ -33,13 +36,15 @@ std::string Segment::MakeName(pid_t agent_pid, const std::string& tag) {
 }
 
 Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region, bool owner,
-                 SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions)
+                 SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions,
+                 SpscRing<BatchMessage> topups)
     : name_(std::move(name)),
       region_(std::move(region)),
       owner_(owner),
       header_(static_cast<SegmentHeader*>(region_->get_address())),
       requests_(requests),
-      completions_(completions) {}
+      completions_(completions),
+      topups_(topups) {}
 
 Segment::~Segment() {
   region_.reset();
@@ -55,9 +60,11 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
   const uint64_t header_bytes = AlignUp(sizeof(SegmentHeader));
   const uint64_t req_off = header_bytes;
   const uint64_t comp_off = req_off + SpscRing<BatchMessage>::BytesFor(options.ring_capacity);
+  const uint64_t topup_off =
+      comp_off + SpscRing<CompletionMessage>::BytesFor(options.ring_capacity);
   // Slabs start on a page boundary so tensors are well aligned for vectorised kernels.
   const uint64_t slots_off =
-      AlignUp(comp_off + SpscRing<CompletionMessage>::BytesFor(options.ring_capacity), 4096);
+      AlignUp(topup_off + SpscRing<BatchMessage>::BytesFor(kTopUpRingCapacity), 4096);
   const uint64_t in_bytes = AlignUp(options.slot_input_bytes, 4096);
   const uint64_t out_bytes = AlignUp(options.slot_output_bytes, 4096);
   const uint64_t total = slots_off + options.num_slots * (in_bytes + out_bytes);
@@ -76,6 +83,7 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     header->segment_size = total;
     header->request_ring_offset = req_off;
     header->completion_ring_offset = comp_off;
+    header->topup_ring_offset = topup_off;
     header->slots_offset = slots_off;
     header->slot_input_bytes = in_bytes;
     header->slot_output_bytes = out_bytes;
@@ -87,8 +95,9 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     auto requests = SpscRing<BatchMessage>::Initialize(base + req_off, options.ring_capacity);
     auto completions =
         SpscRing<CompletionMessage>::Initialize(base + comp_off, options.ring_capacity);
+    auto topups = SpscRing<BatchMessage>::Initialize(base + topup_off, kTopUpRingCapacity);
     return std::unique_ptr<Segment>(
-        new Segment(name, std::move(region), /*owner=*/true, requests, completions));
+        new Segment(name, std::move(region), /*owner=*/true, requests, completions, topups));
   } catch (const bip::interprocess_exception& e) {
     if (created) bip::shared_memory_object::remove(name.c_str());
     return Internal("cannot create shared memory segment '" + name + "': " + e.what());
@@ -112,9 +121,12 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
                                                                      header->request_ring_offset));
   ASSIGN_OR_RETURN(auto completions, SpscRing<CompletionMessage>::Attach(
                                          base + header->completion_ring_offset,
-                                         header->slots_offset - header->completion_ring_offset));
+                                         header->topup_ring_offset - header->completion_ring_offset));
+  ASSIGN_OR_RETURN(auto topups, SpscRing<BatchMessage>::Attach(
+                                    base + header->topup_ring_offset,
+                                    header->slots_offset - header->topup_ring_offset));
   return std::unique_ptr<Segment>(
-      new Segment(name, std::move(region), /*owner=*/false, requests, completions));
+      new Segment(name, std::move(region), /*owner=*/false, requests, completions, topups));
 }
 
 Status Segment::ValidateMapping(void* base_address, size_t size) {
@@ -136,11 +148,12 @@ Status Segment::ValidateMapping(void* base_address, size_t size) {
       (slot_bytes != 0 && header->num_slots > (size - header->slots_offset) / slot_bytes) ||
       header->request_ring_offset < sizeof(SegmentHeader) ||
       header->request_ring_offset >= header->completion_ring_offset ||
-      header->completion_ring_offset >= header->slots_offset) {
+      header->completion_ring_offset >= header->topup_ring_offset ||
+      header->topup_ring_offset >= header->slots_offset) {
     return InvalidArgument("segment regions exceed its size");
   }
   if (header->request_ring_offset % kAlign != 0 || header->completion_ring_offset % kAlign != 0 ||
-      header->slots_offset % kAlign != 0) {
+      header->topup_ring_offset % kAlign != 0 || header->slots_offset % kAlign != 0) {
     return InvalidArgument("segment regions are not aligned");
   }
   char* base = static_cast<char*>(base_address);
@@ -150,7 +163,10 @@ Status Segment::ValidateMapping(void* base_address, size_t size) {
                       .status());
   RETURN_IF_ERROR(SpscRing<CompletionMessage>::Attach(
                       base + header->completion_ring_offset,
-                      header->slots_offset - header->completion_ring_offset)
+                      header->topup_ring_offset - header->completion_ring_offset)
+                      .status());
+  RETURN_IF_ERROR(SpscRing<BatchMessage>::Attach(base + header->topup_ring_offset,
+                                                 header->slots_offset - header->topup_ring_offset)
                       .status());
   return Status::Ok();
 }

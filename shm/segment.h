@@ -57,6 +57,8 @@ class Segment {
   SegmentHeader* header() const { return header_; }
   SpscRing<BatchMessage>& requests() { return requests_; }
   SpscRing<CompletionMessage>& completions() { return completions_; }
+  // Agent -> runtime: answers to top-up queries (layered batching), one per query.
+  SpscRing<BatchMessage>& topups() { return topups_; }
 
   uint32_t num_slots() const { return header_->num_slots; }
   uint8_t* input_slab(uint32_t slot) const;
@@ -78,7 +80,8 @@ class Segment {
 
  private:
   Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region, bool owner,
-          SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions);
+          SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions,
+          SpscRing<BatchMessage> topups);
 
   std::string name_;
   std::unique_ptr<boost::interprocess::mapped_region> region_;
@@ -86,6 +89,7 @@ class Segment {
   SegmentHeader* header_;
   SpscRing<BatchMessage> requests_;
   SpscRing<CompletionMessage> completions_;
+  SpscRing<BatchMessage> topups_;
 };
 
 }  // namespace packrat::shm

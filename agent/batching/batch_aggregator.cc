@@ -69,6 +69,21 @@ std::optional<Batch> BatchAggregator::Poll(SteadyTime now) {
   return batch;
 }
 
+std::vector<std::shared_ptr<InferenceRequest>> BatchAggregator::TakeFront(
+    const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit) {
+  std::vector<std::shared_ptr<InferenceRequest>> taken;
+  int64_t rows = 0;
+  while (!queue_.empty() && admit(*queue_.front(), rows + queue_.front()->rows())) {
+    auto& next = queue_.front();
+    rows += next->rows();
+    queued_rows_ -= next->rows();
+    if (next->deadline()) --with_deadline_;
+    taken.push_back(std::move(next));
+    queue_.pop_front();
+  }
+  return taken;
+}
+
 std::vector<std::shared_ptr<InferenceRequest>> BatchAggregator::TakeAll() {
   std::vector<std::shared_ptr<InferenceRequest>> all(queue_.begin(), queue_.end());
   queue_.clear();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -49,6 +50,12 @@ class BatchAggregator {
   std::optional<SteadyTime> NextExpiry() const;
   // Removes and returns the queued requests whose deadline is at or before `now`, in order.
   std::vector<std::shared_ptr<InferenceRequest>> TakeExpired(SteadyTime now);
+
+  // Removes requests from the front, in order, while `admit(request, rows)` says yes, `rows`
+  // being the rows taken so far including this request's (layered top-ups). Stops at the first
+  // refusal.
+  std::vector<std::shared_ptr<InferenceRequest>> TakeFront(
+      const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit);
 
   // Removes and returns every queued request (shutdown).
   std::vector<std::shared_ptr<InferenceRequest>> TakeAll();

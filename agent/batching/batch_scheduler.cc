@@ -67,6 +67,14 @@ int64_t BatchScheduler::rows_in_system() const {
   return aggregator_.queued_rows() + dispatcher_->inflight_rows();
 }
 
+std::vector<std::shared_ptr<InferenceRequest>> BatchScheduler::TakeFront(
+    const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto taken = aggregator_.TakeFront(admit);
+  if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
+  return taken;
+}
+
 int64_t BatchScheduler::queued_rows() const {
   std::lock_guard<std::mutex> lock(mu_);
   return aggregator_.queued_rows();

@@ -41,6 +41,12 @@ class BatchScheduler {
   // progress to the old dispatcher to return; after that nothing reaches the old one.
   void SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t target_rows);
 
+  // Takes whole requests from the front of the queue for a running batch (layered top-up), see
+  // BatchAggregator::TakeFront. Never waits beyond the queue's lock; `admit` runs under it and
+  // must be quick.
+  std::vector<std::shared_ptr<InferenceRequest>> TakeFront(
+      const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit);
+
   int64_t queued_rows() const;
   // Rows queued plus rows of batches running on the current dispatcher.
   int64_t rows_in_system() const;

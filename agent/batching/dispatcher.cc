@@ -59,8 +59,19 @@ void Dispatcher::Dispatch(Batch batch) {
   std::vector<size_t> loads;
   loads.reserve(executors_.size());
   for (const InstanceExecutor* e : executors_) loads.push_back(e->load());
-  const std::vector<int64_t> counts =
-      PartitionRows(batch.rows, batch_sizes_, loads, rotation_.fetch_add(1));
+  const size_t rotation = rotation_.fetch_add(1);
+  std::vector<int64_t> counts;
+  if (whole_batches_) {
+    counts.assign(executors_.size(), 0);
+    size_t pick = rotation % executors_.size();
+    for (size_t k = 0; k < executors_.size(); ++k) {
+      const size_t i = (rotation + k) % executors_.size();
+      if (loads[i] < loads[pick]) pick = i;
+    }
+    counts[pick] = batch.rows;
+  } else {
+    counts = PartitionRows(batch.rows, batch_sizes_, loads, rotation);
+  }
 
   // Cut the batch's rows, request by request, into slices of at most b rows per instance.
   struct Cut {

@@ -43,6 +43,9 @@ class Dispatcher {
 
   // Installs metrics hooks; call before the first Dispatch().
   void set_observer(DispatchObserver observer) { observer_ = std::move(observer); }
+  // Layered batching: each batch goes whole to the least-loaded instance (in slices of at most
+  // its batch size) instead of being shared by all. Call before the first Dispatch().
+  void set_whole_batches(bool whole) { whole_batches_ = whole; }
 
   // True while fewer than max_inflight_batches batches are running.
   bool HasCapacity() const;
@@ -64,6 +67,7 @@ class Dispatcher {
   const int max_inflight_;
   std::function<void()> on_batch_done_;
   DispatchObserver observer_;
+  bool whole_batches_ = false;
   std::atomic<int> inflight_{0};
   std::atomic<int64_t> inflight_rows_{0};
   std::mutex idle_mu_;

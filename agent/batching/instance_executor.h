@@ -2,6 +2,7 @@
 // is a packrat-runtime process (agent/pool/runtime_instance.h); tests use fakes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,6 +29,30 @@ struct WorkSlice {
   // Set when the slice is re-run after its instance died; a slice is retried at most once.
   bool retried = false;
 };
+
+// Layered batching (lbci-paper §3.3): an executor running a staged model asks, at a stage
+// boundary of a running slice, whether queued rows may join it.
+struct TopUpQuery {
+  int64_t rows = 0;        // N_d: rows the slice runs now
+  int stages_done = 0;     // k: stages 1..k have run
+  int num_stages = 0;      // x: stages of the model
+  std::chrono::nanoseconds elapsed{0};  // t_done: how long the slice has been computing
+  int64_t max_rows = 0;    // room left in the slice
+  // A request of the running slice: joining rows must be compatible with it (same non-batch
+  // dims). Valid during the call.
+  const InferenceRequest* like = nullptr;
+};
+
+// The answer: whole requests whose rows join the slice, in order.
+struct TopUpGrant {
+  std::vector<std::shared_ptr<InferenceRequest>> requests;
+  int64_t rows = 0;
+  // Do not ask again for this slice (rows joined, or the budget admits none now and later).
+  bool final = false;
+};
+
+// Called on the executor's completion thread; must not block beyond short locks.
+using TopUpSource = std::function<TopUpGrant(const TopUpQuery&)>;
 
 class InstanceExecutor {
  public:

@@ -226,8 +226,36 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node b = node["batching"]) {
     const std::string k = key + ".batching";
     RETURN_IF_ERROR(
-        r.CheckKeys(b, k, {"max_batch", "max_delay_us", "max_inflight_batches", "max_queue_rows",
+        r.CheckKeys(b, k, {"mode", "latency_budget_ms", "profile_repeats", "max_batch",
+                           "max_delay_us", "max_inflight_batches", "max_queue_rows",
                            "timeout_ms"}));
+    if (b["mode"]) {
+      std::string mode;
+      RETURN_IF_ERROR(r.GetString(b["mode"], k + ".mode", &mode));
+      if (mode == "layered") {
+        m->batching.mode = BatchingMode::kLayered;
+      } else if (mode != "batched") {
+        return r.Error(b["mode"], k + ".mode", "must be 'batched' or 'layered'");
+      }
+    }
+    if (b["latency_budget_ms"]) {
+      RETURN_IF_ERROR(r.GetDouble(b["latency_budget_ms"], k + ".latency_budget_ms", 0.001,
+                                  3'600'000, &m->batching.latency_budget_ms));
+    }
+    if (b["profile_repeats"]) {
+      RETURN_IF_ERROR(r.GetIntAs(b["profile_repeats"], k + ".profile_repeats", 1, 1000,
+                                 &m->batching.profile_repeats));
+    }
+    if (m->batching.mode == BatchingMode::kLayered) {
+      if (m->batching.latency_budget_ms <= 0) {
+        return r.Error(b, k + ".latency_budget_ms", "is required with mode: layered");
+      }
+      if (m->inputs.size() != 1) {
+        return r.Error(b["mode"], k + ".mode", "layered batching needs a model with one input");
+      }
+    } else if (b["latency_budget_ms"] || b["profile_repeats"]) {
+      return r.Error(b, k, "latency_budget_ms and profile_repeats need mode: layered");
+    }
     if (b["timeout_ms"]) {
       RETURN_IF_ERROR(
           r.GetInt(b["timeout_ms"], k + ".timeout_ms", 0, 86'400'000, &m->batching.timeout_ms));
@@ -253,6 +281,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (!inst) return r.Error(node, key + ".instances", "is required");
   if (inst.IsScalar() && inst.as<std::string>() == "auto") {
     m->auto_instances = true;
+    if (m->batching.mode == BatchingMode::kLayered) {
+      return r.Error(inst, key + ".instances",
+                     "layered batching needs an explicit plan ([{count, threads, batch}])");
+    }
     if (m->batching.max_batch < 1) {
       return r.Error(inst, key + ".instances",
                      "'auto' needs batching.max_batch (the B the optimizer plans for)");

@@ -58,7 +58,16 @@ struct ServerConfig {
                                 // sched_setaffinity only); false: affinity only
 };
 
+enum class BatchingMode {
+  kBatched,  // aggregate B rows (or wait max_delay), split them over the instances
+  kLayered,  // start small batches at once; queued rows join them at stage boundaries while
+             // the latency budget allows (lbci-paper; staged models only)
+};
+
 struct BatchingConfig {
+  BatchingMode mode = BatchingMode::kBatched;
+  double latency_budget_ms = 0;   // layered: t_opt, the budget a batch must finish within
+  int profile_repeats = 5;        // layered: timed runs per batch size in the stage profile
   int64_t max_batch = 0;          // most rows one request may carry; 0 = no limit
   int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
   int max_inflight_batches = 2;   // batches dispatched but not finished, per model

@@ -152,6 +152,26 @@ std::string ModelMetadata(const ServedModel& model) {
     }
     out += '}';
   }
+  // Layered batching: the budget and what the stage profile derived from it, per thread count.
+  if (const std::vector<LayeredInfo> layered = model.layered_info(); !layered.empty()) {
+    out += ",\"layered\":[";
+    for (size_t i = 0; i < layered.size(); ++i) {
+      const LayeredInfo& l = layered[i];
+      if (i) out += ',';
+      out += "{\"threads\":" + std::to_string(l.threads) +
+             ",\"stages\":" + std::to_string(l.stages) +
+             ",\"profiled_batch\":" + std::to_string(l.profiled_batch) +
+             ",\"latency_budget_ms\":" + std::to_string(l.budget_ms) +
+             ",\"strict_budget_ms\":" + std::to_string(l.strict_budget_ms) +
+             ",\"max_fluctuation\":" + std::to_string(l.max_fluctuation) +
+             ",\"optimal_batch\":" + std::to_string(l.optimal_batch) +
+             ",\"per_sample_fit\":{\"z1\":" + std::to_string(l.fit.z1) +
+             ",\"z2\":" + std::to_string(l.fit.z2) + ",\"z3\":" + std::to_string(l.fit.z3) +
+             ",\"z4\":" + std::to_string(l.fit.z4) +
+             ",\"rms_rel_error\":" + std::to_string(l.fit.rms_rel_error) + "}}";
+    }
+    out += ']';
+  }
   const std::string failure = model.failure();
   if (!failure.empty()) {
     out += ",\"reason\":";

@@ -22,7 +22,13 @@ ModelMetrics::ModelMetrics(const AgentMetrics* owner, std::string model)
       reconfiguration_duration_(&owner->reconfiguration_duration_->WithLabelValues({model_})),
       generation_(&owner->generation_->WithLabelValues({model_})),
       predicted_batch_latency_(&owner->predicted_batch_latency_->WithLabelValues({model_})),
-      measured_batch_latency_(&owner->measured_batch_latency_->WithLabelValues({model_})) {}
+      measured_batch_latency_(&owner->measured_batch_latency_->WithLabelValues({model_})),
+      topup_queries_{&owner->topup_queries_->WithLabelValues({model_, "joined"}),
+                     &owner->topup_queries_->WithLabelValues({model_, "queue_empty"}),
+                     &owner->topup_queries_->WithLabelValues({model_, "refused"})},
+      topup_rows_(&owner->topup_rows_->WithLabelValues({model_})),
+      topup_predicted_latency_(&owner->topup_predicted_latency_->WithLabelValues({model_})),
+      layered_optimal_batch_(&owner->layered_optimal_batch_->WithLabelValues({model_})) {}
 
 Counter& ModelMetrics::requests(int code) {
   const bool cacheable = code >= 0 && code <= kMaxCachedCode;
@@ -167,6 +173,26 @@ Status AgentMetrics::Init(const AgentMetricsOptions& options) {
   ASSIGN_OR_RETURN(measured_batch_latency_,
                    r.AddGauge({"packrat_measured_batch_latency_seconds",
                                "Measured latency of recent batches.", model}));
+  ASSIGN_OR_RETURN(topup_queries_,
+                   r.AddCounter({"packrat_topup_queries_total",
+                                 "Layered batching: queries of runtimes at a stage boundary for "
+                                 "rows to join their running batch, by outcome (joined, "
+                                 "queue_empty, refused: over the latency budget).",
+                                 {"model", "outcome"}}));
+  ASSIGN_OR_RETURN(topup_rows_,
+                   r.AddCounter({"packrat_topup_rows_total",
+                                 "Layered batching: rows that joined a running batch.", model}));
+  ASSIGN_OR_RETURN(topup_predicted_latency_,
+                   r.AddHistogram({"packrat_topup_predicted_latency_seconds",
+                                   "Layered batching: predicted completion (wait + done + joining "
+                                   "rows + remaining stages) of each admitted top-up.",
+                                   model},
+                                  options.latency_buckets));
+  ASSIGN_OR_RETURN(layered_optimal_batch_,
+                   r.AddGauge({"packrat_layered_optimal_batch_rows",
+                               "Layered batching: N_opt, the largest batch the latency budget "
+                               "allows.",
+                               model}));
   if (!options.proc_root.empty()) {
     ASSIGN_OR_RETURN(process_,
                      ProcessMetrics::Create(&registry_, ProcessMetricsOptions{options.proc_root}));

@@ -14,6 +14,10 @@
 //   packrat_runtime_restarts_total{model}                     counter
 //   packrat_predicted_batch_latency_seconds{model}            gauge  (the optimizer's plan)
 //   packrat_measured_batch_latency_seconds{model}             gauge
+//   packrat_topup_queries_total{model,outcome}                counter (layered batching)
+//   packrat_topup_rows_total{model}                           counter
+//   packrat_topup_predicted_latency_seconds{model}            histogram
+//   packrat_layered_optimal_batch_rows{model}                 gauge  (N_opt)
 //   process_*                                                 (process_metrics.h)
 //
 // Usage: AgentMetrics::Create() once per agent; ForModel(name) once per model, keeping the
@@ -103,6 +107,16 @@ class ModelMetrics {
   // Set(seconds): the measured latency of recent batches (e.g. a moving average).
   Gauge& measured_batch_latency() { return *measured_batch_latency_; }
 
+  // Layered batching. Increment() once per top-up query a runtime asked, by its outcome.
+  enum class TopUpOutcome { kJoined, kQueueEmpty, kRefused };
+  Counter& topup_queries(TopUpOutcome outcome) { return *topup_queries_[static_cast<int>(outcome)]; }
+  // Increment(rows) for the rows that joined a running batch.
+  Counter& topup_rows() { return *topup_rows_; }
+  // Observe(seconds): the predicted completion (lbci eq. 3) of each admitted top-up.
+  Histogram& topup_predicted_latency() { return *topup_predicted_latency_; }
+  // Set(N_opt): the largest batch the latency budget allows.
+  Gauge& layered_optimal_batch() { return *layered_optimal_batch_; }
+
   // Replaces this model's packrat_instances series with `counts` (combinations not listed stop
   // being exported). Takes locks; call on state changes, not per request.
   void SetInstances(const std::vector<InstanceCount>& counts);
@@ -134,6 +148,10 @@ class ModelMetrics {
   Gauge* generation_;
   Gauge* predicted_batch_latency_;
   Gauge* measured_batch_latency_;
+  std::array<Counter*, 3> topup_queries_;
+  Counter* topup_rows_;
+  Histogram* topup_predicted_latency_;
+  Gauge* layered_optimal_batch_;
   std::mutex instances_mu_;  // serializes SetInstances
 };
 
@@ -178,6 +196,10 @@ class AgentMetrics {
   Family<Gauge>* accuracy_top1_ = nullptr;
   Family<Gauge>* predicted_batch_latency_ = nullptr;
   Family<Gauge>* measured_batch_latency_ = nullptr;
+  Family<Counter>* topup_queries_ = nullptr;
+  Family<Counter>* topup_rows_ = nullptr;
+  Family<Histogram>* topup_predicted_latency_ = nullptr;
+  Family<Gauge>* layered_optimal_batch_ = nullptr;
   std::unique_ptr<ProcessMetrics> process_;
 
   std::mutex mu_;

@@ -7,6 +7,7 @@
 #include "agent/batching/slice_io.h"
 #include "agent/pool/cpu_list.h"
 #include "agent/profiling/profile_store.h"
+#include "agent/profiling/stage_profiler.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -87,6 +88,121 @@ std::string ServedModel::load_report() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_ || active_->workers.empty()) return "";
   return active_->workers.front()->instance->load_report();
+}
+
+std::vector<LayeredInfo> ServedModel::layered_info() const {
+  std::vector<LayeredInfo> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [threads, policy] : top_up_policies_) {
+    LayeredInfo info;
+    info.threads = threads;
+    info.stages = policy->profile().num_stages();
+    info.profiled_batch = policy->profile().max_batch();
+    info.budget_ms = policy->budget_ms();
+    info.strict_budget_ms = policy->strict_budget_ms();
+    info.max_fluctuation = policy->profile().MaxFluctuation();
+    info.optimal_batch = policy->optimal_batch();
+    info.fit = policy->profile().fit();
+    out.push_back(info);
+  }
+  return out;
+}
+
+int64_t ServedModel::BatchTarget(const std::vector<InstanceGroup>& groups) const {
+  if (config_.batching.mode != BatchingMode::kLayered) return TargetRows(groups);
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t target = 0;
+  for (const InstanceGroup& g : groups) {
+    auto it = top_up_policies_.find(g.threads);
+    if (it == top_up_policies_.end()) continue;
+    const int64_t n = std::min<int64_t>(it->second->optimal_batch(), g.batch);
+    target = target == 0 ? n : std::min(target, n);
+  }
+  return std::max<int64_t>(target, 1);
+}
+
+Status ServedModel::PrepareLayered(const std::vector<InstanceGroup>& groups) {
+  if (config_.batching.mode != BatchingMode::kLayered) return Status::Ok();
+  std::map<int, int64_t> largest_batch;  // per thread count: the most rows a slice holds
+  for (const InstanceGroup& g : groups) {
+    largest_batch[g.threads] = std::max<int64_t>(largest_batch[g.threads], g.batch);
+  }
+  for (const auto& [threads, batch] : largest_batch) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = top_up_policies_.find(threads);
+      if (it != top_up_policies_.end() && it->second->profile().max_batch() >= batch) continue;
+    }
+    StageProfilerOptions o;
+    o.model = config_;
+    o.runtime_path = options_.runtime_path;
+    o.threads = threads;
+    o.max_batch = batch;
+    o.repeats = config_.batching.profile_repeats;
+    if (options_.allocator) {
+      for (const CpuInfo& c : options_.allocator->topology().cpus()) o.cores.push_back(c.cpu);
+      if (static_cast<int>(o.cores.size()) < threads) o.cores.clear();
+    }
+    ASSIGN_OR_RETURN(StageProfile profile,
+                     LoadOrMeasureStageProfile(options_.profile_dir, o, launcher_));
+    auto policy = std::make_shared<const TopUpPolicy>(
+        std::make_shared<const StageProfile>(std::move(profile)),
+        config_.batching.latency_budget_ms);
+    const StageProfile& p = policy->profile();
+    PACKRAT_LOG(INFO) << "model '" << config_.name << "': layered batching at " << threads
+                      << " thread(s): " << p.num_stages() << " stages, N_opt="
+                      << policy->optimal_batch() << " for the " << policy->budget_ms()
+                      << " ms budget (strict " << policy->strict_budget_ms()
+                      << " ms, fluctuation " << p.MaxFluctuation() * 100 << "%), g(b) = "
+                      << p.fit().z2 << " + (" << p.fit().z1 << " - " << p.fit().z2 << ") / (1 + (b/"
+                      << p.fit().z3 << ")^" << p.fit().z4 << ") ms, fit error "
+                      << p.fit().rms_rel_error * 100 << "% rms";
+    std::lock_guard<std::mutex> lock(mu_);
+    top_up_policies_[threads] = std::move(policy);
+  }
+  if (options_.metrics) {
+    options_.metrics->layered_optimal_batch().Set(static_cast<double>(BatchTarget(groups)));
+  }
+  return Status::Ok();
+}
+
+TopUpGrant ServedModel::TopUp(const TopUpPolicy& policy, const TopUpQuery& query) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  TopUpAdmission admission(policy, query, now);
+  std::vector<std::shared_ptr<InferenceRequest>> taken =
+      scheduler_->TakeFront(std::ref(admission));
+  const bool refused = admission.refused();
+  const TopUpPolicy::Prediction& last = admission.last();
+  TopUpGrant grant;
+  for (const auto& r : taken) grant.rows += r->rows();
+  grant.requests = std::move(taken);
+  grant.final = grant.rows > 0 || refused;
+  using Outcome = metrics::ModelMetrics::TopUpOutcome;
+  metrics::ModelMetrics* m = options_.metrics;
+  if (grant.rows > 0) {
+    if (m) {
+      m->topup_queries(Outcome::kJoined).Increment();
+      m->topup_rows().Increment(static_cast<double>(grant.rows));
+      m->topup_predicted_latency().Observe(last.total_ms() / 1e3);
+      for (const auto& r : grant.requests) {
+        m->queue_duration().Observe(std::chrono::duration<double>(now - r->arrival()).count());
+      }
+    }
+    PACKRAT_LOG(DEBUG) << "model '" << config_.name << "': top-up after stage "
+                       << query.stages_done << "/" << query.num_stages << ": " << grant.rows
+                       << " row(s) join " << query.rows << ", predicted t_all "
+                       << last.total_ms() << " ms (wait " << last.wait_ms << " + done "
+                       << last.done_ms << " + add " << last.add_ms << " + rest " << last.rest_ms
+                       << ") < " << policy.strict_budget_ms() << " ms";
+  } else if (refused) {
+    if (m) m->topup_queries(Outcome::kRefused).Increment();
+    PACKRAT_LOG(DEBUG) << "model '" << config_.name << "': top-up after stage "
+                       << query.stages_done << "/" << query.num_stages << " refused: t_all "
+                       << last.total_ms() << " ms >= " << policy.strict_budget_ms() << " ms";
+  } else if (m) {
+    m->topup_queries(Outcome::kQueueEmpty).Increment();
+  }
+  return grant;
 }
 
 ServingSnapshot ServedModel::Snapshot() const {
@@ -204,14 +320,25 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.accuracy = config_.accuracy;
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
     if (metrics::ModelMetrics* m = options_.metrics) {
-      o.on_slice_computed = [m](int64_t rows, std::chrono::nanoseconds compute) {
-        m->batch_size().Observe(static_cast<double>(rows));
-        m->compute_duration().Observe(std::chrono::duration<double>(compute).count());
+      o.on_slice_computed = [m](const SliceTiming& t) {
+        m->batch_size().Observe(static_cast<double>(t.rows));
+        m->compute_duration().Observe(std::chrono::duration<double>(t.compute).count());
       };
     }
     o.on_death = [this](std::vector<WorkSlice> orphans, const std::string& why) {
       OnWorkerDeath(std::move(orphans), why);
     };
+    if (config_.batching.mode == BatchingMode::kLayered) {
+      std::shared_ptr<const TopUpPolicy> policy;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = top_up_policies_.find(o.threads);
+        if (it != top_up_policies_.end()) policy = it->second;
+      }
+      if (!policy) return Internal("no layered-batching policy for " + std::to_string(o.threads) +
+                                   " thread(s)");
+      o.top_up = [this, policy](const TopUpQuery& q) { return TopUp(*policy, q); };
+    }
     starts.push_back(std::async(std::launch::async, [o = std::move(o), this] {
       return RuntimeInstance::Start(o, launcher_);
     }));
@@ -240,16 +367,21 @@ std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
                                                   std::vector<std::shared_ptr<Worker>> workers) {
   auto set = std::make_shared<InstanceSet>();
   set->generation = generation;
-  set->target_rows = TargetRows(groups);
+  set->target_rows = BatchTarget(groups);
   set->groups = std::move(groups);
   set->plan = std::move(plan);
   set->workers = std::move(workers);
   std::vector<InstanceExecutor*> executors;
   for (const auto& w : set->workers) executors.push_back(w->instance.get());
-  set->dispatcher =
-      std::make_shared<Dispatcher>(executors, config_.batching.max_inflight_batches, [this] {
-        if (scheduler_) scheduler_->Notify();
-      });
+  // Layered batching runs one batch per instance at a time, each started as soon as an
+  // instance is free; rows that arrive meanwhile stay queued and may join at a stage boundary.
+  const bool layered = config_.batching.mode == BatchingMode::kLayered;
+  const int inflight =
+      layered ? static_cast<int>(executors.size()) : config_.batching.max_inflight_batches;
+  set->dispatcher = std::make_shared<Dispatcher>(executors, inflight, [this] {
+    if (scheduler_) scheduler_->Notify();
+  });
+  set->dispatcher->set_whole_batches(layered);
   set->dispatcher->set_observer(MakeDispatchObserver());
   return set;
 }
@@ -262,6 +394,7 @@ Status ServedModel::Load() {
   if (auto resolved = ResolvePlan(&plan); resolved.ok()) {
     groups = std::move(resolved).value();
     status = ValidatePlan(groups);
+    if (status.ok()) status = PrepareLayered(groups);
   } else {
     status = resolved.status();
   }
@@ -293,7 +426,8 @@ Status ServedModel::Load() {
   std::shared_ptr<InstanceSet> set = MakeSet(generation, groups, plan, std::move(workers));
   BatchAggregator::Options batching;
   batching.target_rows = set->target_rows;
-  batching.max_delay = std::chrono::microseconds(config_.batching.max_delay_us);
+  batching.max_delay = std::chrono::microseconds(
+      config_.batching.mode == BatchingMode::kLayered ? 0 : config_.batching.max_delay_us);
   batching.max_queue_rows = config_.batching.max_queue_rows;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -455,6 +589,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     old = active_;
   }
   if (!old) return FailedPrecondition("model '" + config_.name + "' is not serving");
+  RETURN_IF_ERROR(PrepareLayered(groups));
 
   // Keep live instances whose shape the new plan also has; start the rest.
   std::map<std::pair<int, int64_t>, int> wanted;

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "agent/batching/batch_scheduler.h"
+#include "agent/batching/top_up_policy.h"
 #include "agent/config/config.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/model/instance_set.h"
@@ -76,6 +78,18 @@ struct WorkerInfo {
   uint64_t generation = 0;
   bool draining = false;  // in an old set that is finishing its batches
   bool alive = false;
+};
+
+// Layered batching as derived for one thread count (stage_profile.h).
+struct LayeredInfo {
+  int threads = 0;
+  int stages = 0;
+  int64_t profiled_batch = 0;  // N
+  double budget_ms = 0;        // t_opt
+  double strict_budget_ms = 0;  // t_OPT
+  double max_fluctuation = 0;   // r_max
+  int64_t optimal_batch = 0;    // N_opt
+  StageProfile::Fit fit;        // g(b)
 };
 
 struct ServingSnapshot {
@@ -127,6 +141,8 @@ class ServedModel {
   // The load report of the serving set's first runtime (kernel settings in effect and the
   // accuracy guard's figures, "key=value ..."); empty before loading.
   std::string load_report() const;
+  // Layered batching per thread count of the plan (empty unless batching.mode is layered).
+  std::vector<LayeredInfo> layered_info() const;
   // This model's metric series, or null. Valid for the model's lifetime.
   metrics::ModelMetrics* metrics() const { return options_.metrics; }
 
@@ -146,6 +162,14 @@ class ServedModel {
   Status Reconfigure(std::vector<InstanceGroup> groups, std::optional<Plan> plan,
                      const std::string& reason, bool restart);
   Status ApplyChange(const PlanChange& change);
+  // Layered batching: loads or measures the stage profile of every thread count in `groups`
+  // that has none yet, and derives its top-up policy. Blocking (measurements).
+  Status PrepareLayered(const std::vector<InstanceGroup>& groups);
+  // Answers a runtime's top-up query (on its completion thread): whole requests from the
+  // queue's front while the policy admits them.
+  TopUpGrant TopUp(const TopUpPolicy& policy, const TopUpQuery& query);
+  // B for a set of `groups`: Σ count·batch, or for layered batching the smallest N_opt.
+  int64_t BatchTarget(const std::vector<InstanceGroup>& groups) const;
   Status ValidatePlan(const std::vector<InstanceGroup>& groups) const;
   int ThreadBudget() const;
 
@@ -173,6 +197,10 @@ class ServedModel {
   std::unique_ptr<BatchScheduler> scheduler_;          // set once by Load()
   metrics::CallbackHandle queue_rows_metric_;          // set once by Load()
   std::atomic<double> measured_batch_seconds_{0};      // EWMA of batch latency
+
+  // Layered batching: the top-up policy of each thread count. Written by PrepareLayered (Load
+  // and the control thread) before any runtime that uses the entry starts; guarded by mu_.
+  std::map<int, std::shared_ptr<const TopUpPolicy>> top_up_policies_;
 
   // The optimizer over the model's profile (`instances: auto` only); control thread after Load.
   std::unique_ptr<Optimizer> optimizer_;

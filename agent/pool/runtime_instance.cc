@@ -16,13 +16,37 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
 
+// A slab for `rows` rows of every tensor, each 64-byte aligned, plus one alignment gap per
+// tensor for rows that join a running slice (layered batching) and are copied in after it.
 uint64_t SlabBytes(const std::vector<TensorSpec>& specs, int64_t rows, uint64_t variable) {
   uint64_t total = 0;
   for (const TensorSpec& s : specs) {
     const int64_t row = s.RowBytes();
-    total += shm::AlignUp(row < 0 ? variable : static_cast<uint64_t>(row) * rows);
+    total += shm::AlignUp(row < 0 ? variable : static_cast<uint64_t>(row) * rows) + shm::kAlign;
   }
   return total;
+}
+
+// The end of the last of `inputs` in `slab`, 64-byte aligned.
+uint64_t UsedBytes(const std::vector<TensorView>& inputs, const uint8_t* slab) {
+  uint64_t end = 0;
+  for (const TensorView& t : inputs) {
+    end = std::max<uint64_t>(end, static_cast<uint64_t>(t.data - slab) + t.byte_size);
+  }
+  return shm::AlignUp(end);
+}
+
+void Describe(const std::vector<TensorView>& inputs, const uint8_t* slab,
+              shm::BatchMessage* msg) {
+  msg->num_tensors = static_cast<uint32_t>(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    shm::TensorDesc& d = msg->tensors[i];
+    d.datatype = static_cast<uint8_t>(inputs[i].datatype);
+    d.ndim = static_cast<uint8_t>(inputs[i].shape.size());
+    for (size_t k = 0; k < inputs[i].shape.size(); ++k) d.shape[k] = inputs[i].shape[k];
+    d.offset = static_cast<uint64_t>(inputs[i].data - slab);
+    d.byte_size = inputs[i].byte_size;
+  }
 }
 
 std::string JoinInts(const std::vector<int64_t>& v, size_t from) {
@@ -45,7 +69,8 @@ RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher
       segment_(std::move(segment)),
       pid_(pid),
       running_(segment_->num_slots()),
-      slot_busy_(segment_->num_slots(), false) {
+      slot_busy_(segment_->num_slots(), false),
+      slot_used_(segment_->num_slots(), 0) {
   completion_thread_ = std::thread([this] { CompletionLoop(); });
 }
 
@@ -189,15 +214,8 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     msg.batch_id = next_batch_id_++;
     msg.slot = slot;
     msg.rows = slice.rows;
-    msg.num_tensors = static_cast<uint32_t>(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      shm::TensorDesc& d = msg.tensors[i];
-      d.datatype = static_cast<uint8_t>(inputs[i].datatype);
-      d.ndim = static_cast<uint8_t>(inputs[i].shape.size());
-      for (size_t k = 0; k < inputs[i].shape.size(); ++k) d.shape[k] = inputs[i].shape[k];
-      d.offset = static_cast<uint64_t>(inputs[i].data - slab);
-      d.byte_size = inputs[i].byte_size;
-    }
+    msg.flags = options_.top_up ? shm::kBatchAllowTopUp : 0;
+    Describe(inputs, slab, &msg);
     // The ring holds at least one entry per slot, so a push for a free slot always fits.
     if (!segment_->requests().TryPush(msg)) {
       failed.emplace_back(std::move(slice), Internal("request ring unexpectedly full"));
@@ -205,6 +223,7 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     }
     running_[slot] = std::move(slice);
     slot_busy_[slot] = true;
+    slot_used_[slot] = UsedBytes(inputs, slab);
   }
   return failed;
 }
@@ -234,7 +253,67 @@ void RuntimeInstance::CompletionLoop() {
   }
 }
 
+void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
+  shm::BatchMessage answer;
+  std::memset(&answer, 0, sizeof(answer));
+  answer.batch_id = msg.batch_id;
+  answer.slot = msg.slot;
+  answer.flags = shm::kGrantFinal;
+  TopUpQuery query;
+  std::shared_ptr<InferenceRequest> like;  // keeps query.like valid
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (msg.slot < running_.size() && running_[msg.slot] && !running_[msg.slot]->ranges.empty()) {
+      const WorkSlice& running = *running_[msg.slot];
+      like = running.ranges.front().request;
+      query.rows = running.rows;
+      query.max_rows = options_.batch - running.rows;
+    }
+  }
+  query.stages_done = static_cast<int>(msg.stages_done);
+  query.num_stages = static_cast<int>(msg.num_stages);
+  query.elapsed = std::chrono::nanoseconds(msg.compute_ns);
+  query.like = like.get();
+  TopUpGrant grant;
+  if (like && options_.top_up && query.max_rows > 0) grant = options_.top_up(query);
+  WorkSlice joining;
+  Status failed;
+  if (grant.rows > 0) {
+    joining.rows = grant.rows;
+    for (auto& r : grant.requests) joining.ranges.push_back({r, 0, r->rows()});
+    std::lock_guard<std::mutex> lock(mu_);
+    if (msg.slot < running_.size() && running_[msg.slot]) {
+      uint8_t* slab = segment_->input_slab(msg.slot);
+      const uint64_t used = slot_used_[msg.slot];
+      std::vector<TensorView> inputs;
+      failed = used <= segment_->input_capacity()
+                   ? GatherInputs(joining, slab + used, segment_->input_capacity() - used, &inputs)
+                   : ResourceExhausted("input slab full");
+      if (failed.ok()) {
+        Describe(inputs, slab, &answer);
+        answer.rows = grant.rows;
+        answer.flags = 0;
+        WorkSlice& running = *running_[msg.slot];
+        running.ranges.insert(running.ranges.end(), joining.ranges.begin(),
+                              joining.ranges.end());
+        running.rows += grant.rows;
+        slot_used_[msg.slot] = UsedBytes(inputs, slab);
+      }
+    } else {
+      failed = Unavailable("the batch the rows were to join is gone");
+    }
+  } else if (!grant.final) {
+    answer.flags = 0;  // nothing queued now: the runtime asks again after the next stage
+  }
+  // One answer per query, and at most one query is outstanding: the two-entry ring has room.
+  if (!segment_->topups().TryPush(answer)) {
+    PACKRAT_LOG(ERROR) << "top-up ring unexpectedly full";
+  }
+  if (!failed.ok()) FailSlice(joining, failed);  // rows already taken from the queue
+}
+
 void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
+  if (msg.kind == shm::CompletionKind::kTopUpQuery) return HandleTopUpQuery(msg);
   std::optional<WorkSlice> slice;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -257,7 +336,13 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
                        " outputs, the config declares " + std::to_string(options_.outputs.size())));
   } else {
     if (options_.on_slice_computed) {
-      options_.on_slice_computed(slice->rows, std::chrono::nanoseconds(msg.compute_ns));
+      SliceTiming timing;
+      timing.rows = slice->rows;
+      timing.compute = std::chrono::nanoseconds(msg.compute_ns);
+      for (uint32_t k = 0; k < std::min<uint32_t>(msg.num_stages, shm::kMaxStages); ++k) {
+        timing.stages.emplace_back(msg.stage_ns[k]);
+      }
+      options_.on_slice_computed(timing);
     }
     const uint8_t* slab = segment_->output_slab(msg.slot);
     const uint64_t cap = segment_->output_capacity();
@@ -341,6 +426,7 @@ void RuntimeInstance::Stop(std::chrono::milliseconds drain) {
     stopped_ = true;
   }
   segment_->requests().Close();  // the runtime leaves its loop and exits 0
+  segment_->topups().Close();
   if (!launcher_->Wait(pid_, std::chrono::seconds(5))) {
     PACKRAT_LOG(WARNING) << "runtime pid " << pid_ << " did not exit; killing it";
     launcher_->Signal(pid_, SIGKILL);

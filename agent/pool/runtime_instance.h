@@ -33,6 +33,13 @@
 
 namespace packrat {
 
+// What the runtime reported for one slice it computed.
+struct SliceTiming {
+  int64_t rows = 0;  // rows computed, joined rows included
+  std::chrono::nanoseconds compute{0};
+  std::vector<std::chrono::nanoseconds> stages;  // staged models: time in each stage
+};
+
 struct RuntimeInstanceOptions {
   std::string model_name;
   int index = 0;             // position in the model's instance list, for names and logs
@@ -51,9 +58,12 @@ struct RuntimeInstanceOptions {
   std::chrono::seconds startup_timeout{300};
   uint32_t slots = 2;  // slices in flight: one computing while the next is copied in
   uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
-  // Called on the completion thread for every slice the runtime computed: its rows and the
-  // runtime's forward() time. Must not block. May be empty.
-  std::function<void(int64_t rows, std::chrono::nanoseconds compute)> on_slice_computed;
+  // Called on the completion thread for every slice the runtime computed successfully. Must
+  // not block. May be empty.
+  std::function<void(const SliceTiming&)> on_slice_computed;
+  // Layered batching: for a staged model, the runtime asks at each stage boundary of a running
+  // slice for more rows, and this answers (on the completion thread). Empty: it never asks.
+  TopUpSource top_up;
   // Called once, on the completion thread, if the runtime dies while the instance is not being
   // stopped, with the slices it had queued or running; the callee must deliver or fail every
   // one of them (e.g. retry them on another instance). Empty: they fail with kUnavailable.
@@ -93,6 +103,9 @@ class RuntimeInstance : public InstanceExecutor {
   // the caller without the lock). Requires mu_.
   std::vector<std::pair<WorkSlice, Status>> FillSlotsLocked();
   void HandleCompletion(const shm::CompletionMessage& msg);
+  // Answers a top-up query: asks options_.top_up, copies the granted rows into the slot's
+  // input slab after the slice's own, and adds them to the running slice.
+  void HandleTopUpQuery(const shm::CompletionMessage& msg);
   // The runtime is gone: fail everything, refuse new work.
   void MarkDead(const std::string& why);
   bool IdleLocked() const;
@@ -109,6 +122,8 @@ class RuntimeInstance : public InstanceExecutor {
   std::vector<std::optional<WorkSlice>> running_;  // by slot; guarded by mu_
   // By slot: true from filling the input slab until the outputs were copied out. Guarded by mu_.
   std::vector<bool> slot_busy_;
+  // By slot: bytes of the input slab the running slice's inputs use. Guarded by mu_.
+  std::vector<uint64_t> slot_used_;
   bool accepting_ = true;       // guarded by mu_
   std::string dead_reason_;     // guarded by mu_; non-empty once dead
   bool stopped_ = false;        // guarded by mu_

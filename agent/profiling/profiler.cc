@@ -17,7 +17,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One request of `rows` synthetic rows (normal floats, zero integers) matching the inputs.
+}  // namespace
+
 StatusOr<DecodedRequest> SyntheticRequest(const std::vector<TensorSpec>& inputs, int rows) {
   DecodedRequest request;
   request.rows = rows;
@@ -55,7 +56,6 @@ StatusOr<DecodedRequest> SyntheticRequest(const std::vector<TensorSpec>& inputs,
   return request;
 }
 
-// Runs one batch of `decoded` on `instance` and returns its wall time.
 StatusOr<double> TimeOneBatch(RuntimeInstance* instance, const DecodedRequest& decoded) {
   std::promise<Status> done;
   auto finished = done.get_future();
@@ -69,8 +69,6 @@ StatusOr<double> TimeOneBatch(RuntimeInstance* instance, const DecodedRequest& d
   RETURN_IF_ERROR(finished.get());
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
-
-}  // namespace
 
 Profiler::Profiler(ProfilerOptions options, ProcessLauncher* launcher)
     : options_(std::move(options)), launcher_(launcher) {}

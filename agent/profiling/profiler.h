@@ -18,7 +18,9 @@
 
 #include "agent/config/config.h"
 #include "agent/planning/profile.h"
+#include "agent/kserve/kserve_codec.h"
 #include "agent/pool/process_launcher.h"
+#include "agent/pool/runtime_instance.h"
 #include "common/status.h"
 
 namespace packrat {
@@ -63,6 +65,11 @@ class Profiler {
   ProfilerOptions options_;
   ProcessLauncher* launcher_;
 };
+
+// One request of `rows` synthetic rows (normal floats, zero integers) matching `inputs`.
+StatusOr<DecodedRequest> SyntheticRequest(const std::vector<TensorSpec>& inputs, int rows);
+// Runs one batch of `decoded` on `instance` (alone) and returns its wall time in ms.
+StatusOr<double> TimeOneBatch(RuntimeInstance* instance, const DecodedRequest& decoded);
 
 // "1-4" -> {1,2,3,4}; "1,2,8" -> {1,2,8}; "1-4,8" -> {1,2,3,4,8}. kInvalidArgument otherwise.
 StatusOr<std::vector<int>> ParseIntRanges(const std::string& text);
