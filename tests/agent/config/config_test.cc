@@ -316,6 +316,32 @@ TEST_F(ConfigTest, BadValuesNameTheirKey) {
   EXPECT_EQ(ErrorOf(text), "test.yaml:2: models[0].path: is required");
 }
 
+TEST_F(ConfigTest, LayeredBatchingKeys) {
+  auto config =
+      Parse(OneModel("    batching: {mode: layered, latency_budget_ms: 250.5, profile_repeats: 3}\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const BatchingConfig& b = config->models[0].batching;
+  EXPECT_EQ(b.mode, BatchingMode::kLayered);
+  EXPECT_DOUBLE_EQ(b.latency_budget_ms, 250.5);
+  EXPECT_EQ(b.profile_repeats, 3);
+  EXPECT_EQ(Parse(OneModel())->models[0].batching.mode, BatchingMode::kBatched);
+
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {mode: layered}\n")),
+            "test.yaml:7: models[0].batching.latency_budget_ms: is required with mode: layered");
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {mode: sideways}\n")),
+            "test.yaml:7: models[0].batching.mode: must be 'batched' or 'layered'");
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {latency_budget_ms: 10}\n")),
+            "test.yaml:7: models[0].batching: latency_budget_ms and profile_repeats need mode: "
+            "layered");
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {mode: layered, latency_budget_ms: 0}\n")),
+            "test.yaml:7: models[0].batching.latency_budget_ms: must be between 0.001000 and "
+            "3600000.000000");
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {mode: layered, latency_budget_ms: 9, max_batch: 4}\n",
+                             "auto")),
+            "test.yaml:6: models[0].instances: layered batching needs an explicit plan "
+            "([{count, threads, batch}])");
+}
+
 TEST_F(ConfigTest, MalformedYamlNamesFileAndLine) {
   const std::string error = ErrorOf(
       "models:\n"
