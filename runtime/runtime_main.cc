@@ -8,6 +8,8 @@
 //                   [--precision bf16] [--memory-format channels_last] [--freeze]
 //                   [--accuracy-samples 8] [--accuracy-max-rel-error 0.05]
 //                   [--accuracy-min-top1 0.9] [--accuracy-strict]
+//   packrat-runtime --generate --segment NAME --model PATH --threads T --slots S
+//                   [--refill half|step|static] [--cores 0,1] [--agent-pid PID] [--name gpt/0]
 //
 // Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
 #include <malloc.h>
@@ -23,6 +25,8 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "runtime/decoder.h"
+#include "runtime/generation_loop.h"
 #include "runtime/model_runner.h"
 #include "runtime/worker.h"
 #include "shm/segment.h"
@@ -43,6 +47,9 @@ struct Flags {
   int warmup_iterations = 3;
   Optimization optimization;
   AccuracyGuard guard;
+  bool generate = false;  // a generative model: the decode loop instead of batches
+  int slots = 1;          // generate: sequences decoded together
+  RefillPolicy refill = RefillPolicy::kHalf;
 };
 
 StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
@@ -71,6 +78,10 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
     if (flag == "--accuracy-strict") {
       f.guard.strict = true;
+      continue;
+    }
+    if (flag == "--generate") {
+      f.generate = true;
       continue;
     }
     if (i + 1 >= argc) return InvalidArgument("flag " + flag + " needs a value");
@@ -119,6 +130,18 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.guard.max_rel_error = std::atof(value.c_str());
     } else if (flag == "--accuracy-min-top1") {
       f.guard.min_top1_agreement = std::atof(value.c_str());
+    } else if (flag == "--slots") {
+      f.slots = std::atoi(value.c_str());
+    } else if (flag == "--refill") {
+      if (value == "half") {
+        f.refill = RefillPolicy::kHalf;
+      } else if (value == "step") {
+        f.refill = RefillPolicy::kStep;
+      } else if (value == "static") {
+        f.refill = RefillPolicy::kStatic;
+      } else {
+        return InvalidArgument("bad --refill " + value);
+      }
     } else {
       return InvalidArgument("unknown flag " + flag);
     }
@@ -126,6 +149,7 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
   if (f.segment.empty() || f.model.empty())
     return InvalidArgument("--segment and --model are required");
   if (f.threads < 1) return InvalidArgument("--threads must be >= 1");
+  if (f.slots < 1) return InvalidArgument("--slots must be >= 1");
   return f;
 }
 
@@ -182,6 +206,30 @@ int Main(int argc, char** argv) {
   };
   if (Status s = PinToCores(flags.cores); !s.ok()) return fail(s);
   KeepFreedMemory();
+
+  if (flags.generate) {
+    auto decoder_or = LoadTorchDecoder(flags.model, flags.threads, flags.slots);
+    if (!decoder_or.ok()) return fail(decoder_or.status());
+    std::unique_ptr<Decoder> decoder = std::move(decoder_or).value();
+    const DecoderShape& shape = decoder->shape();
+    segment->SetInfo("kernel=fp32 layers=" + std::to_string(shape.layers) +
+                     " heads=" + std::to_string(shape.heads) +
+                     " max_len=" + std::to_string(shape.max_len) +
+                     " vocab=" + std::to_string(shape.vocab) +
+                     " slots=" + std::to_string(flags.slots));
+    segment->header()->runtime_pid.store(getpid(), std::memory_order_release);
+    segment->SetState(shm::RuntimeState::kReady);
+    PACKRAT_LOG(INFO) << "ready: generative model " << flags.model << ", " << flags.threads
+                      << " thread(s), " << flags.slots << " slot(s)";
+    GenerationOptions o;
+    o.refill = flags.refill;
+    o.agent_pid = flags.agent_pid;
+    GenerationLoop loop(segment.get(), decoder.get(), o);
+    const Status s = loop.Run();
+    segment->SetState(shm::RuntimeState::kStopped);
+    if (!s.ok()) PACKRAT_LOG(WARNING) << "stopping: " << s.message();
+    return 0;
+  }
 
   ModelRunnerOptions options;
   options.model_path = flags.model;

@@ -17,10 +17,13 @@ namespace packrat::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x3154415252434150ull;  // "PACRRAT1", little endian
 // 2: SegmentHeader::info. 3: layered batching (top-up ring, query completions, stage times).
-inline constexpr uint32_t kLayoutVersion = 3;
+// 4: generation (GenerateParams, step tokens).
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr int kMaxTensors = 8;
 inline constexpr int kMaxDims = 8;
 inline constexpr int kMaxStages = 16;
+inline constexpr int kMaxStopIds = 8;
+inline constexpr int kMaxStepTokens = 32;
 inline constexpr size_t kErrorTextSize = 512;
 inline constexpr size_t kAlign = 64;
 
@@ -44,6 +47,21 @@ struct TensorDesc {
 inline constexpr uint32_t kBatchAllowTopUp = 1u << 0;
 // Top-up ring: do not ask again for this batch (the budget admits no more rows).
 inline constexpr uint32_t kGrantFinal = 1u << 1;
+// Request ring of a generative runtime: a new sequence `batch_id`, its prompt (INT64 [L]) being
+// tensors[0] in slot `slot`'s input slab and its parameters `generate`.
+inline constexpr uint32_t kGenerateStart = 1u << 2;
+// Request ring of a generative runtime: stop sequence `batch_id` and free its decode slot.
+inline constexpr uint32_t kGenerateCancel = 1u << 3;
+
+// How a sequence is generated.
+struct GenerateParams {
+  uint32_t max_tokens;  // tokens to generate at most (>= 1)
+  uint32_t top_k;       // sample among the k best; 1 = greedy
+  float temperature;    // > 0
+  uint32_t num_stop_ids;
+  uint64_t seed;        // of the sampler
+  int32_t stop_ids[kMaxStopIds];  // generation ends after any of these
+};
 
 // Agent -> runtime, on the request ring: run the batch whose inputs are in slot `slot`'s input
 // slab. On the top-up ring, the answer to a top-up query: `rows` more rows (0 = none) for the
@@ -54,9 +72,10 @@ struct BatchMessage {
   uint32_t slot;
   uint32_t num_tensors;
   int64_t rows;
-  uint32_t flags;  // kBatchAllowTopUp, kGrantFinal
+  uint32_t flags;  // kBatchAllowTopUp, kGrantFinal, kGenerateStart, kGenerateCancel
   uint32_t reserved;
   TensorDesc tensors[kMaxTensors];
+  GenerateParams generate;  // kGenerateStart
 };
 
 enum class CompletionStatus : int32_t { kOk = 0, kError = 1 };
@@ -65,6 +84,22 @@ enum class CompletionKind : uint32_t {
   kDone = 0,        // the batch finished (status, outputs)
   kTopUpQuery = 1,  // the batch stopped after `stages_done` stages and waits for one answer
                     // on the top-up ring
+  kAccepted = 2,    // generation: the runtime took sequence batch_id's prompt; `slot` is free
+  kTokens = 3,      // generation: `rows` entries of `tokens`, from one decode step or prefill
+  kSequenceFailed = 4,  // generation: sequence batch_id ended with `error`
+};
+
+// StepToken::flags.
+inline constexpr uint32_t kTokenFinished = 1u << 0;   // the sequence's last token
+inline constexpr uint32_t kTokenCancelled = 1u << 1;  // the sequence was cancelled (no token)
+
+// One generated token of one sequence.
+struct StepToken {
+  uint64_t sequence_id;
+  int32_t token;
+  uint32_t flags;
+  float prob;  // its probability when sampled among the top k; -1 when greedy (not computed)
+  uint32_t reserved;
 };
 
 // Runtime -> agent. kDone: batch `batch_id` finished; on success its outputs (`rows` rows) are
@@ -82,6 +117,7 @@ struct CompletionMessage {
   uint32_t num_stages;   // staged models: entries in stage_ns (0 otherwise)
   uint64_t stage_ns[kMaxStages];  // kDone, staged models: time in each stage
   TensorDesc tensors[kMaxTensors];
+  StepToken tokens[kMaxStepTokens];  // kTokens
   char error[kErrorTextSize];
 };
 
@@ -131,6 +167,8 @@ struct alignas(kAlign) SegmentHeader {
 static_assert(std::is_trivially_copyable_v<TensorDesc>);
 static_assert(std::is_trivially_copyable_v<BatchMessage>);
 static_assert(std::is_trivially_copyable_v<CompletionMessage>);
+static_assert(std::is_trivially_copyable_v<GenerateParams>);
+static_assert(sizeof(StepToken) == 24);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<int32_t>::is_always_lock_free);

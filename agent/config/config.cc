@@ -202,7 +202,7 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   RETURN_IF_ERROR(r.CheckKeys(node, key,
                               {"name", "path", "inputs", "outputs", "batching", "instances",
                                "warmup_iterations", "startup_timeout_s", "auto_threads",
-                               "reconfiguration", "optimize", "accuracy"}));
+                               "reconfiguration", "optimize", "accuracy", "generation"}));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {
@@ -216,10 +216,44 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   std::filesystem::path p(m->path);
   if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
   m->path = p.lexically_normal().string();
-  if (!node["inputs"]) return r.Error(node, key + ".inputs", "is required");
-  RETURN_IF_ERROR(ParseTensors(r, node["inputs"], key + ".inputs", &m->inputs));
-  if (!node["outputs"]) return r.Error(node, key + ".outputs", "is required");
-  RETURN_IF_ERROR(ParseTensors(r, node["outputs"], key + ".outputs", &m->outputs));
+  if (const YAML::Node g = node["generation"]) {
+    const std::string k = key + ".generation";
+    GenerationConfig& gen = m->generation;
+    gen.enabled = true;
+    if (!g.IsNull()) {
+      RETURN_IF_ERROR(r.CheckKeys(
+          g, k, {"refill", "max_tokens", "default_max_tokens", "max_prompt_tokens"}));
+      if (g["refill"]) {
+        RETURN_IF_ERROR(r.GetString(g["refill"], k + ".refill", &gen.refill));
+        if (gen.refill != "half" && gen.refill != "step" && gen.refill != "static") {
+          return r.Error(g["refill"], k + ".refill", "must be half, step or static");
+        }
+      }
+      if (g["max_tokens"]) {
+        RETURN_IF_ERROR(r.GetInt(g["max_tokens"], k + ".max_tokens", 1, 1 << 20, &gen.max_tokens));
+      }
+      if (g["default_max_tokens"]) {
+        RETURN_IF_ERROR(r.GetInt(g["default_max_tokens"], k + ".default_max_tokens", 1, 1 << 20,
+                                 &gen.default_max_tokens));
+      }
+      if (g["max_prompt_tokens"]) {
+        RETURN_IF_ERROR(r.GetInt(g["max_prompt_tokens"], k + ".max_prompt_tokens", 1, 1 << 20,
+                                 &gen.max_prompt_tokens));
+      }
+    }
+    gen.default_max_tokens = std::min(gen.default_max_tokens, gen.max_tokens);
+    for (const char* other : {"inputs", "outputs", "optimize"}) {
+      if (node[other]) {
+        return r.Error(node[other], key + "." + other,
+                       "does not apply to a generative model (token ids in and out)");
+      }
+    }
+  } else {
+    if (!node["inputs"]) return r.Error(node, key + ".inputs", "is required");
+    RETURN_IF_ERROR(ParseTensors(r, node["inputs"], key + ".inputs", &m->inputs));
+    if (!node["outputs"]) return r.Error(node, key + ".outputs", "is required");
+    RETURN_IF_ERROR(ParseTensors(r, node["outputs"], key + ".outputs", &m->outputs));
+  }
   if (m->inputs.size() > 8 || m->outputs.size() > 8) {
     return r.Error(node, key, "at most 8 inputs and 8 outputs are supported");
   }
@@ -247,6 +281,9 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
                                  &m->batching.profile_repeats));
     }
     if (m->batching.mode == BatchingMode::kLayered) {
+      if (m->generation.enabled) {
+        return r.Error(b["mode"], k + ".mode", "layered batching is for staged models, not generative ones");
+      }
       if (m->batching.latency_budget_ms <= 0) {
         return r.Error(b, k + ".latency_budget_ms", "is required with mode: layered");
       }
@@ -406,6 +443,10 @@ ModelSignature ModelConfig::Signature() const {
   s.inputs = inputs;
   s.outputs = outputs;
   s.max_batch = batching.max_batch;
+  if (generation.enabled) {  // what /generate takes and gives
+    s.inputs = {{"input_ids", DataType::kInt64, {-1}}};
+    s.outputs = {{"output_ids", DataType::kInt64, {-1}}};
+  }
   return s;
 }
 

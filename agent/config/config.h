@@ -93,6 +93,16 @@ struct ReconfigurationConfig {
   double max_utilization = 0.8;
 };
 
+// Generative models (amun-topup-batching-paper): POST /v2/models/{m}/generate[_stream]. Each
+// instance's `batch` is its number of decode slots (sequences decoded together).
+struct GenerationConfig {
+  bool enabled = false;          // the model is generative (a `generation:` section)
+  std::string refill = "half";   // top-up policy: half (the paper's), step, or static
+  int64_t max_tokens = 256;      // the most tokens one request may ask for
+  int64_t default_max_tokens = 16;
+  int64_t max_prompt_tokens = 1024;  // longest prompt accepted (also bounded by the model)
+};
+
 struct ModelConfig {
   std::string name;
   std::string path;  // absolute after loading
@@ -107,6 +117,7 @@ struct ModelConfig {
   int warmup_iterations = 3;
   int startup_timeout_s = 300;
   ReconfigurationConfig reconfiguration;
+  GenerationConfig generation;
   OptimizeConfig optimize;  // as written (may say auto)
   AccuracyConfig accuracy;
   // The resolved settings the runtimes use; FP32 contiguous until the agent resolves

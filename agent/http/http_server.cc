@@ -21,6 +21,8 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -270,6 +272,15 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     request.body = std::make_shared<const std::string>(std::move(req.body()));
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
+    ++request_number_;
+    request.on_disconnect = [weak = this->weak_from_this(),
+                             number = request_number_](std::function<void()> on_gone) {
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(), [self, number, on_gone = std::move(on_gone)] {
+          self->WatchDisconnect(number, std::move(on_gone));
+        });
+      }
+    };
 
     server_->BeginRequest();
     auto self = this->shared_from_this();
@@ -290,7 +301,155 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     Write(std::move(response), /*keep_alive=*/false, 11, /*counted=*/true);
   }
 
+  // Runs `on_gone` if the client closes the connection before request `number` is answered:
+  // waits until the socket is readable, then peeks — end of stream means gone; pipelined bytes
+  // of a next request mean the client is still there.
+  void WatchDisconnect(uint64_t number, std::function<void()> on_gone) {
+    if (number != request_number_ || answered_ == number) return;
+    on_gone_ = std::move(on_gone);
+    if (watching_) return;
+    watching_ = true;
+    stream_.socket().async_wait(
+        Protocol::socket::wait_read,
+        [self = this->shared_from_this(), number](beast::error_code ec) {
+          self->watching_ = false;
+          if (ec == net::error::operation_aborted || self->answered_ == number ||
+              self->request_number_ != number) {
+            return;
+          }
+          char byte;
+          const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
+                                   MSG_PEEK | MSG_DONTWAIT);
+          if (ec || n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            if (auto gone = std::move(self->on_gone_)) gone();
+          }
+        });
+  }
+
+  // A chunked response body written piece by piece; see HttpStream. The session stays alive
+  // while the writer does. Write/Finish may come from any thread; the socket is used on the
+  // session's strand only.
+  class StreamWriter : public HttpStream, public std::enable_shared_from_this<StreamWriter> {
+   public:
+    StreamWriter(std::shared_ptr<Session> session, bool keep_alive)
+        : session_(std::move(session)), keep_alive_(keep_alive) {}
+
+    bool Write(std::string data) override {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (closed_) return false;
+        if (finishing_) return true;
+        queue_.push_back(std::move(data));
+      }
+      Post();
+      return true;
+    }
+
+    void Finish() override {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (finishing_) return;
+        finishing_ = true;
+      }
+      Post();
+    }
+
+    // The headers could not be sent: every Write() fails.
+    void Fail() {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+
+   private:
+    void Post() {
+      net::post(session_->stream_.get_executor(), [self = this->shared_from_this()] { self->Pump(); });
+    }
+
+    // On the strand: writes the next piece, the last chunk once finished and drained, or gives
+    // up once the client is gone; the request ends (EndStream) exactly once.
+    void Pump() {
+      std::string next;
+      bool last = false, abandoned = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (writing_ || done_) return;
+        if (closed_) {
+          abandoned = done_ = true;
+        } else if (!queue_.empty()) {
+          next = std::move(queue_.front());
+          queue_.pop_front();
+        } else if (finishing_) {
+          last = done_ = true;
+        } else {
+          return;
+        }
+        writing_ = !abandoned;
+      }
+      if (abandoned) return session_->EndStream(false);
+      Session& s = *session_;
+      s.stream_.expires_after(s.server_->options().idle_timeout);
+      auto self = this->shared_from_this();
+      if (last) {
+        net::async_write(s.stream_, bhttp::make_chunk_last(),
+                         [self](beast::error_code ec, size_t) {
+                           self->session_->EndStream(!ec && self->keep_alive_);
+                         });
+        return;
+      }
+      auto data = std::make_shared<std::string>(std::move(next));
+      net::async_write(s.stream_, bhttp::make_chunk(net::buffer(*data)),
+                       [self, data](beast::error_code ec, size_t) {
+                         {
+                           std::lock_guard<std::mutex> lock(self->mu_);
+                           self->writing_ = false;
+                           if (ec) self->closed_ = true;
+                         }
+                         self->Pump();
+                       });
+    }
+
+    std::shared_ptr<Session> session_;
+    const bool keep_alive_;
+    std::mutex mu_;
+    std::deque<std::string> queue_;  // guarded by mu_
+    bool writing_ = false;           // guarded by mu_
+    bool finishing_ = false;         // guarded by mu_
+    bool closed_ = false;            // guarded by mu_: the client is gone
+    bool done_ = false;              // guarded by mu_: the request has ended
+  };
+
+  // The streamed response ended: the request is answered; keep-alive goes on reading.
+  void EndStream(bool keep_alive) {
+    server_->EndRequest();
+    if (!keep_alive) return Close();
+    Read();
+  }
+
+  void WriteStream(HttpResponse response, bool keep_alive, unsigned version) {
+    answered_ = request_number_;
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>(
+        static_cast<bhttp::status>(response.status), version);
+    res->set(bhttp::field::server, "packrat");
+    res->set(bhttp::field::content_type, response.content_type);
+    for (auto& [k, v] : response.headers) res->set(k, v);
+    res->keep_alive(keep_alive);
+    res->chunked(true);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    auto writer = std::make_shared<StreamWriter>(this->shared_from_this(), keep_alive);
+    stream_.expires_after(server_->options().idle_timeout);
+    bhttp::async_write_header(
+        stream_, *serializer,
+        [res, serializer, writer, start = std::move(response.stream)](beast::error_code ec,
+                                                                       size_t) {
+          if (ec) writer->Fail();
+          start(writer);  // a failed writer answers every Write() with false
+          if (ec) writer->Finish();
+        });
+  }
+
   void Write(HttpResponse response, bool keep_alive, unsigned version, bool counted) {
+    if (response.stream) return WriteStream(std::move(response), keep_alive, version);
+    answered_ = request_number_;
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
         static_cast<bhttp::status>(response.status), version);
     res->set(bhttp::field::server, "packrat");
@@ -318,6 +477,12 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   HttpServer::Impl* server_;
+  // Disconnect watching (strand only): requests read so far, the last one answered, the
+  // callback for the current one and whether a readability wait is pending.
+  uint64_t request_number_ = 0;
+  uint64_t answered_ = 0;
+  std::function<void()> on_gone_;
+  bool watching_ = false;
 };
 
 }  // namespace

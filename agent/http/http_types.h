@@ -16,6 +16,10 @@ struct HttpRequest {
   std::string target;                                        // path and query, as sent
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::shared_ptr<const std::string> body;                   // never null
+  // Registers a callback that runs once, on an I/O thread, if the client closes its connection
+  // before this request's response has been sent (long requests use it to stop work nobody
+  // waits for). Set by the server; empty where the transport cannot tell.
+  std::function<void(std::function<void()> on_gone)> on_disconnect;
 
   // The value of header `name` (lower-case), if present.
   std::optional<std::string_view> Header(std::string_view name) const {
@@ -26,11 +30,26 @@ struct HttpRequest {
   }
 };
 
+// The body of a streamed response, written in pieces as they become ready (chunked transfer
+// encoding; e.g. server-sent events). Thread-safe; no call blocks.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  // Queues `data` as the next piece. False once the client is gone (a write failed or the
+  // connection closed): the producer should stop.
+  virtual bool Write(std::string data) = 0;
+  // Ends the body after the queued pieces. Call once; Write() after it is ignored.
+  virtual void Finish() = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  // A streamed response: if set, the status and headers go out at once (the body above is
+  // ignored) and this is then called, on an I/O thread, with the stream to write the body to.
+  std::function<void(std::shared_ptr<HttpStream>)> stream;
 };
 
 // Sends the response for one request. Call exactly once, from any thread; never blocks.

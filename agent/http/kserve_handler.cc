@@ -1,11 +1,14 @@
 #include "agent/http/kserve_handler.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <mutex>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
 
+#include "agent/kserve/generate_codec.h"
 #include "agent/kserve/kserve_codec.h"
 #include "common/logging.h"
 
@@ -263,6 +266,10 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     if (!post) return respond(Error(405, "use POST for inference"));
     return Infer(model, std::move(request), std::move(respond));
   }
+  if (p.size() == next + 1 && (p[next] == "generate" || p[next] == "generate_stream")) {
+    if (!post) return respond(Error(405, "use POST for generation"));
+    return Generate(model, std::move(request), std::move(respond), p[next] == "generate_stream");
+  }
   return respond(Error(404, "no route for " + request.target));
 }
 
@@ -282,6 +289,10 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
     respond(std::move(r));
   };
 
+  if (model->generative()) {
+    return finish(Error(400, "model '" + model->name() + "' is generative: use POST /v2/models/" +
+                                 model->name() + "/generate"));
+  }
   if (model->state() != ModelState::kReady) {
     return finish(Error(503, "model '" + model->name() + "' is not ready"));
   }
@@ -330,6 +341,198 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
   }
   PACKRAT_LOG(DEBUG) << "queued request '" << req->decoded().id << "' for model '" << model->name()
                      << "': " << req->rows() << " row(s)";
+}
+
+
+namespace {
+
+// One generate request while its tokens come: the ids so far, the stream they go to (once its
+// headers are out), and how to cancel it. Shared by the callbacks; thread-safe.
+class Generation {
+ public:
+  Generation(std::string model, std::vector<int64_t> stop_ids, SteadyTime received,
+             metrics::ModelMetrics* metrics)
+      : model_(std::move(model)),
+        stop_ids_(std::move(stop_ids)),
+        received_(received),
+        metrics_(metrics) {}
+
+  void SetCancel(std::function<void()> cancel) {
+    bool now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancel_ = cancel;
+      now = cancel_wanted_;
+    }
+    if (now) cancel();
+  }
+  void Cancel() {
+    std::function<void()> cancel;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancel_wanted_ = true;
+      cancel = cancel_;
+    }
+    if (cancel) cancel();
+  }
+
+  // A token: kept, and sent as an event when streaming.
+  void Token(int32_t token, float prob, bool last, bool streaming) {
+    std::shared_ptr<HttpStream> writer;
+    std::string event;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ids_.empty() && metrics_ != nullptr) {
+        metrics_->time_to_first_token().Observe(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - received_).count());
+      }
+      ids_.push_back(token);
+      if (metrics_ != nullptr) metrics_->generated_tokens().Increment();
+      if (last) finish_reason_ = FinishReason(token);
+      if (!streaming) return;
+      event = EncodeTokenEvent(static_cast<int64_t>(ids_.size()) - 1, token, prob,
+                               last ? finish_reason_ : "");
+      if (!writer_) {
+        pending_ += event;  // the headers are not out yet
+        return;
+      }
+      writer = writer_;
+    }
+    if (!writer->Write(std::move(event))) Cancel();  // the client is gone
+  }
+
+  // The stream's headers are out: send what came meanwhile, and finish if it is over.
+  void Attach(std::shared_ptr<HttpStream> writer) {
+    std::string pending;
+    bool finished;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writer_ = writer;
+      pending = std::move(pending_);
+      pending_.clear();
+      finished = finished_;
+    }
+    if (!pending.empty() && !writer->Write(std::move(pending))) Cancel();
+    if (finished) writer->Finish();
+  }
+
+  // Streaming: the sequence ended; an error becomes an error event.
+  void EndStream(const Status& status) {
+    std::shared_ptr<HttpStream> writer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!status.ok() && status.code() != StatusCode::kCancelled) {
+        pending_ += EncodeErrorEvent(status.message());
+      }
+      finished_ = true;
+      writer = writer_;
+      if (writer && !pending_.empty()) {
+        writer->Write(std::move(pending_));
+        pending_.clear();
+      }
+    }
+    if (writer) writer->Finish();
+  }
+
+  std::string Response() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return EncodeGenerateResponse(model_, ids_, finish_reason_);
+  }
+
+ private:
+  std::string FinishReason(int32_t token) const {
+    return std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end() ? "stop"
+                                                                                  : "length";
+  }
+
+  const std::string model_;
+  const std::vector<int64_t> stop_ids_;
+  const SteadyTime received_;
+  metrics::ModelMetrics* const metrics_;
+  std::mutex mu_;
+  std::vector<int32_t> ids_;             // guarded by mu_
+  std::string finish_reason_ = "length";  // guarded by mu_
+  std::shared_ptr<HttpStream> writer_;   // guarded by mu_
+  std::string pending_;                  // events before the writer; guarded by mu_
+  bool finished_ = false;                // guarded by mu_
+  std::function<void()> cancel_;         // guarded by mu_
+  bool cancel_wanted_ = false;           // guarded by mu_
+};
+
+}  // namespace
+
+void KserveHandler::Generate(ServedModel* model, HttpRequest request, HttpResponder respond,
+                             bool stream) {
+  metrics::ModelMetrics* m = model->metrics();
+  const SteadyTime received = std::chrono::steady_clock::now();
+  if (m != nullptr) m->inflight().Increment();
+  // Counts the answer once it is complete (for a stream: when the stream ends).
+  auto count = [m, received](int status) {
+    if (m == nullptr) return;
+    m->inflight().Decrement();
+    m->requests(status).Increment();
+    m->request_duration().Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count());
+  };
+  auto fail = [&](HttpResponse r) {
+    count(r.status);
+    respond(std::move(r));
+  };
+  if (!model->generative()) {
+    return fail(Error(400, "model '" + model->name() + "' is not generative; use /infer"));
+  }
+  if (model->state() != ModelState::kReady) {
+    return fail(Error(503, "model '" + model->name() + "' is not ready"));
+  }
+  auto call = DecodeGenerateRequest(*request.body, model->generate_limits());
+  if (!call.ok()) return fail(ErrorFor(call.status()));
+
+  auto generation = std::make_shared<Generation>(model->name(), call->stop_ids, received, m);
+  auto req = std::make_shared<GenerateRequest>();
+  req->prompt = std::move(call->input_ids);
+  req->params.max_tokens = static_cast<uint32_t>(call->max_tokens);
+  req->params.top_k = static_cast<uint32_t>(call->top_k);
+  req->params.temperature = static_cast<float>(call->temperature);
+  req->params.seed = call->seed != 0 ? call->seed
+                                     : static_cast<uint64_t>(received.time_since_epoch().count());
+  req->params.num_stop_ids = static_cast<uint32_t>(call->stop_ids.size());
+  for (size_t i = 0; i < call->stop_ids.size(); ++i) {
+    req->params.stop_ids[i] = static_cast<int32_t>(call->stop_ids[i]);
+  }
+  req->on_token = [generation, stream](int32_t token, float prob, bool last) {
+    generation->Token(token, prob, last, stream);
+  };
+  if (stream) {
+    req->on_done = [generation, count](const Status& s) {
+      generation->EndStream(s);
+      count(200);
+    };
+  } else {
+    req->on_done = [generation, count, respond](const Status& s) {
+      if (!s.ok()) {
+        HttpResponse r = ErrorFor(s);
+        count(r.status);
+        return respond(std::move(r));
+      }
+      count(200);
+      respond(Json(200, generation->Response()));
+    };
+  }
+  std::function<void()> cancel;
+  if (Status s = model->Generate(req, &cancel); !s.ok()) return fail(ErrorFor(s));
+  generation->SetCancel(std::move(cancel));
+  // A client that goes away cancels its sequence, which frees its decode slot.
+  if (request.on_disconnect) request.on_disconnect([generation] { generation->Cancel(); });
+  if (stream) {
+    HttpResponse r;
+    r.status = 200;
+    r.content_type = "text/event-stream";
+    r.headers.emplace_back("Cache-Control", "no-cache");
+    r.stream = [generation](std::shared_ptr<HttpStream> writer) {
+      generation->Attach(std::move(writer));
+    };
+    respond(std::move(r));
+  }
 }
 
 }  // namespace packrat

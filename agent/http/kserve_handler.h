@@ -2,6 +2,8 @@
 //   GET  /v2/health/live | /v2/health/ready | /v2
 //   GET  /v2/models/{m}[/versions/{v}] | .../ready
 //   POST /v2/models/{m}[/versions/{v}]/infer   (JSON and binary tensor extension)
+//   POST /v2/models/{m}[/versions/{v}]/generate | /generate_stream   (generative models; token
+//        ids in and out, see agent/kserve/generate_codec.h; the stream is server-sent events)
 // Errors are `{"error": "..."}` with the HTTP status of the Status code (HttpStatusFor).
 #pragma once
 
@@ -36,6 +38,7 @@ class KserveHandler : public HttpHandler {
 
  private:
   void Infer(ServedModel* model, HttpRequest request, HttpResponder respond);
+  void Generate(ServedModel* model, HttpRequest request, HttpResponder respond, bool stream);
   bool AllReady() const;
 
   const ModelMap* models_;

@@ -28,7 +28,9 @@ ModelMetrics::ModelMetrics(const AgentMetrics* owner, std::string model)
                      &owner->topup_queries_->WithLabelValues({model_, "refused"})},
       topup_rows_(&owner->topup_rows_->WithLabelValues({model_})),
       topup_predicted_latency_(&owner->topup_predicted_latency_->WithLabelValues({model_})),
-      layered_optimal_batch_(&owner->layered_optimal_batch_->WithLabelValues({model_})) {}
+      layered_optimal_batch_(&owner->layered_optimal_batch_->WithLabelValues({model_})),
+      generated_tokens_(&owner->generated_tokens_->WithLabelValues({model_})),
+      time_to_first_token_(&owner->time_to_first_token_->WithLabelValues({model_})) {}
 
 Counter& ModelMetrics::requests(int code) {
   const bool cacheable = code >= 0 && code <= kMaxCachedCode;
@@ -193,6 +195,15 @@ Status AgentMetrics::Init(const AgentMetricsOptions& options) {
                                "Layered batching: N_opt, the largest batch the latency budget "
                                "allows.",
                                model}));
+  ASSIGN_OR_RETURN(generated_tokens_,
+                   r.AddCounter({"packrat_generated_tokens_total",
+                                 "Generative models: tokens generated.", model}));
+  ASSIGN_OR_RETURN(time_to_first_token_,
+                   r.AddHistogram({"packrat_time_to_first_token_seconds",
+                                   "Generative models: time from a generate request's arrival to "
+                                   "its first token.",
+                                   model},
+                                  options.latency_buckets));
   if (!options.proc_root.empty()) {
     ASSIGN_OR_RETURN(process_,
                      ProcessMetrics::Create(&registry_, ProcessMetricsOptions{options.proc_root}));

@@ -18,6 +18,8 @@
 //   packrat_topup_rows_total{model}                           counter
 //   packrat_topup_predicted_latency_seconds{model}            histogram
 //   packrat_layered_optimal_batch_rows{model}                 gauge  (N_opt)
+//   packrat_generated_tokens_total{model}                     counter (generative models)
+//   packrat_time_to_first_token_seconds{model}                histogram
 //   process_*                                                 (process_metrics.h)
 //
 // Usage: AgentMetrics::Create() once per agent; ForModel(name) once per model, keeping the
@@ -117,6 +119,11 @@ class ModelMetrics {
   // Set(N_opt): the largest batch the latency budget allows.
   Gauge& layered_optimal_batch() { return *layered_optimal_batch_; }
 
+  // Generative models. Increment() per token generated.
+  Counter& generated_tokens() { return *generated_tokens_; }
+  // Observe(seconds) per sequence: from its request's arrival to its first token.
+  Histogram& time_to_first_token() { return *time_to_first_token_; }
+
   // Replaces this model's packrat_instances series with `counts` (combinations not listed stop
   // being exported). Takes locks; call on state changes, not per request.
   void SetInstances(const std::vector<InstanceCount>& counts);
@@ -152,6 +159,8 @@ class ModelMetrics {
   Counter* topup_rows_;
   Histogram* topup_predicted_latency_;
   Gauge* layered_optimal_batch_;
+  Counter* generated_tokens_;
+  Histogram* time_to_first_token_;
   std::mutex instances_mu_;  // serializes SetInstances
 };
 
@@ -200,6 +209,8 @@ class AgentMetrics {
   Family<Counter>* topup_rows_ = nullptr;
   Family<Histogram>* topup_predicted_latency_ = nullptr;
   Family<Gauge>* layered_optimal_batch_ = nullptr;
+  Family<Counter>* generated_tokens_ = nullptr;
+  Family<Histogram>* time_to_first_token_ = nullptr;
   std::unique_ptr<ProcessMetrics> process_;
 
   std::mutex mu_;

@@ -2,7 +2,9 @@
 // over them. Plain data, owned by ServedModel; see served_model.h for the life cycle.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "agent/planning/instance_group.h"
 #include "agent/planning/optimizer.h"
 #include "agent/pool/cpuset_controller.h"
+#include "agent/pool/decode_instance.h"
 #include "agent/pool/resource_allocator.h"
 #include "agent/pool/runtime_instance.h"
 
@@ -19,6 +22,8 @@ namespace packrat {
 // One runtime with what it holds. Shared by the sets it belongs to: an instance kept across a
 // reconfiguration is in the old and the new set. Members are destroyed bottom-up: the process
 // stops and is reaped, then its CPUs are released and its cgroup directory removed.
+// A worker runs batches (`instance`) or, for a generative model, decodes sequences (`decoder`,
+// `batch` being its decode slots); exactly one of the two is set once started.
 struct Worker {
   std::unique_ptr<CpusetGroup> cgroup;  // null without a cgroup
   CpuLease lease;
@@ -26,6 +31,18 @@ struct Worker {
   int threads = 1;
   int64_t batch = 1;
   std::unique_ptr<RuntimeInstance> instance;
+  std::unique_ptr<DecodeInstance> decoder;
+
+  pid_t pid() const { return instance ? instance->pid() : decoder ? decoder->pid() : 0; }
+  bool alive() const { return instance ? instance->alive() : decoder && decoder->alive(); }
+  std::string load_report() const {
+    return instance ? instance->load_report() : decoder ? decoder->load_report() : "";
+  }
+  // Lets running work finish (up to `drain`), then stops the process.
+  void Stop(std::chrono::milliseconds drain) {
+    if (instance) instance->Stop(drain);
+    if (decoder) decoder->Stop(drain);
+  }
 };
 
 struct InstanceSet {
@@ -34,7 +51,7 @@ struct InstanceSet {
   std::optional<Plan> plan;  // the optimizer's, when it made this one
   int64_t target_rows = 0;   // B = Σ count·batch
   std::vector<std::shared_ptr<Worker>> workers;
-  std::shared_ptr<Dispatcher> dispatcher;
+  std::shared_ptr<Dispatcher> dispatcher;  // null for a generative model
 };
 
 }  // namespace packrat

@@ -87,7 +87,7 @@ std::optional<Plan> ServedModel::optimizer_plan() const {
 std::string ServedModel::load_report() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_ || active_->workers.empty()) return "";
-  return active_->workers.front()->instance->load_report();
+  return active_->workers.front()->load_report();
 }
 
 std::vector<LayeredInfo> ServedModel::layered_info() const {
@@ -218,13 +218,13 @@ ServingSnapshot ServedModel::Snapshot() const {
       if (std::find(seen.begin(), seen.end(), w.get()) != seen.end()) continue;
       seen.push_back(w.get());
       WorkerInfo info;
-      info.pid = w->instance->pid();
+      info.pid = w->pid();
       info.cpus = w->placement.cpus;
       info.threads = w->threads;
       info.batch = w->batch;
       info.generation = set.generation;
       info.draining = draining;
-      info.alive = w->instance->alive();
+      info.alive = w->alive();
       s.workers.push_back(std::move(info));
     }
   };
@@ -301,6 +301,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
     workers.push_back(std::move(w));
   }
+  if (generative()) return StartDecoders(std::move(workers), generation);
   std::vector<std::future<StatusOr<std::unique_ptr<RuntimeInstance>>>> starts;
   for (size_t i = 0; i < workers.size(); ++i) {
     RuntimeInstanceOptions o;
@@ -353,12 +354,100 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     }
   }
   if (!status.ok()) {
-    for (auto& w : workers) {
-      if (w->instance) w->instance->Stop(std::chrono::milliseconds(0));
-    }
+    for (auto& w : workers) w->Stop(std::chrono::milliseconds(0));
     return status;
   }
   return workers;
+}
+
+StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartDecoders(
+    std::vector<std::shared_ptr<Worker>> workers, uint64_t generation) {
+  std::vector<std::future<StatusOr<std::unique_ptr<DecodeInstance>>>> starts;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    DecodeInstanceOptions o;
+    o.model_name = config_.name;
+    o.index = static_cast<int>(i);
+    o.generation = generation;
+    o.runtime_path = options_.runtime_path;
+    o.model_path = config_.path;
+    o.threads = workers[i]->threads;
+    o.slots = static_cast<int>(workers[i]->batch);
+    o.refill = config_.generation.refill;
+    o.max_prompt_tokens = config_.generation.max_prompt_tokens;
+    o.cores = workers[i]->placement.cpus;
+    if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
+    o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
+    o.on_death = [this](const std::string& why) {
+      PACKRAT_LOG(WARNING) << "model '" << config_.name << "': " << why;
+      Post([this] {
+        last_restart_ = SteadyTime{};  // restart at the next tick, without the backoff
+        Tick(std::chrono::steady_clock::now());
+      });
+    };
+    starts.push_back(std::async(std::launch::async, [o = std::move(o), this] {
+      return DecodeInstance::Start(o, launcher_);
+    }));
+  }
+  Status status;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    auto decoder = starts[i].get();
+    if (decoder.ok()) {
+      workers[i]->decoder = std::move(decoder).value();
+    } else if (status.ok()) {
+      status = decoder.status();
+    }
+  }
+  if (!status.ok()) {
+    for (auto& w : workers) w->Stop(std::chrono::milliseconds(0));
+    return status;
+  }
+  return workers;
+}
+
+GenerateLimits ServedModel::generate_limits() const {
+  GenerateLimits limits;
+  limits.max_tokens = config_.generation.max_tokens;
+  limits.default_max_tokens = config_.generation.default_max_tokens;
+  limits.max_prompt_tokens = config_.generation.max_prompt_tokens;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_) {
+    for (const auto& w : active_->workers) {
+      if (!w->decoder) continue;
+      limits.vocab = w->decoder->vocab();
+      if (w->decoder->max_len() > 1) {
+        limits.max_prompt_tokens = std::min(limits.max_prompt_tokens, w->decoder->max_len() - 1);
+      }
+      break;
+    }
+  }
+  return limits;
+}
+
+Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
+                             std::function<void()>* cancel) {
+  if (!generative()) {
+    return FailedPrecondition("model '" + config_.name + "' is not generative; use /infer");
+  }
+  if (state() != ModelState::kReady) {
+    return FailedPrecondition("model '" + config_.name + "' is not ready");
+  }
+  std::shared_ptr<Worker> target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_) {
+      size_t best = 0;
+      for (const auto& w : active_->workers) {
+        if (!w->decoder || !w->decoder->alive()) continue;
+        const size_t load = w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, w->batch));
+        if (!target || load < best) target = w, best = load;
+      }
+    }
+  }
+  if (!target) return Unavailable("model '" + config_.name + "' has no live instance");
+  const uint64_t id = target->decoder->Submit(std::move(request));
+  // The worker (and its decoder) stays alive as long as a canceller can reach it.
+  *cancel = [target, id] { target->decoder->Cancel(id); };
+  return Status::Ok();
 }
 
 std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
@@ -371,6 +460,7 @@ std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
   set->groups = std::move(groups);
   set->plan = std::move(plan);
   set->workers = std::move(workers);
+  if (generative()) return set;  // sequences go to decoders directly (Generate)
   std::vector<InstanceExecutor*> executors;
   for (const auto& w : set->workers) executors.push_back(w->instance.get());
   // Layered batching runs one batch per instance at a time, each started as soon as an
@@ -435,8 +525,8 @@ Status ServedModel::Load() {
       return Unavailable("model stopped while loading");
     }
     active_ = set;
-    scheduler_ = std::make_unique<BatchScheduler>(batching, set->dispatcher);
-    if (metrics::ModelMetrics* m = options_.metrics) {
+    if (!generative()) scheduler_ = std::make_unique<BatchScheduler>(batching, set->dispatcher);
+    if (metrics::ModelMetrics* m = options_.metrics; m && scheduler_) {
       m->target_batch().Set(static_cast<double>(set->target_rows));
       m->generation().Set(static_cast<double>(set->generation));
       if (set->plan) m->predicted_batch_latency().Set(set->plan->latency_ms / 1e3);
@@ -446,7 +536,7 @@ Status ServedModel::Load() {
     }
     PublishInstancesLocked();
     if (metrics::ModelMetrics* m = options_.metrics) {
-      m->SetKernel(set->workers.front()->instance->load_report(), config_.kernel.Key());
+      m->SetKernel(set->workers.front()->load_report(), config_.kernel.Key());
     }
     state_.store(ModelState::kReady, std::memory_order_release);
     control_thread_ = std::thread([this] { ControlLoop(); });
@@ -457,6 +547,10 @@ Status ServedModel::Load() {
 }
 
 Status ServedModel::Submit(std::shared_ptr<InferenceRequest> request) {
+  if (generative()) {
+    return FailedPrecondition("model '" + config_.name + "' is generative: use POST /v2/models/" +
+                              config_.name + "/generate");
+  }
   if (state() != ModelState::kReady) {
     return FailedPrecondition("model '" + config_.name + "' is not ready");
   }
@@ -501,7 +595,7 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
   for (auto& w : workers) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    w->instance->Stop(std::max(left, std::chrono::milliseconds(0)));
+    w->Stop(std::max(left, std::chrono::milliseconds(0)));
   }
 }
 
@@ -598,7 +692,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   std::vector<int> kept_cpus;
   for (const auto& w : old->workers) {
     int& n = wanted[{w->threads, w->batch}];
-    if (n > 0 && w->instance->alive()) {
+    if (n > 0 && w->alive()) {
       --n;
       kept.push_back(w);
       kept_cpus.insert(kept_cpus.end(), w->placement.cpus.begin(), w->placement.cpus.end());
@@ -632,7 +726,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     active_ = next;
     PublishInstancesLocked();
   }
-  scheduler_->SwapDispatcher(next->dispatcher, next->target_rows);
+  if (scheduler_) scheduler_->SwapDispatcher(next->dispatcher, next->target_rows);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
   if (metrics::ModelMetrics* m = options_.metrics) {
     m->target_batch().Set(static_cast<double>(next->target_rows));
@@ -652,14 +746,15 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   // Drain: the old set's running batches finish; then its instances that were not kept stop.
   const auto drain_deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(config_.reconfiguration.drain_timeout_s);
-  if (!old->dispatcher->WaitIdle(drain_deadline)) {
+  if (old->dispatcher && !old->dispatcher->WaitIdle(drain_deadline)) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': generation " << old->generation
                          << " did not finish its batches within "
                          << config_.reconfiguration.drain_timeout_s << " s; stopping it anyway";
   }
   for (const auto& w : old->workers) {
     if (std::find(kept.begin(), kept.end(), w) == kept.end()) {
-      w->instance->Stop(std::chrono::seconds(config_.reconfiguration.drain_timeout_s));
+      // Decoders finish their sequences here (new ones already go to the new set).
+      w->Stop(std::chrono::seconds(config_.reconfiguration.drain_timeout_s));
     }
   }
   {
@@ -716,7 +811,27 @@ void ServedModel::Tick(SteadyTime now) {
     active = active_;
     adaptive = adaptive_;
   }
-  if (!estimator_.Sample(now, scheduler_->rows_in_system())) return;
+  // Dead runtimes are replaced (again, after a failed attempt, once the backoff has passed).
+  const bool dead = std::any_of(active->workers.begin(), active->workers.end(),
+                                [](const auto& w) { return !w->alive(); });
+  if (dead && now - last_restart_ >= kRestartBackoff) {
+    last_restart_ = now;
+    if (Status s = Reconfigure(active->groups, active->plan, "restarting dead runtimes", true);
+        !s.ok()) {
+      PACKRAT_LOG(ERROR) << "model '" << config_.name << "': restart failed: " << s.message();
+    }
+    return;
+  }
+  // The load: rows queued or running; for a generative model, sequences queued or decoding.
+  int64_t load = 0;
+  if (scheduler_) {
+    load = scheduler_->rows_in_system();
+  } else {
+    for (const auto& w : active->workers) {
+      if (w->decoder) load += static_cast<int64_t>(w->decoder->load());
+    }
+  }
+  if (!estimator_.Sample(now, load)) return;
   const int64_t arrived = rows_arrived_.load(std::memory_order_relaxed);
   if (rate_time_ && now > *rate_time_) {
     const double rate = static_cast<double>(arrived - rate_rows_) /
@@ -733,17 +848,6 @@ void ServedModel::Tick(SteadyTime now) {
   }
   if (options_.metrics) {
     options_.metrics->estimated_batch().Set(static_cast<double>(estimator_.Estimate()));
-  }
-  // Dead runtimes are replaced (again, after a failed attempt, once the backoff has passed).
-  const bool dead = std::any_of(active->workers.begin(), active->workers.end(),
-                                [](const auto& w) { return !w->instance->alive(); });
-  if (dead && now - last_restart_ >= kRestartBackoff) {
-    last_restart_ = now;
-    if (Status s = Reconfigure(active->groups, active->plan, "restarting dead runtimes", true);
-        !s.ok()) {
-      PACKRAT_LOG(ERROR) << "model '" << config_.name << "': restart failed: " << s.message();
-    }
-    return;
   }
   const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
@@ -786,7 +890,7 @@ void ServedModel::OnWorkerDeath(std::vector<WorkSlice> orphans, const std::strin
     std::lock_guard<std::mutex> lock(mu_);
     if (active_) {
       for (const auto& w : active_->workers) {
-        if (w->instance->alive()) live.push_back(w);
+        if (w->alive()) live.push_back(w);
       }
     }
   }
@@ -795,7 +899,8 @@ void ServedModel::OnWorkerDeath(std::vector<WorkSlice> orphans, const std::strin
     RuntimeInstance* target = nullptr;
     if (!slice.retried) {
       for (const auto& w : live) {
-        if (w->batch >= slice.rows && (!target || w->instance->load() < target->load())) {
+        if (w->instance && w->batch >= slice.rows &&
+            (!target || w->instance->load() < target->load())) {
           target = w->instance.get();
         }
       }

@@ -39,6 +39,7 @@
 
 #include "agent/batching/batch_scheduler.h"
 #include "agent/batching/top_up_policy.h"
+#include "agent/kserve/generate_codec.h"
 #include "agent/config/config.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/model/instance_set.h"
@@ -118,6 +119,15 @@ class ServedModel {
   // Queues a validated request. kFailedPrecondition unless ready; kResourceExhausted when the
   // queue is full.
   Status Submit(std::shared_ptr<InferenceRequest> request);
+
+  // Generative models: starts a sequence on the least-loaded decode instance and sets *cancel
+  // to a function that ends it early (callable from any thread, any number of times).
+  // kFailedPrecondition unless ready and generative.
+  Status Generate(std::shared_ptr<GenerateRequest> request, std::function<void()>* cancel);
+  bool generative() const { return config_.generation.enabled; }
+  // What a generate request may hold: the model's vocabulary and prompt limit (as its runtimes
+  // reported them) and the configured token limits.
+  GenerateLimits generate_limits() const;
   // Stops accepting, lets queued and in-flight requests finish (up to `drain`), stops the
   // runtimes and removes their segments and cgroups. Waits for a reconfiguration in progress.
   void Stop(std::chrono::milliseconds drain);
@@ -154,6 +164,9 @@ class ServedModel {
   StatusOr<std::vector<std::shared_ptr<Worker>>> StartWorkers(
       const std::vector<std::pair<int, int64_t>>& shapes, const std::vector<int>& exclude,
       uint64_t generation);
+  // Generative models: starts the decode runtimes of `workers` (placed, with cgroups).
+  StatusOr<std::vector<std::shared_ptr<Worker>>> StartDecoders(
+      std::vector<std::shared_ptr<Worker>> workers, uint64_t generation);
   std::shared_ptr<InstanceSet> MakeSet(uint64_t generation, std::vector<InstanceGroup> groups,
                                        std::optional<Plan> plan,
                                        std::vector<std::shared_ptr<Worker>> workers);

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "agent/batching/slice_io.h"
+#include "agent/pool/runtime_process.h"
 #include "common/logging.h"
-#include "shm/futex.h"
 
 namespace packrat {
 namespace {
@@ -58,8 +58,6 @@ std::string JoinInts(const std::vector<int64_t>& v, size_t from) {
   return out;
 }
 
-std::atomic<uint64_t> g_segment_counter{0};
-
 }  // namespace
 
 RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher* launcher,
@@ -76,20 +74,20 @@ RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher
 
 StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
     const RuntimeInstanceOptions& options, ProcessLauncher* launcher) {
-  const std::string label = options.model_name + "/g" + std::to_string(options.generation) + "." +
-                            std::to_string(options.index);
-  shm::SegmentOptions seg;
-  seg.num_slots = options.slots;
-  seg.ring_capacity = 8;
-  while (seg.ring_capacity < options.slots) seg.ring_capacity *= 2;
-  seg.slot_input_bytes = SlabBytes(options.inputs, options.batch, options.variable_slab_bytes);
-  seg.slot_output_bytes = SlabBytes(options.outputs, options.batch, options.variable_slab_bytes);
-  const std::string name =
-      shm::Segment::MakeName(getpid(), options.model_name + "." + std::to_string(options.index) +
-                                           "." + std::to_string(g_segment_counter.fetch_add(1)));
-  ASSIGN_OR_RETURN(std::unique_ptr<shm::Segment> segment, shm::Segment::Create(name, seg));
+  RuntimeProcessOptions p;
+  p.label = options.model_name + "/g" + std::to_string(options.generation) + "." +
+            std::to_string(options.index);
+  p.segment_tag = options.model_name + "." + std::to_string(options.index);
+  p.segment.num_slots = options.slots;
+  p.segment.ring_capacity = 8;
+  while (p.segment.ring_capacity < options.slots) p.segment.ring_capacity *= 2;
+  p.segment.slot_input_bytes =
+      SlabBytes(options.inputs, options.batch, options.variable_slab_bytes);
+  p.segment.slot_output_bytes =
+      SlabBytes(options.outputs, options.batch, options.variable_slab_bytes);
+  p.startup_timeout = options.startup_timeout;
 
-  LaunchSpec spec;
+  LaunchSpec& spec = p.spec;
   spec.path = options.runtime_path;
   spec.cores = options.cores;
   spec.cgroup_procs = options.cgroup_procs;
@@ -97,11 +95,10 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
     spec.args.push_back(flag);
     spec.args.push_back(value);
   };
-  add("--segment", name);
   add("--model", options.model_path);
   add("--threads", std::to_string(options.threads));
   add("--agent-pid", std::to_string(getpid()));
-  add("--name", label);
+  add("--name", p.label);
   if (!options.cores.empty()) {
     std::vector<int64_t> cores(options.cores.begin(), options.cores.end());
     add("--cores", JoinInts(cores, 0));
@@ -128,35 +125,15 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
     if (options.accuracy.strict) spec.args.push_back("--accuracy-strict");
   }
 
-  ASSIGN_OR_RETURN(pid_t pid, launcher->Launch(spec));
-  const auto deadline = std::chrono::steady_clock::now() + options.startup_timeout;
-  std::atomic<uint32_t>* state = &segment->header()->state;
-  while (true) {
-    const uint32_t s = state->load(std::memory_order_acquire);
-    if (s == static_cast<uint32_t>(shm::RuntimeState::kReady)) break;
-    if (s == static_cast<uint32_t>(shm::RuntimeState::kFailed)) {
-      launcher->Wait(pid, std::chrono::seconds(5));
-      return FailedPrecondition("runtime " + label + " failed to start: " + segment->ErrorText());
-    }
-    if (auto exit = launcher->Poll(pid)) {
-      return Unavailable("runtime " + label + " exited during start-up (" + *exit + ")" +
-                         (segment->ErrorText().empty() ? "" : ": " + segment->ErrorText()));
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      launcher->Signal(pid, SIGKILL);
-      launcher->Wait(pid, std::chrono::seconds(5));
-      return DeadlineExceeded("runtime " + label + " was not ready within " +
-                              std::to_string(options.startup_timeout.count()) + " s");
-    }
-    shm::FutexWait(state, s, kPollInterval);
-  }
-  PACKRAT_LOG(INFO) << "instance " << label << " ready: pid " << pid << ", " << options.threads
-                    << " thread(s), batch " << options.batch << ", segment " << name;
+  ASSIGN_OR_RETURN(RuntimeProcess process, StartRuntimeProcess(p, launcher));
+  PACKRAT_LOG(INFO) << "instance " << p.label << " ready: pid " << process.pid << ", "
+                    << options.threads << " thread(s), batch " << options.batch << ", segment "
+                    << process.segment->name();
   auto instance = std::unique_ptr<RuntimeInstance>(
-      new RuntimeInstance(options, launcher, std::move(segment), pid));
-  instance->load_report_ = instance->segment_->InfoText();
+      new RuntimeInstance(options, launcher, std::move(process.segment), process.pid));
+  instance->load_report_ = std::move(process.load_report);
   if (!instance->load_report_.empty()) {
-    PACKRAT_LOG(INFO) << "instance " << label << ": " << instance->load_report_;
+    PACKRAT_LOG(INFO) << "instance " << p.label << ": " << instance->load_report_;
   }
   return instance;
 }

@@ -1,0 +1,125 @@
+// One generative instance: a packrat-runtime process in --generate mode (runtime/
+// generation_loop.h), its segment, and the agent thread that collects its tokens.
+//
+// Sequences submitted here wait in a FIFO until a prompt slot of the segment is free; the
+// prompt is copied in, the runtime takes it (kAccepted frees the slot) and decodes it in its
+// batch with top-up batching; every token comes back as it is generated and is handed to the
+// sequence's callback. A sequence ends exactly once: with its last token (OK), cancelled, or
+// failed.
+//
+// Thread-safety: Submit/Cancel/load/Stop may be called from any thread. Callbacks run on the
+// instance's completion thread (or on the caller's, for sequences that end before they were
+// sent) and must not block.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/pool/process_launcher.h"
+#include "common/status.h"
+#include "shm/segment.h"
+
+namespace packrat {
+
+// One sequence to generate.
+struct GenerateRequest {
+  std::vector<int64_t> prompt;
+  shm::GenerateParams params{};
+  // Each token as it comes (`last` for the final one). Not called after the sequence ended.
+  std::function<void(int32_t token, float prob, bool last)> on_token;
+  // Once: OK after the last token, kCancelled, or the error.
+  std::function<void(const Status&)> on_done;
+};
+
+struct DecodeInstanceOptions {
+  std::string model_name;
+  int index = 0;
+  uint64_t generation = 1;
+  std::string runtime_path;
+  std::string model_path;
+  int threads = 1;
+  int slots = 1;                  // sequences decoded together (the instance's batch b)
+  std::string refill = "half";    // half | step | static (runtime --refill)
+  int64_t max_prompt_tokens = 1024;  // prompt slab size
+  std::vector<int> cores;
+  std::string cgroup_procs;
+  std::chrono::seconds startup_timeout{300};
+  // Called once, on the completion thread, if the runtime dies while not being stopped (its
+  // sequences have failed with kUnavailable by then).
+  std::function<void(const std::string& why)> on_death;
+};
+
+class DecodeInstance {
+ public:
+  // Blocks until the runtime has loaded and warmed up the decoder. `launcher` is not owned.
+  static StatusOr<std::unique_ptr<DecodeInstance>> Start(const DecodeInstanceOptions& options,
+                                                         ProcessLauncher* launcher);
+  ~DecodeInstance();  // Stop()s with a short drain
+
+  // Queues a sequence; returns its id (for Cancel). A stopped or dead instance fails it at once.
+  uint64_t Submit(std::shared_ptr<GenerateRequest> request);
+  // Ends sequence `id` (its on_done gets kCancelled) and frees its decode slot. No-op if it has
+  // ended already.
+  void Cancel(uint64_t id);
+  // Sequences queued here or decoding.
+  size_t load() const;
+  // Lets sequences finish (up to `drain`), then stops the process and removes the segment;
+  // whatever is left fails with kUnavailable. Idempotent.
+  void Stop(std::chrono::milliseconds drain);
+
+  pid_t pid() const { return pid_; }
+  bool alive() const;
+  // "kernel=fp32 layers=… heads=… max_len=… vocab=… slots=…" as the runtime reported it.
+  const std::string& load_report() const { return load_report_; }
+  int64_t max_len() const { return max_len_; }
+  int64_t vocab() const { return vocab_; }
+  const DecodeInstanceOptions& options() const { return options_; }
+
+ private:
+  DecodeInstance(DecodeInstanceOptions options, ProcessLauncher* launcher,
+                 std::unique_ptr<shm::Segment> segment, pid_t pid);
+
+  struct Entry {
+    uint64_t id = 0;
+    std::shared_ptr<GenerateRequest> request;
+  };
+
+  void CompletionLoop();
+  // Copies queued prompts into free slots and sends them. Returns entries that could not be
+  // sent, to be failed without the lock. Requires mu_.
+  std::vector<std::pair<Entry, Status>> SendLocked();
+  void MarkDead(const std::string& why);
+  bool IdleLocked() const { return queued_.empty() && running_.empty(); }
+
+  const DecodeInstanceOptions options_;
+  ProcessLauncher* const launcher_;
+  std::unique_ptr<shm::Segment> segment_;
+  const pid_t pid_;
+  std::string load_report_;
+  int64_t max_len_ = 0;
+  int64_t vocab_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::deque<Entry> queued_;                                    // guarded by mu_
+  std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_;  // sent; guarded by mu_
+  std::vector<bool> slot_busy_;                                 // guarded by mu_
+  uint64_t next_id_ = 1;                                        // guarded by mu_
+  bool accepting_ = true;                                       // guarded by mu_
+  bool stopped_ = false;                                        // guarded by mu_
+  std::string dead_reason_;                                     // guarded by mu_
+  std::thread completion_thread_;
+};
+
+}  // namespace packrat

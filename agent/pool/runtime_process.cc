@@ -1,0 +1,54 @@
+#include "agent/pool/runtime_process.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "common/logging.h"
+#include "shm/futex.h"
+
+namespace packrat {
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(200);
+std::atomic<uint64_t> g_segment_counter{0};
+
+}  // namespace
+
+StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& options,
+                                             ProcessLauncher* launcher) {
+  const std::string name = shm::Segment::MakeName(
+      getpid(), options.segment_tag + "." + std::to_string(g_segment_counter.fetch_add(1)));
+  RuntimeProcess p;
+  ASSIGN_OR_RETURN(p.segment, shm::Segment::Create(name, options.segment));
+  LaunchSpec spec = options.spec;
+  spec.args.insert(spec.args.begin(), {"--segment", name});
+  ASSIGN_OR_RETURN(p.pid, launcher->Launch(spec));
+  const auto deadline = std::chrono::steady_clock::now() + options.startup_timeout;
+  std::atomic<uint32_t>* state = &p.segment->header()->state;
+  while (true) {
+    const uint32_t s = state->load(std::memory_order_acquire);
+    if (s == static_cast<uint32_t>(shm::RuntimeState::kReady)) break;
+    if (s == static_cast<uint32_t>(shm::RuntimeState::kFailed)) {
+      launcher->Wait(p.pid, std::chrono::seconds(5));
+      return FailedPrecondition("runtime " + options.label +
+                                " failed to start: " + p.segment->ErrorText());
+    }
+    if (auto exit = launcher->Poll(p.pid)) {
+      return Unavailable("runtime " + options.label + " exited during start-up (" + *exit + ")" +
+                         (p.segment->ErrorText().empty() ? "" : ": " + p.segment->ErrorText()));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      launcher->Signal(p.pid, SIGKILL);
+      launcher->Wait(p.pid, std::chrono::seconds(5));
+      return DeadlineExceeded("runtime " + options.label + " was not ready within " +
+                              std::to_string(options.startup_timeout.count()) + " s");
+    }
+    shm::FutexWait(state, s, kPollInterval);
+  }
+  p.load_report = p.segment->InfoText();
+  return p;
+}
+
+}  // namespace packrat

@@ -1,0 +1,259 @@
+// Generative models through the real agent: the tiny GPT decoder with top-up batching.
+// Concurrent greedy requests give the same tokens as each request alone; the stream carries the
+// same tokens as server-sent events; more requests than decode slots all finish (none starves);
+// a client that goes away frees its slot; bad requests are clear 4xx errors.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <simdjson.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/http_client.h"
+
+namespace packrat {
+namespace {
+
+using testing::AgentProcess;
+using testing::HttpClient;
+using testing::HttpResult;
+
+const std::string kModels = PACKRAT_MODELS_DIR;
+
+std::string Config(int slots, const std::string& refill, int instances = 1) {
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+         "models:\n"
+         "  - name: gpt\n"
+         "    path: " +
+         kModels +
+         "/tiny_gpt.pt\n"
+         "    generation: {refill: " +
+         refill +
+         ", max_tokens: 100}\n"
+         "    instances: [{count: " +
+         std::to_string(instances) + ", threads: 1, batch: " + std::to_string(slots) + "}]\n";
+}
+
+std::string Body(const std::vector<int>& ids, int max_tokens, const std::string& extra = "") {
+  std::string s = "{\"input_ids\":[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s + "],\"parameters\":{\"max_tokens\":" + std::to_string(max_tokens) + extra + "}}";
+}
+
+std::vector<int64_t> OutputIds(const std::string& body) {
+  simdjson::dom::parser parser;
+  std::vector<int64_t> ids;
+  simdjson::dom::element doc;
+  if (parser.parse(body).get(doc) != simdjson::SUCCESS) return ids;
+  simdjson::dom::array array;
+  if (doc["output_ids"].get_array().get(array) != simdjson::SUCCESS) return ids;
+  for (simdjson::dom::element v : array) ids.push_back(int64_t(v));
+  return ids;
+}
+
+std::vector<int> Prompt(int i) { return {i % 500, (7 * i + 3) % 500, 11, (13 * i) % 500}; }
+
+double Metric(const std::string& page, const std::string& series) {
+  const size_t at = page.find(series + " ");
+  return at == std::string::npos ? -1 : std::atof(page.c_str() + at + series.size() + 1);
+}
+
+TEST(GenerationIntegrationTest, ConcurrentGreedyRequestsEqualEachAloneAndNoneStarves) {
+  AgentProcess agent(PACKRAT_AGENT_PATH, Config(3, "half"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  HttpClient client("127.0.0.1", agent.http_port());
+  // Alone: one at a time.
+  constexpr int kRequests = 10;
+  std::map<int, std::vector<int64_t>> alone;
+  for (int i = 0; i < kRequests; ++i) {
+    const HttpResult r = client.Post("/v2/models/gpt/generate", Body(Prompt(i), 3 + 5 * i));
+    ASSERT_EQ(r.status, 200) << r.body;
+    alone[i] = OutputIds(r.body);
+    ASSERT_EQ(alone[i].size(), static_cast<size_t>(3 + 5 * i)) << r.body;
+    EXPECT_NE(r.body.find("\"finish_reason\":\"length\""), std::string::npos);
+  }
+  // Together: ten sequences of 3..48 tokens through three decode slots, topped up as they end.
+  std::mutex mu;
+  std::map<int, std::vector<int64_t>> together;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      HttpClient c("127.0.0.1", agent.http_port());
+      const HttpResult r = c.Post("/v2/models/gpt/generate", Body(Prompt(i), 3 + 5 * i));
+      std::lock_guard<std::mutex> lock(mu);
+      together[i] = r.status == 200 ? OutputIds(r.body) : std::vector<int64_t>{-r.status};
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kRequests; ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
+
+  // The stream carries the same tokens, one event each, the last with the finish reason.
+  const HttpResult s = client.Post("/v2/models/gpt/generate_stream", Body(Prompt(4), 23));
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(s.headers.at("content-type"), "text/event-stream");
+  std::vector<int64_t> streamed;
+  size_t pos = 0;
+  simdjson::dom::parser parser;
+  while ((pos = s.body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = s.body.find("\n\n", pos);
+    simdjson::dom::element event = parser.parse(s.body.substr(pos + 6, end - pos - 6));
+    EXPECT_EQ(int64_t(event["index"]), static_cast<int64_t>(streamed.size()));
+    streamed.push_back(int64_t(event["token_id"]));
+    pos = end;
+  }
+  EXPECT_EQ(streamed, alone[4]);
+  EXPECT_NE(s.body.rfind("\"finish_reason\":\"length\""), std::string::npos);
+
+  HttpClient metrics("127.0.0.1", agent.metrics_port());
+  const std::string page = metrics.Get("/metrics").body;
+  EXPECT_GT(Metric(page, "packrat_generated_tokens_total{model=\"gpt\"}"), 2 * 255.0);
+  EXPECT_GT(Metric(page, "packrat_time_to_first_token_seconds_count{model=\"gpt\"}"), 20);
+  const auto status = agent.Stop(SIGTERM);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Log();
+}
+
+TEST(GenerationIntegrationTest, StopIdsSamplingAndBadRequests) {
+  AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "step"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  HttpClient client("127.0.0.1", agent.http_port());
+  // Greedy output, then the same with its fourth token as a stop id: it ends there.
+  const HttpResult full = client.Post("/v2/models/gpt/generate", Body({5, 6, 7}, 12));
+  ASSERT_EQ(full.status, 200);
+  const std::vector<int64_t> ids = OutputIds(full.body);
+  ASSERT_EQ(ids.size(), 12u);
+  const HttpResult stopped = client.Post(
+      "/v2/models/gpt/generate",
+      Body({5, 6, 7}, 12, ",\"stop_ids\":[" + std::to_string(ids[3]) + "]"));
+  const std::vector<int64_t> short_ids = OutputIds(stopped.body);
+  const auto first = std::find(ids.begin(), ids.end(), ids[3]) - ids.begin();
+  EXPECT_EQ(short_ids, std::vector<int64_t>(ids.begin(), ids.begin() + first + 1));
+  EXPECT_NE(stopped.body.find("\"finish_reason\":\"stop\""), std::string::npos);
+  // Sampling with a seed is repeatable; tokens stay in the vocabulary.
+  const std::string sampled = Body({1, 2}, 20, ",\"top_k\":40,\"temperature\":1.3,\"seed\":7");
+  const HttpResult a = client.Post("/v2/models/gpt/generate", sampled);
+  const HttpResult b = client.Post("/v2/models/gpt/generate", sampled);
+  ASSERT_EQ(a.status, 200);
+  EXPECT_EQ(OutputIds(a.body), OutputIds(b.body));
+  for (int64_t t : OutputIds(a.body)) EXPECT_TRUE(t >= 0 && t < 512);
+
+  struct Case {
+    std::string target, body;
+    int status;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"gpt/generate", "{\"input_ids\":[]}", 400, "at least one id"},
+      {"gpt/generate", "{\"input_ids\":[1,512]}", 400, "[0, 512)"},
+      {"gpt/generate", "{\"input_ids\":[1],\"parameters\":{\"max_tokens\":0}}", 400, "between 1"},
+      {"gpt/generate", "{\"input_ids\":[1],\"parameters\":{\"max_tokens\":101}}", 400, "100"},
+      {"gpt/generate", "{\"input_ids\":[1],\"parameters\":{\"top_k\":0}}", 400, "top_k"},
+      {"gpt/generate", "{\"input_ids\":[1],\"parameters\":{\"temperature\":-1}}", 400, ">= 0"},
+      {"gpt/generate", "{\"input_ids\":[1],\"parameters\":{\"beam\":2}}", 400, "unknown parameter"},
+      {"gpt/generate", "{\"text\":\"hi\"}", 400, "unknown field"},
+      {"gpt/generate", "not json", 400, "not valid JSON"},
+      {"gpt/generate", Body(std::vector<int>(128, 1), 1), 400, "at most 127"},
+      {"gpt/infer", "{\"inputs\":[]}", 400, "generative"},
+      {"nope/generate", Body({1}, 1), 404, "unknown model"},
+  };
+  for (const Case& c : cases) {
+    const HttpResult r = client.Post("/v2/models/" + c.target, c.body);
+    EXPECT_EQ(r.status, c.status) << c.target << " " << c.body << " -> " << r.body;
+    EXPECT_NE(r.body.find(c.error), std::string::npos) << c.body << " -> " << r.body;
+  }
+  EXPECT_EQ(client.Get("/v2/models/gpt/generate").status, 405);
+  // Still serving.
+  EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({5, 6, 7}, 12)).body), ids);
+  HttpClient management("127.0.0.1", agent.management_port());
+  const std::string meta = management.Get("/v2/models/gpt").body;
+  EXPECT_NE(meta.find("\"input_ids\""), std::string::npos) << meta;
+  EXPECT_NE(meta.find("vocab"), std::string::npos) << meta;
+}
+
+// Opens a raw connection, sends `request`, reads until `needle` arrived (not at all if empty),
+// and closes it.
+void ReadUntilThenHangUp(uint16_t port, const std::string& request, const std::string& needle) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string got;
+  char buf[4096];
+  while (!needle.empty() && got.find(needle) == std::string::npos) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+}
+
+std::string Post(const std::string& target, const std::string& body) {
+  return "POST " + target + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST(GenerationIntegrationTest, AClientThatGoesAwayFreesItsSlot) {
+  // One decode slot, the static policy: a sequence holding the slot blocks every other one.
+  AgentProcess agent(PACKRAT_AGENT_PATH, Config(1, "static"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  HttpClient metrics("127.0.0.1", agent.metrics_port());
+  // A stream of 100 tokens, abandoned after its third event.
+  ReadUntilThenHangUp(agent.http_port(),
+                      Post("/v2/models/gpt/generate_stream", Body({1, 2, 3}, 100)),
+                      "\"index\":2");
+  ASSERT_TRUE(agent.WaitForLogCount("cancelled", 1, std::chrono::seconds(30))) << agent.Log();
+  // A plain request abandoned at once, while another long one holds the slot.
+  HttpClient keep("127.0.0.1", agent.http_port());
+  std::thread holder([&] {
+    EXPECT_EQ(OutputIds(keep.Post("/v2/models/gpt/generate", Body({9}, 60)).body).size(), 60u);
+  });
+  ReadUntilThenHangUp(agent.http_port(), Post("/v2/models/gpt/generate", Body({8, 8}, 90)), "");
+  ASSERT_TRUE(agent.WaitForLogCount("cancelled", 2, std::chrono::seconds(30))) << agent.Log();
+  // The slot is free again: a short request completes, long before 100 tokens.
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({4, 5}, 5)).body).size(), 5u);
+  holder.join();
+  const double tokens = Metric(metrics.Get("/metrics").body,
+                               "packrat_generated_tokens_total{model=\"gpt\"}");
+  EXPECT_LT(tokens, 100 + 60 + 5) << "the abandoned requests stopped early";
+}
+
+TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
+  AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "half", 2));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  int ok = 0;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      HttpClient c("127.0.0.1", agent.http_port());
+      const HttpResult r = c.Post("/v2/models/gpt/generate", Body(Prompt(i), 20));
+      std::lock_guard<std::mutex> lock(mu);
+      if (r.status == 200 && OutputIds(r.body).size() == 20u) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, 8);
+  HttpClient management("127.0.0.1", agent.management_port());
+  const std::string config = management.Get("/v2/models/gpt/config").body;
+  EXPECT_NE(config.find("\"workers\":[{"), std::string::npos) << config;
+}
+
+}  // namespace
+}  // namespace packrat
