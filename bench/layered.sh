@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The lbci-paper's Figure 5 on this machine: single-sample requests with Poisson arrivals at four
-# rates, served four ways on the same instance (one runtime, T threads, staged ResNet-50):
+# rates, served four ways on the same instance (one runtime, T threads, a staged image model:
+# ResNet-50 or the paper's AlexNet):
 #
 #   layered  batching {mode: layered, latency_budget_ms: BUDGET}: a free instance starts at once
 #            with up to N_opt queued rows; rows arriving meanwhile join at stage boundaries
@@ -10,15 +11,18 @@
 #            instance frees (max_delay_us 2000, one batch in flight)
 #
 # Reports mean and p99 latency, throughput and the share of requests over the budget per rate;
-# writes bench/results/layered/ (per-run CSVs, agent logs, summary.md) and docs/layered.png.
+# writes bench/results/layered-MODEL/ (per-run CSVs, agent logs, summary.md) and
+# docs/layered-MODEL.png.
 #
-#   bench/layered.sh [RATES] [SECONDS] [BUDGET_MS] [WINDOW_MS]
+#   bench/layered.sh [RATES] [SECONDS] [BUDGET_MS] [WINDOW_MS] [MODEL]
+#   MODEL: resnet50 (default) or alexnet. MODES="layered packrat" runs only those (the others'
+#   results from an earlier run are kept and summarised).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rates=${1:-4,8,12,16}; seconds=${2:-60}; budget=${3:-500}; window=${4:-100}
+rates=${1:-4,8,12,16}; seconds=${2:-60}; budget=${3:-500}; window=${4:-100}; name=${5:-resnet50}
 T=$(nproc)
-work=bench/results/layered; mkdir -p "$work/profiles"
-model=$PWD/models/resnet50_staged.pt
+work=bench/results/layered-$name; mkdir -p "$work/profiles"
+model=$PWD/models/${name}_staged.pt
 [ -f "$model" ] || { echo "run scripts/setup.sh --bench first (needs $model)" >&2; exit 2; }
 tmp=$(mktemp -d); trap 'kill $(cat "$tmp/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
@@ -72,7 +76,7 @@ batching[fixed]="{max_delay_us: $((window * 1000)), max_inflight_batches: 1}"
 instances[fixed]="[{count: 1, threads: $T, batch: 10}]"
 batching[packrat]="{max_delay_us: 2000, max_inflight_batches: 1}"
 instances[packrat]="[{count: 1, threads: $T, batch: $n_opt}]"
-modes=(layered serial fixed packrat)
+read -r -a modes <<<"${MODES:-layered serial fixed packrat}"
 
 for rate in ${rates//,/ }; do
   for mode in "${modes[@]}"; do
@@ -90,5 +94,5 @@ for rate in ${rates//,/ }; do
   done
 done
 
-/usr/bin/python3 bench/layered_summary.py "$work" "$rates" "$budget" "$n_opt" "$T" "$window" \
+/usr/bin/python3 bench/layered_summary.py "$work" "$rates" "$budget" "$n_opt" "$T" "$window" "$name" \
   | tee "$work/summary.md"

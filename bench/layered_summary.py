@@ -1,7 +1,7 @@
 """Summarises bench/layered.sh: one Markdown table per rate, the comparison at each rate, and
-docs/layered.png (mean and p99 latency per mode over the arrival rate).
+docs/layered-MODEL.png (mean and p99 latency per mode over the arrival rate).
 
-usage: layered_summary.py WORKDIR RATES BUDGET_MS N_OPT THREADS WINDOW_MS
+usage: layered_summary.py WORKDIR RATES BUDGET_MS N_OPT THREADS WINDOW_MS MODEL
 """
 import csv
 import os
@@ -39,11 +39,12 @@ def metrics(path):
 
 
 def main():
-    work, rates, budget, n_opt, threads, window = sys.argv[1:7]
+    work, rates, budget, n_opt, threads, window, model = sys.argv[1:8]
+    title = {"resnet50": "ResNet-50", "alexnet": "AlexNet"}.get(model, model)
     rates = [int(r) for r in rates.split(",")]
     budget = float(budget)
     results = {}
-    print(f"Staged ResNet-50, one instance of {threads} threads, budget {budget:.0f} ms, "
+    print(f"Staged {title}, one instance of {threads} threads, budget {budget:.0f} ms, "
           f"N_opt = {n_opt}, Batchsize(10) window {window} ms.\n")
     print("| rate (req/s) | mode | requests | mean ms | p50 ms | p99 ms | throughput (req/s) "
           "| over budget | mean batch rows | rows joined |")
@@ -87,8 +88,8 @@ def main():
             f.write("\n")
     plot = [
         "set terminal pngcairo size 1000,450 font ',10'",
-        "set output 'docs/layered.png'",
-        "set multiplot layout 1,2 title 'Staged ResNet-50, single-image requests, Poisson "
+        f"set output 'docs/layered-{model}.png'",
+        f"set multiplot layout 1,2 title 'Staged {title}, single-image requests, Poisson "
         f"arrivals, T={threads}, budget {budget:.0f} ms'",
         "set xlabel 'arrival rate (req/s)'; set grid; set key top left",
         "set ylabel 'mean latency (ms)'",
@@ -100,7 +101,7 @@ def main():
         "unset multiplot",
     ]
     subprocess.run(["gnuplot"], input="\n".join(plot), text=True, check=True)
-    print("\nwrote docs/layered.png")
+    print(f"\nwrote docs/layered-{model}.png")
 
 
 if __name__ == "__main__":

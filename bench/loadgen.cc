@@ -5,7 +5,9 @@
 //
 //   loadgen --port P --target /v2/models/m/infer --body FILE [--header K:V]...
 //           --schedule RATE:SECONDS[,RATE:SECONDS...] [--arrivals poisson|constant]
-//           [--connections N] [--seed S] --out FILE.csv
+//           [--max-requests N] [--connections N] [--seed S] --out FILE.csv
+//
+// The run is bounded in time (the schedule) and, with --max-requests, in count.
 //
 // Output: one CSV line per request, "start_s,latency_ms,status", start_s counted from the
 // first arrival; and on stdout the wall-clock time (UTC seconds since midnight, like the
@@ -47,8 +49,8 @@ struct Record {
 int Usage(const char* why) {
   std::cerr << "loadgen: " << why
             << "\nusage: loadgen --port P --target PATH --body FILE [--header K:V]... "
-               "--schedule RATE:SECONDS[,...] [--arrivals poisson|constant] [--connections N] "
-               "[--seed S] --out FILE.csv\n";
+               "--schedule RATE:SECONDS[,...] [--arrivals poisson|constant] [--max-requests N] "
+               "[--connections N] [--seed S] --out FILE.csv\n";
   return 2;
 }
 
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> headers;
   int connections = 64;
   unsigned seed = 1;
+  size_t max_requests = 0;  // 0 = only the schedule bounds the run
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -81,6 +84,8 @@ int main(int argc, char** argv) {
       out_file = next();
     } else if (a == "--arrivals") {
       arrivals = next();
+    } else if (a == "--max-requests") {
+      max_requests = static_cast<size_t>(std::atoll(next().c_str()));
     } else if (a == "--connections") {
       connections = std::atoi(next().c_str());
     } else if (a == "--seed") {
@@ -124,6 +129,7 @@ int main(int argc, char** argv) {
     while (true) {
       t += arrivals == "poisson" ? gap(rng) : 1.0 / schedule[k].rate;
       if (t >= t0 + schedule[k].seconds) break;
+      if (max_requests > 0 && arrivals_s.size() >= max_requests) break;
       arrivals_s.push_back(t);
       step_of.push_back(k);
     }

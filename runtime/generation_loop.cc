@@ -30,7 +30,11 @@ Status GenerationLoop::Run() {
     if (!Receive(/*block=*/pending_.empty() && active_.empty(), &end)) return end;
     Admit();
     if (!active_.empty()) Step();
+    out_.compute_ns = step_ns_;  // the timing goes with the step's last message
+    out_.step_rows = step_rows_;
     Flush();
+    step_ns_ = 0;
+    step_rows_ = 0;
   }
   return Unavailable("agent exited");
 }
@@ -162,6 +166,7 @@ void GenerationLoop::Step() {
   }
   if (active_.empty()) return;
   const int count = static_cast<int>(active_.size());
+  const auto start = std::chrono::steady_clock::now();
   tokens_.resize(count);
   positions_.resize(count);
   for (int i = 0; i < count; ++i) {
@@ -188,6 +193,10 @@ void GenerationLoop::Step() {
     s.last_token = token;
     done[i] = Emit(s, token, prob);
   }
+  step_ns_ = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - start)
+                                       .count());
+  step_rows_ = count;
   // Compaction from the back, so that the sequence moved into a freed slot was already judged.
   for (int i = count - 1; i >= 0; --i) {
     if (done[i]) Remove(static_cast<size_t>(i));
@@ -278,6 +287,8 @@ void GenerationLoop::Flush() {
   if (out_.rows == 0) return;
   Push(out_);
   out_.rows = 0;
+  out_.compute_ns = 0;
+  out_.step_rows = 0;
 }
 
 bool GenerationLoop::Push(const shm::CompletionMessage& msg) {

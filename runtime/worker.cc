@@ -124,7 +124,9 @@ bool Worker::ExecuteStaged(const shm::BatchMessage& msg, shm::CompletionMessage*
     const auto stage_start = Clock::now();
     *status = runner_->RunStage();
     if (k < shm::kMaxStages) done->stage_ns[k] += NanosSince(stage_start);
-    if (status->ok() && ask && k + 1 < stages) {
+    // Ask only while rows wait in the agent's queue (the hint saves the round trip otherwise).
+    if (status->ok() && ask && k + 1 < stages &&
+        segment_->header()->queued_rows_hint.load(std::memory_order_acquire) > 0) {
       if (!TopUp(msg, start, &ask, status)) return false;
     }
   }

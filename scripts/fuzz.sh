@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}; shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http_request kserve_decode config ring_message)
+[ ${#targets[@]} -gt 0 ] || targets=(http_request kserve_decode generate_decode config ring_message)
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (scripts/packages.txt)" >&2; exit 2; }
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACKRAT_FUZZ=ON >/dev/null

@@ -318,6 +318,9 @@ def main():
                      (torch.randn(1, 3, 224, 224),)))
         jobs.append(("alexnet_staged.pt", staged_alexnet(torchvision.models.alexnet()),
                      (torch.randn(1, 3, 224, 224),)))
+        jobs.append(("inception_v3.pt",
+                     torchvision.models.inception_v3(aux_logits=False, init_weights=True),
+                     (torch.randn(1, 3, 299, 299),)))
         # 4 of BERT-base's 12 layers at sequence 128: the same kernels and shapes per layer, a
         # third of the time, so a 2-core machine can profile it in minutes.
         jobs.append(("bert_like.pt", BertLike(layers=4), (torch.randint(0, 30522, (2, 128)),)))

@@ -111,8 +111,10 @@ struct CompletionMessage {
   CompletionStatus status;
   uint32_t num_tensors;
   CompletionKind kind;
-  uint64_t compute_ns;   // kDone: time computing the batch; kTopUpQuery: so far
-  int64_t rows;          // rows computed (kDone) or running (kTopUpQuery)
+  uint64_t compute_ns;   // kDone: time computing the batch; kTopUpQuery: so far; kTokens: the
+                         // decode step's time (with step_rows)
+  int64_t rows;          // rows computed (kDone) or running (kTopUpQuery); kTokens: entries
+  int64_t step_rows;     // kTokens: sequences in the decode step timed by compute_ns; 0: none
   uint32_t stages_done;  // kTopUpQuery: stages 1..k have run
   uint32_t num_stages;   // staged models: entries in stage_ns (0 otherwise)
   uint64_t stage_ns[kMaxStages];  // kDone, staged models: time in each stage
@@ -158,7 +160,9 @@ struct alignas(kAlign) SegmentHeader {
   int32_t agent_pid;
   std::atomic<int32_t> runtime_pid;
   std::atomic<uint32_t> state;  // RuntimeState; also a futex word, woken on every change
-  uint32_t reserved;
+  // Layered batching: rows waiting in the model's queue, as last published by the agent (a
+  // hint: the runtime skips its top-up query at a stage boundary while it reads 0).
+  std::atomic<uint32_t> queued_rows_hint;
   char error[kErrorTextSize];  // written by the runtime before state becomes kFailed
   char info[kErrorTextSize];   // written by the runtime before state becomes kReady: what it
                                // loaded (kernel settings, accuracy guard), one line

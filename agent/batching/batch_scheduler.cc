@@ -17,6 +17,7 @@ Status BatchScheduler::Submit(std::shared_ptr<InferenceRequest> request) {
     if (stop_ || draining_) return Unavailable("the model is shutting down");
     RETURN_IF_ERROR(aggregator_.Enqueue(std::move(request)));
     if (dispatcher_->HasCapacity()) batch = aggregator_.Poll(std::chrono::steady_clock::now());
+    if (queue_observer_) queue_observer_(aggregator_.queued_rows());
   }
   if (batch) {
     std::shared_lock<std::shared_mutex> dispatching(dispatch_mu_);
@@ -46,6 +47,7 @@ void BatchScheduler::Stop() {
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
     orphans = aggregator_.TakeAll();
+    if (queue_observer_) queue_observer_(0);
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
@@ -71,6 +73,7 @@ std::vector<std::shared_ptr<InferenceRequest>> BatchScheduler::TakeFront(
     const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit) {
   std::lock_guard<std::mutex> lock(mu_);
   auto taken = aggregator_.TakeFront(admit);
+  if (!taken.empty() && queue_observer_) queue_observer_(aggregator_.queued_rows());
   if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
   return taken;
 }
@@ -85,6 +88,7 @@ void BatchScheduler::Loop() {
   while (!stop_) {
     const SteadyTime now = std::chrono::steady_clock::now();
     if (auto expired = aggregator_.TakeExpired(now); !expired.empty()) {
+      if (queue_observer_) queue_observer_(aggregator_.queued_rows());
       if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
       lock.unlock();
       for (auto& r : expired) {
@@ -100,6 +104,7 @@ void BatchScheduler::Loop() {
     const bool capacity = dispatcher_->HasCapacity();
     if (capacity) {
       if (std::optional<Batch> batch = aggregator_.Poll(draining_ ? SteadyTime::max() : now)) {
+        if (queue_observer_) queue_observer_(aggregator_.queued_rows());
         lock.unlock();
         {
           std::shared_lock<std::shared_mutex> dispatching(dispatch_mu_);

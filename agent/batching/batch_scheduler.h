@@ -48,6 +48,12 @@ class BatchScheduler {
       const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit);
 
   int64_t queued_rows() const;
+
+  // Called with the queued rows whenever they change (under the queue's lock: must be quick and
+  // must not call back into the scheduler). Set before requests arrive.
+  void set_queue_observer(std::function<void(int64_t rows)> observer) {
+    queue_observer_ = std::move(observer);
+  }
   // Rows queued plus rows of batches running on the current dispatcher.
   int64_t rows_in_system() const;
 
@@ -62,6 +68,7 @@ class BatchScheduler {
   std::condition_variable cv_;
   BatchAggregator aggregator_;  // guarded by mu_
   std::condition_variable drained_cv_;
+  std::function<void(int64_t)> queue_observer_;
   bool stop_ = false;      // guarded by mu_
   bool draining_ = false;  // guarded by mu_
   std::thread thread_;

@@ -121,6 +121,14 @@ int64_t ServedModel::BatchTarget(const std::vector<InstanceGroup>& groups) const
   return std::max<int64_t>(target, 1);
 }
 
+void ServedModel::SetHintTargets(const InstanceSet& set) {
+  std::lock_guard<std::mutex> lock(hint_mu_);
+  hint_targets_.clear();
+  for (const auto& w : set.workers) {
+    if (w->instance) hint_targets_.push_back(w->instance.get());
+  }
+}
+
 Status ServedModel::PrepareLayered(const std::vector<InstanceGroup>& groups) {
   if (config_.batching.mode != BatchingMode::kLayered) return Status::Ok();
   std::map<int, int64_t> largest_batch;  // per thread count: the most rows a slice holds
@@ -526,18 +534,24 @@ Status ServedModel::Load() {
     }
     active_ = set;
     if (!generative()) scheduler_ = std::make_unique<BatchScheduler>(batching, set->dispatcher);
-    if (metrics::ModelMetrics* m = options_.metrics; m && scheduler_) {
+    if (config_.batching.mode == BatchingMode::kLayered) {
+      SetHintTargets(*set);
+      scheduler_->set_queue_observer([this](int64_t rows) {
+        std::lock_guard<std::mutex> lock(hint_mu_);
+        for (RuntimeInstance* r : hint_targets_) r->SetQueuedRowsHint(rows);
+      });
+    }
+    if (metrics::ModelMetrics* m = options_.metrics) {
       m->target_batch().Set(static_cast<double>(set->target_rows));
       m->generation().Set(static_cast<double>(set->generation));
       if (set->plan) m->predicted_batch_latency().Set(set->plan->latency_ms / 1e3);
-      BatchScheduler* scheduler = scheduler_.get();
-      queue_rows_metric_ =
-          m->BindQueueRows([scheduler] { return static_cast<double>(scheduler->queued_rows()); });
-    }
-    PublishInstancesLocked();
-    if (metrics::ModelMetrics* m = options_.metrics) {
+      if (BatchScheduler* scheduler = scheduler_.get()) {
+        queue_rows_metric_ = m->BindQueueRows(
+            [scheduler] { return static_cast<double>(scheduler->queued_rows()); });
+      }
       m->SetKernel(set->workers.front()->load_report(), config_.kernel.Key());
     }
+    PublishInstancesLocked();
     state_.store(ModelState::kReady, std::memory_order_release);
     control_thread_ = std::thread([this] { ControlLoop(); });
   }
@@ -727,6 +741,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     PublishInstancesLocked();
   }
   if (scheduler_) scheduler_->SwapDispatcher(next->dispatcher, next->target_rows);
+  if (config_.batching.mode == BatchingMode::kLayered) SetHintTargets(*next);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
   if (metrics::ModelMetrics* m = options_.metrics) {
     m->target_batch().Set(static_cast<double>(next->target_rows));

@@ -211,6 +211,11 @@ class ServedModel {
   metrics::CallbackHandle queue_rows_metric_;          // set once by Load()
   std::atomic<double> measured_batch_seconds_{0};      // EWMA of batch latency
 
+  // Layered batching: the instances told how many rows are queued (the serving set's).
+  std::mutex hint_mu_;  // taken under the scheduler's lock; nothing is called while held
+  std::vector<RuntimeInstance*> hint_targets_;  // guarded by hint_mu_
+  void SetHintTargets(const InstanceSet& set);
+
   // Layered batching: the top-up policy of each thread count. Written by PrepareLayered (Load
   // and the control thread) before any runtime that uses the entry starts; guarded by mu_.
   std::map<int, std::shared_ptr<const TopUpPolicy>> top_up_policies_;

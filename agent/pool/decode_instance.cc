@@ -211,6 +211,9 @@ void DecodeInstance::CompletionLoop() {
         break;
       }
       case shm::CompletionKind::kTokens:
+        if (msg.step_rows > 0 && options_.on_step) {
+          options_.on_step(msg.step_rows, std::chrono::nanoseconds(msg.compute_ns));
+        }
         for (uint32_t i = 0; i < std::min<uint32_t>(msg.rows, shm::kMaxStepTokens); ++i) {
           const shm::StepToken& t = msg.tokens[i];
           const bool ended = (t.flags & (shm::kTokenFinished | shm::kTokenCancelled)) != 0;

@@ -58,6 +58,9 @@ struct DecodeInstanceOptions {
   // Called once, on the completion thread, if the runtime dies while not being stopped (its
   // sequences have failed with kUnavailable by then).
   std::function<void(const std::string& why)> on_death;
+  // Called on the completion thread after every decode step: the sequences it decoded and its
+  // time (next-token choice included). Must not block. May be empty.
+  std::function<void(int64_t sequences, std::chrono::nanoseconds took)> on_step;
 };
 
 class DecodeInstance {

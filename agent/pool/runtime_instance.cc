@@ -140,6 +140,11 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
 
 RuntimeInstance::~RuntimeInstance() { Stop(std::chrono::seconds(5)); }
 
+void RuntimeInstance::SetQueuedRowsHint(int64_t rows) {
+  segment_->header()->queued_rows_hint.store(
+      static_cast<uint32_t>(std::clamp<int64_t>(rows, 0, UINT32_MAX)), std::memory_order_release);
+}
+
 size_t RuntimeInstance::load() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queued_.size() + std::count(slot_busy_.begin(), slot_busy_.end(), true);

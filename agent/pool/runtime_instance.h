@@ -87,6 +87,9 @@ class RuntimeInstance : public InstanceExecutor {
   void Stop(std::chrono::milliseconds drain);
 
   pid_t pid() const { return pid_; }
+  // Layered batching: tells the runtime how many rows wait in the model's queue (it asks for
+  // top-ups only while some do). Lock-free; any thread.
+  void SetQueuedRowsHint(int64_t rows);
   // What the runtime reported at start: its effective kernel settings and the accuracy guard's
   // figures, "kernel=bf16+cl max_rel_error=0.004 top1_agreement=1 fallback=0" (see
   // runtime_main.cc); empty from runtimes that report nothing.

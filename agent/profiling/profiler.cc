@@ -9,6 +9,7 @@
 #include <random>
 
 #include "agent/batching/inference_request.h"
+#include "agent/pool/decode_instance.h"
 #include "agent/pool/runtime_instance.h"
 #include "common/logging.h"
 
@@ -78,6 +79,7 @@ Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&
   if (options_.threads.empty() || options_.batches.empty()) {
     return InvalidArgument("nothing to profile: no thread counts or no batch sizes");
   }
+  if (options_.model.generation.enabled) return RunDecoding(profile, checkpoint, progress);
   const int max_threads = *std::max_element(options_.threads.begin(), options_.threads.end());
   if (max_threads > static_cast<int>(options_.cores.size())) {
     return InvalidArgument("cannot profile " + std::to_string(max_threads) + " threads on " +
@@ -169,6 +171,122 @@ Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&
       if (progress) progress(p);
     }
     instance->Stop(std::chrono::seconds(10));
+  }
+  return Status::Ok();
+}
+
+Status Profiler::RunDecoding(Profile* profile,
+                             const std::function<Status(const Profile&)>& checkpoint,
+                             const std::function<void(const ProfileProgress&)>& progress) {
+  const int max_threads = *std::max_element(options_.threads.begin(), options_.threads.end());
+  if (max_threads > static_cast<int>(options_.cores.size())) {
+    return InvalidArgument("cannot profile " + std::to_string(max_threads) + " threads on " +
+                           std::to_string(options_.cores.size()) + " usable cores");
+  }
+  const int max_batch = *std::max_element(options_.batches.begin(), options_.batches.end());
+  // Steps timed per point: the steps with all b sequences active, after the first (warm-up).
+  const int steps = std::max(options_.min_iterations, 12);
+  ProfileProgress p;
+  p.total = static_cast<int>(options_.threads.size() * options_.batches.size());
+  const auto run_start = Clock::now();
+  for (int t : options_.threads) {
+    std::vector<int> todo;
+    for (int b : options_.batches) {
+      if (profile->Find(t, b) == nullptr) {
+        todo.push_back(b);
+      } else {
+        ++p.done;
+      }
+    }
+    if (todo.empty()) continue;
+    struct Steps {
+      std::mutex mu;
+      std::vector<std::pair<int64_t, double>> seen;  // sequences, ms
+    };
+    auto timings = std::make_shared<Steps>();
+    DecodeInstanceOptions o;
+    o.model_name = options_.model.name + "-profile";
+    o.index = t;
+    o.runtime_path = options_.runtime_path;
+    o.model_path = options_.model.path;
+    o.threads = t;
+    o.slots = max_batch;
+    o.refill = "step";
+    o.max_prompt_tokens = 64;
+    o.cores.assign(options_.cores.begin(), options_.cores.begin() + t);
+    o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
+    o.on_step = [timings](int64_t n, std::chrono::nanoseconds took) {
+      std::lock_guard<std::mutex> lock(timings->mu);
+      timings->seen.emplace_back(n, std::chrono::duration<double, std::milli>(took).count());
+    };
+    ASSIGN_OR_RETURN(std::unique_ptr<DecodeInstance> decoder, DecodeInstance::Start(o, launcher_));
+    for (int b : todo) {
+      const auto point_start = Clock::now();
+      {
+        std::lock_guard<std::mutex> lock(timings->mu);
+        timings->seen.clear();
+      }
+      std::mutex mu;
+      std::condition_variable cv;
+      int ended = 0;
+      Status failed;
+      for (int k = 0; k < b; ++k) {
+        auto request = std::make_shared<GenerateRequest>();
+        request->prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+        request->params.max_tokens = static_cast<uint32_t>(steps + 3);
+        request->params.top_k = 1;
+        request->params.temperature = 1;
+        request->on_done = [&](const Status& s) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!s.ok() && failed.ok()) failed = s;
+          ++ended;
+          cv.notify_all();
+        };
+        decoder->Submit(std::move(request));
+      }
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return ended == b; });
+        RETURN_IF_ERROR(failed);
+      }
+      std::vector<double> ms;
+      {
+        std::lock_guard<std::mutex> lock(timings->mu);
+        bool first = true;
+        for (const auto& [n, took] : timings->seen) {
+          if (n != b) continue;
+          if (first) {  // the first full step of a new size specialises the graph
+            first = false;
+            continue;
+          }
+          ms.push_back(took);
+        }
+      }
+      if (ms.empty()) {
+        return Internal("no decode step ran with " + std::to_string(b) + " sequences");
+      }
+      double mean = 0;
+      for (double v : ms) mean += v / static_cast<double>(ms.size());
+      ProfilePoint point;
+      point.threads = t;
+      point.batch = b;
+      point.latency_ms = mean;
+      point.latency_min_ms = *std::min_element(ms.begin(), ms.end());
+      point.latency_max_ms = *std::max_element(ms.begin(), ms.end());
+      point.iterations = static_cast<int>(ms.size());
+      RETURN_IF_ERROR(profile->Add(point));
+      if (checkpoint) RETURN_IF_ERROR(checkpoint(*profile));
+      ++p.done;
+      p.threads = t;
+      p.batch = b;
+      p.latency_ms = mean;
+      p.iterations = static_cast<int>(ms.size());
+      p.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+      const double point_s = std::chrono::duration<double>(Clock::now() - point_start).count();
+      p.eta_s = point_s * (p.total - p.done);
+      if (progress) progress(p);
+    }
+    decoder->Stop(std::chrono::seconds(10));
   }
   return Status::Ok();
 }

@@ -4,7 +4,9 @@
 // For each thread count t it starts one runtime pinned to t cores, then for each batch size b
 // sends batches of b synthetic rows through the same shared-memory path serving uses, discards
 // warm-up batches, and times batches until the mean is known to ±target_rel_error (95%
-// confidence), or max_iterations / max_seconds_per_point is reached. One runtime per t serves
+// confidence), or max_iterations / max_seconds_per_point is reached. For a generative model
+// L[t,b] is one decode step with b sequences (next-token choice included): b sequences are
+// decoded together by a decode runtime with t threads, and the steps with all b active count. One runtime per t serves
 // every b (its slab is sized for the largest); that is the same pinned process a ⟨t,b⟩ instance
 // would be, started once instead of once per b.
 //
@@ -62,6 +64,10 @@ class Profiler {
              const std::function<void(const ProfileProgress&)>& progress);
 
  private:
+  // Run() for a generative model: decode steps.
+  Status RunDecoding(Profile* profile, const std::function<Status(const Profile&)>& checkpoint,
+                     const std::function<void(const ProfileProgress&)>& progress);
+
   ProfilerOptions options_;
   ProcessLauncher* launcher_;
 };

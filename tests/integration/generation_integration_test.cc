@@ -255,5 +255,37 @@ TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
   EXPECT_NE(config.find("\"workers\":[{"), std::string::npos) << config;
 }
 
+TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) {
+  // The optimizer's profile of a generative model is per decode step: L[t,b] with b sequences.
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+                     "models:\n"
+                     "  - name: gpt\n"
+                     "    path: " +
+                         kModels +
+                         "/tiny_gpt.pt\n"
+                         "    generation: {refill: half}\n"
+                         "    batching: {max_batch: 4}\n"
+                         "    instances: auto\n"
+                         "    auto_threads: 2\n"
+                         "    reconfiguration: {adaptive: false}\n");
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitForLog("plan for T=2, B=4")) << agent.Log();
+  HttpClient management("127.0.0.1", agent.management_port());
+  const std::string config = management.Get("/v2/models/gpt/config").body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(config);
+  int64_t slots = 0;
+  for (simdjson::dom::element g : doc["instances"].get_array()) {
+    slots += int64_t(g["count"]) * int64_t(g["batch"]);
+  }
+  EXPECT_EQ(slots, 4) << config;
+  // The stored profile has a decode-step latency for every ⟨t, b⟩.
+  const std::string log = agent.Log();
+  EXPECT_NE(log.find("profiling 6 point(s)"), std::string::npos) << log;
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({3, 4}, 9)).body).size(), 9u);
+}
+
 }  // namespace
 }  // namespace packrat

@@ -184,6 +184,7 @@ TEST_F(StagedWorkerTest, GrantedRowsJoinAndTheCompletionCarriesThem) {
 
   shm::BatchMessage batch = Describe(first, 2, 0);
   batch.flags = shm::kBatchAllowTopUp;
+  segment_->header()->queued_rows_hint.store(2);  // the agent says rows are waiting
   ASSERT_TRUE(segment_->requests().Push(batch, std::chrono::seconds(5)).ok());
   // After stage 1: nothing queued (not final), so it asks again after stage 2.
   shm::CompletionMessage q1 = Next();
@@ -220,6 +221,7 @@ TEST_F(StagedWorkerTest, AFinalAnswerStopsTheQueriesAndBatchesWithoutTheFlagNeve
   std::vector<float> x = Images(1, 8);
   shm::BatchMessage batch = Describe(x, 1, 0);
   batch.flags = shm::kBatchAllowTopUp;
+  segment_->header()->queued_rows_hint.store(1);
   ASSERT_TRUE(segment_->requests().Push(batch, std::chrono::seconds(5)).ok());
   ASSERT_EQ(Next().kind, shm::CompletionKind::kTopUpQuery);
   shm::BatchMessage final_answer;
@@ -238,10 +240,22 @@ TEST_F(StagedWorkerTest, AFinalAnswerStopsTheQueriesAndBatchesWithoutTheFlagNeve
   EXPECT_EQ(done.status, shm::CompletionStatus::kOk) << done.error;
 }
 
+TEST_F(StagedWorkerTest, NothingQueuedMeansNoQuery) {
+  std::vector<float> x = Images(1, 10);
+  shm::BatchMessage batch = Describe(x, 1, 0);
+  batch.flags = shm::kBatchAllowTopUp;
+  segment_->header()->queued_rows_hint.store(0);
+  ASSERT_TRUE(segment_->requests().Push(batch, std::chrono::seconds(5)).ok());
+  const shm::CompletionMessage done = Next();
+  EXPECT_EQ(done.kind, shm::CompletionKind::kDone);
+  EXPECT_EQ(done.status, shm::CompletionStatus::kOk) << done.error;
+}
+
 TEST_F(StagedWorkerTest, AMalformedGrantFailsTheBatchAndTheLoopGoesOn) {
   std::vector<float> x = Images(1, 9);
   shm::BatchMessage batch = Describe(x, 1, 0);
   batch.flags = shm::kBatchAllowTopUp;
+  segment_->header()->queued_rows_hint.store(1);
   ASSERT_TRUE(segment_->requests().Push(batch, std::chrono::seconds(5)).ok());
   ASSERT_EQ(Next().kind, shm::CompletionKind::kTopUpQuery);
   shm::BatchMessage grant = Describe(x, 1, kRow * 4);
