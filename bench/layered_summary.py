@@ -91,11 +91,11 @@ def main():
         f"set output 'docs/layered-{model}.png'",
         f"set multiplot layout 1,2 title 'Staged {title}, single-image requests, Poisson "
         f"arrivals, T={threads}, budget {budget:.0f} ms'",
-        "set xlabel 'arrival rate (req/s)'; set grid; set key top left",
+        "set xlabel 'arrival rate (req/s)'; set grid; set key top left; set logscale y",
         "set ylabel 'mean latency (ms)'",
         "plot " + ", ".join(f"'{data}' using 1:{2 + 2 * i} with linespoints title '{label}'"
                             for i, (_, label) in enumerate(MODES)),
-        "set ylabel 'p99 latency (ms)'; set logscale y",
+        "set ylabel 'p99 latency (ms)'",
         "plot " + ", ".join(f"'{data}' using 1:{3 + 2 * i} with linespoints title '{label}'"
                             for i, (_, label) in enumerate(MODES)),
         "unset multiplot",

@@ -14,7 +14,10 @@ namespace packrat::runtime {
 
 GenerationLoop::GenerationLoop(shm::Segment* segment, Decoder* decoder,
                                GenerationOptions options)
-    : segment_(segment), decoder_(decoder), options_(options) {
+    : segment_(segment), decoder_(decoder), options_([&] {
+        options.poll_interval = std::max(options.poll_interval, std::chrono::milliseconds(1));
+        return options;
+      }()) {
   std::memset(&out_, 0, sizeof(out_));
   out_.kind = shm::CompletionKind::kTokens;
   active_.reserve(decoder_->slots());

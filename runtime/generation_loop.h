@@ -38,7 +38,9 @@ enum class RefillPolicy { kStatic, kHalf, kStep };
 struct GenerationOptions {
   RefillPolicy refill = RefillPolicy::kHalf;
   pid_t agent_pid = 0;  // the loop ends when this process is no longer our parent
-  std::chrono::milliseconds poll_interval{500};  // how often an idle loop checks the agent
+  // How often an idle loop checks the agent, sleeping on the ring's futex in between; at least
+  // 1 ms (0 would busy-wait).
+  std::chrono::milliseconds poll_interval{500};
 };
 
 class GenerationLoop {

@@ -252,7 +252,9 @@ int Main(int argc, char** argv) {
   segment->SetState(shm::RuntimeState::kReady);
   PACKRAT_LOG(INFO) << "ready: model " << flags.model << ", " << flags.threads << " thread(s)";
 
-  Worker worker(segment.get(), runner.get(), WorkerOptions{flags.agent_pid, {}});
+  WorkerOptions worker_options;  // the default poll interval: an idle runtime sleeps
+  worker_options.agent_pid = flags.agent_pid;
+  Worker worker(segment.get(), runner.get(), worker_options);
   Status s = worker.Run();
   segment->SetState(shm::RuntimeState::kStopped);
   if (!s.ok()) PACKRAT_LOG(WARNING) << "stopping: " << s.message();

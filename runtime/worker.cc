@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/logging.h"
@@ -20,7 +21,9 @@ uint64_t NanosSince(Clock::time_point start) {
 }  // namespace
 
 Worker::Worker(shm::Segment* segment, ModelRunner* runner, WorkerOptions options)
-    : segment_(segment), runner_(runner), options_(options) {}
+    : segment_(segment), runner_(runner), options_(options) {
+  options_.poll_interval = std::max(options_.poll_interval, std::chrono::milliseconds(1));
+}
 
 bool Worker::AgentAlive() const {
   return options_.agent_pid == 0 || getppid() == options_.agent_pid;

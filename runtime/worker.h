@@ -24,7 +24,9 @@ namespace packrat::runtime {
 
 struct WorkerOptions {
   pid_t agent_pid = 0;  // the loop ends when this process is no longer our parent
-  std::chrono::milliseconds poll_interval{500};  // how often an idle loop checks the agent
+  // How often an idle loop checks the agent; between checks it sleeps on the ring's futex.
+  // Values below 1 ms are raised to it (0 would turn every idle wait into a busy loop).
+  std::chrono::milliseconds poll_interval{500};
 };
 
 class Worker {
@@ -34,6 +36,8 @@ class Worker {
 
   // Blocks serving batches until the ring is closed (OK) or the agent died (kUnavailable).
   Status Run();
+
+  const WorkerOptions& options() const { return options_; }
 
  private:
   bool AgentAlive() const;

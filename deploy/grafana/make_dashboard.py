@@ -140,6 +140,28 @@ ts("Reality / profile", "measured / predicted batch latency; 1 means the profile
    "none", 0, 24, h=6)
 y[0] += 6
 
+row("Layered batching and generation")
+ts("Top-up queries by outcome",
+   "Layered batching: queries of runtimes at stage boundaries, by outcome "
+   "(joined, queue_empty, refused over the budget), and rows that joined running batches.",
+   [(f"sum by (model, outcome) (rate(packrat_topup_queries_total{{{SEL}}}[{RI}]))",
+     "{{model}} {{outcome}}"),
+    (f"sum by (model) (rate(packrat_topup_rows_total{{{SEL}}}[{RI}]))", "{{model}} rows joined")],
+   "short", 0, 8)
+ts("Predicted completion of top-ups (p50, p99) and N_opt",
+   "Layered batching: the admission's predicted completion of each admitted top-up; the "
+   "largest batch the latency budget allows.",
+   [(q(0.5, "packrat_topup_predicted_latency_seconds"), "{{model}} predicted p50"),
+    (q(0.99, "packrat_topup_predicted_latency_seconds"), "{{model}} predicted p99")],
+   "s", 8, 8)
+ts("Generated tokens / s and time to first token",
+   "Generative models: tokens per second, and p50/p99 from request arrival to the first token.",
+   [(f"sum by (model) (rate(packrat_generated_tokens_total{{{SEL}}}[{RI}]))", "{{model}} tokens/s"),
+    (q(0.5, "packrat_time_to_first_token_seconds"), "{{model}} first token p50 (s)"),
+    (q(0.99, "packrat_time_to_first_token_seconds"), "{{model}} first token p99 (s)")],
+   "short", 16, 8)
+y[0] += 8
+
 def agents(expr):
     # process_* series of Packrat agents only (targets that also export packrat_* series).
     return f"{expr} and on (instance, job) count by (instance, job) (packrat_inflight_requests)"

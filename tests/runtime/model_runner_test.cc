@@ -201,6 +201,16 @@ TEST_F(WorkerTest, MalformedMessagesGetErrorCompletionsAndTheLoopGoesOn) {
   EXPECT_EQ(RoundTrip(Message(0, 2)).status, shm::CompletionStatus::kOk);
 }
 
+// Regression: the runtime once built its options as WorkerOptions{pid, {}}, a zero poll interval
+// that turned every idle wait into a busy loop (an idle runtime spun a whole core).
+TEST(WorkerOptionsTest, AZeroPollIntervalIsRaisedSoIdleWaitsSleep) {
+  Worker worker(nullptr, nullptr, WorkerOptions{42, {}});
+  EXPECT_GE(worker.options().poll_interval, std::chrono::milliseconds(1));
+  EXPECT_EQ(worker.options().agent_pid, 42);
+  EXPECT_EQ(Worker(nullptr, nullptr, WorkerOptions{}).options().poll_interval,
+            std::chrono::milliseconds(500));
+}
+
 TEST_F(WorkerTest, ClosingTheRingEndsTheLoop) {
   segment_->requests().Close();
   worker_thread_.join();
