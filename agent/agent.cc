@@ -78,6 +78,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     options.allocator = agent->allocator_.get();
     options.cpusets = agent->cpusets_.get();
     options.metrics = &agent->metrics_->ForModel(m.name);
+    options.runtime_idle_spin_us = config.server.runtime_idle_spin_us;
     agent->models_.emplace(m.name,
                            std::make_unique<ServedModel>(m, std::move(options), &agent->launcher_));
   }

@@ -8,7 +8,8 @@ conns=${1:-16}; secs=${2:-10}; count=${3:-2}; batch=${4:-8}; delay=${5:-200}
 dir=$(mktemp -d)
 trap 'kill $(cat "$dir/pid") 2>/dev/null || true; rm -rf "$dir"' EXIT
 cat > "$dir/config.yaml" <<YAML
-server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, io_threads: 1}
+server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, io_threads: 1,
+         runtime_idle_spin_us: ${PACKRAT_IDLE_SPIN_US:-100}}
 models:
   - name: tiny
     path: $PWD/models/tiny_mlp.pt

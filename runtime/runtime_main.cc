@@ -7,7 +7,7 @@
 //                   [--warmup-iterations 3] [--name demo/0]
 //                   [--precision bf16] [--memory-format channels_last] [--freeze]
 //                   [--accuracy-samples 8] [--accuracy-max-rel-error 0.05]
-//                   [--accuracy-min-top1 0.9] [--accuracy-strict]
+//                   [--accuracy-min-top1 0.9] [--accuracy-strict] [--idle-spin-us 100]
 //   packrat-runtime --generate --segment NAME --model PATH --threads T --slots S
 //                   [--refill half|step|static] [--cores 0,1] [--agent-pid PID] [--name gpt/0]
 //
@@ -45,6 +45,7 @@ struct Flags {
   std::vector<DataType> output_types;
   std::vector<int64_t> warmup_batches;
   int warmup_iterations = 3;
+  int idle_spin_us = 100;
   Optimization optimization;
   AccuracyGuard guard;
   bool generate = false;  // a generative model: the decode loop instead of batches
@@ -130,6 +131,8 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.guard.max_rel_error = std::atof(value.c_str());
     } else if (flag == "--accuracy-min-top1") {
       f.guard.min_top1_agreement = std::atof(value.c_str());
+    } else if (flag == "--idle-spin-us") {
+      f.idle_spin_us = std::atoi(value.c_str());
     } else if (flag == "--slots") {
       f.slots = std::atoi(value.c_str());
     } else if (flag == "--refill") {
@@ -254,6 +257,7 @@ int Main(int argc, char** argv) {
 
   WorkerOptions worker_options;  // the default poll interval: an idle runtime sleeps
   worker_options.agent_pid = flags.agent_pid;
+  worker_options.idle_spin = std::chrono::microseconds(std::max(0, flags.idle_spin_us));
   Worker worker(segment.get(), runner.get(), worker_options);
   Status s = worker.Run();
   segment->SetState(shm::RuntimeState::kStopped);

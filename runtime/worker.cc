@@ -39,6 +39,7 @@ bool Worker::PushCompletion(const shm::CompletionMessage& msg) {
 }
 
 Status Worker::Run() {
+  segment_->requests().set_spin(options_.idle_spin);
   shm::BatchMessage msg;
   shm::CompletionMessage done;
   while (true) {

@@ -98,6 +98,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
       r.CheckKeys(node, "server",
                   {"http", "management", "metrics", "io_threads", "max_body_bytes",
                    "max_header_bytes", "idle_timeout_s", "runtime_path", "shutdown_timeout_s",
+                   "runtime_idle_spin_us",
                    "profile_dir", "drain_delay_s", "unix_socket", "cgroups", "read_timeout_s",
                    "max_connections"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
@@ -139,6 +140,10 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
                              &s->max_connections));
   }
   if (node["cgroups"]) RETURN_IF_ERROR(r.Get(node["cgroups"], "server.cgroups", &s->cgroups));
+  if (node["runtime_idle_spin_us"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["runtime_idle_spin_us"], "server.runtime_idle_spin_us", 0,
+                               100'000, &s->runtime_idle_spin_us));
+  }
   if (node["runtime_path"]) {
     RETURN_IF_ERROR(r.GetString(node["runtime_path"], "server.runtime_path", &s->runtime_path));
   }

@@ -54,6 +54,7 @@ struct ServerConfig {
   int shutdown_timeout_s = 30;  // in-flight requests get this long on SIGTERM
   int drain_delay_s = 0;        // on SIGTERM, report not-ready and keep serving this
                                 // long first, so load balancers stop sending
+  int runtime_idle_spin_us = 100;  // a runtime polls this long for its next batch, then sleeps
   bool cgroups = true;          // a cpuset cgroup per runtime where writable (else
                                 // sched_setaffinity only); false: affinity only
 };

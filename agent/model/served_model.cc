@@ -325,6 +325,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.inputs = config_.inputs;
     o.outputs = config_.outputs;
     o.warmup_iterations = config_.warmup_iterations;
+    o.idle_spin_us = options_.runtime_idle_spin_us;
     o.kernel = config_.kernel;
     o.accuracy = config_.accuracy;
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);

@@ -59,6 +59,7 @@ struct ServedModelOptions {
   ResourceAllocator* allocator = nullptr;    // not owned; null: no pinning, no thread budget
   CpusetController* cpusets = nullptr;       // not owned; null: no cgroups
   metrics::ModelMetrics* metrics = nullptr;  // not owned; null: no metrics
+  int runtime_idle_spin_us = 100;             // server.runtime_idle_spin_us
 };
 
 // A plan change asked for through the management API. Exactly one of `instances` (an explicit

@@ -113,6 +113,7 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   add("--warmup-batch", std::to_string(options.batch));
   if (options.batch != 1) add("--warmup-batch", "1");
   add("--warmup-iterations", std::to_string(options.warmup_iterations));
+  add("--idle-spin-us", std::to_string(options.idle_spin_us));
   if (options.kernel.precision == Precision::kBf16) add("--precision", "bf16");
   if (options.kernel.memory_format == MemoryFormat::kChannelsLast) {
     add("--memory-format", "channels_last");

@@ -57,6 +57,7 @@ struct RuntimeInstanceOptions {
   AccuracyConfig accuracy;  // the guard against the FP32 original
   std::chrono::seconds startup_timeout{300};
   uint32_t slots = 2;  // slices in flight: one computing while the next is copied in
+  int idle_spin_us = 100;  // the runtime polls this long for the next slice before sleeping
   uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
   // Called on the completion thread for every slice the runtime computed successfully. Must
   // not block. May be empty.
