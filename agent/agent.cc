@@ -49,9 +49,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   if (usable.empty()) usable = AffinityCpus();
   agent->allocator_ = std::make_unique<ResourceAllocator>(
       CpuTopology::Read("", usable), cgroup.ThreadBudget(static_cast<int>(usable.size())));
-  agent->cpusets_ = config.server.cgroups
-                        ? CpusetController::Open(cgroup, getpid())
-                        : CpusetController::AffinityOnly("server.cgroups is off");
+  agent->cpusets_ = config.server.cgroups ? CpusetController::Open(cgroup, getpid())
+                                          : CpusetController::AffinityOnly("server.cgroups is off");
   PACKRAT_LOG(INFO) << "cores: " << agent->allocator_->topology().Describe()
                     << ", thread budget T=" << agent->allocator_->thread_budget()
                     << (cgroup.cpu_limit ? " (CPU quota " + std::to_string(*cgroup.cpu_limit) + ")"
@@ -98,8 +97,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   management.unix_socket.clear();
   management.threads = 1;
   management.name = "management";
-  ASSIGN_OR_RETURN(agent->management_,
-                   HttpServer::Create(management, &agent->management_handler_));
+  ASSIGN_OR_RETURN(agent->management_, HttpServer::Create(management, &agent->management_handler_));
   HttpServerOptions metrics = management;
   metrics.endpoint = config.server.metrics;
   metrics.name = "metrics";

@@ -53,24 +53,35 @@ int main(int argc, char** argv) {
   std::string model = "gpt", out_file;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--port") port = std::atoi(value.c_str());
-    else if (flag == "--model") model = value;
-    else if (flag == "--requests") requests = std::atoi(value.c_str());
-    else if (flag == "--prompt-tokens") prompt_tokens = std::atoi(value.c_str());
-    else if (flag == "--min-tokens") min_tokens = std::atoi(value.c_str());
-    else if (flag == "--max-tokens") max_tokens = std::atoi(value.c_str());
-    else if (flag == "--vocab") vocab = std::atoi(value.c_str());
-    else if (flag == "--concurrency") concurrency = std::atoi(value.c_str());
-    else if (flag == "--seed") seed = static_cast<unsigned>(std::atoi(value.c_str()));
-    else if (flag == "--out") out_file = value;
+    if (flag == "--port")
+      port = std::atoi(value.c_str());
+    else if (flag == "--model")
+      model = value;
+    else if (flag == "--requests")
+      requests = std::atoi(value.c_str());
+    else if (flag == "--prompt-tokens")
+      prompt_tokens = std::atoi(value.c_str());
+    else if (flag == "--min-tokens")
+      min_tokens = std::atoi(value.c_str());
+    else if (flag == "--max-tokens")
+      max_tokens = std::atoi(value.c_str());
+    else if (flag == "--vocab")
+      vocab = std::atoi(value.c_str());
+    else if (flag == "--concurrency")
+      concurrency = std::atoi(value.c_str());
+    else if (flag == "--seed")
+      seed = static_cast<unsigned>(std::atoi(value.c_str()));
+    else if (flag == "--out")
+      out_file = value;
     else {
       std::fprintf(stderr, "generate_load: unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
   if (port <= 0 || requests < 1 || min_tokens < 1 || max_tokens < min_tokens) {
-    std::fprintf(stderr, "usage: generate_load --port P [--requests N] [--min-tokens a] "
-                         "[--max-tokens b] ...\n");
+    std::fprintf(stderr,
+                 "usage: generate_load --port P [--requests N] [--min-tokens a] "
+                 "[--max-tokens b] ...\n");
     return 2;
   }
   if (concurrency <= 0) concurrency = requests;
@@ -85,8 +96,8 @@ int main(int argc, char** argv) {
       if (t) ids += ',';
       ids += std::to_string(token(rng));
     }
-    bodies[r] = "{\"input_ids\":[" + ids + "],\"parameters\":{\"max_tokens\":" +
-                std::to_string(results[r].max_tokens) + "}}";
+    bodies[r] = "{\"input_ids\":[" + ids +
+                "],\"parameters\":{\"max_tokens\":" + std::to_string(results[r].max_tokens) + "}}";
   }
   std::mutex mu;
   int next = 0;
@@ -104,7 +115,8 @@ int main(int argc, char** argv) {
         }
         const auto t0 = Clock::now();
         const auto answer = client.Post("/v2/models/" + model + "/generate", bodies[r]);
-        results[r].latency_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        results[r].latency_ms =
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         results[r].status = answer.status;
         results[r].tokens = answer.status == 200 ? CountIds(answer.body) : 0;
       }
@@ -128,10 +140,10 @@ int main(int argc, char** argv) {
   }
   double mean = 0;
   for (double l : latency) mean += l / static_cast<double>(latency.size());
-  std::printf("requests %d tokens %lld seconds %.2f tokens_per_s %.1f latency_mean_ms %.0f "
-              "p50_ms %.0f p99_ms %.0f errors %lld\n",
-              requests, static_cast<long long>(tokens), seconds,
-              static_cast<double>(tokens) / seconds, mean, Percentile(latency, 0.5),
-              Percentile(latency, 0.99), static_cast<long long>(errors));
+  std::printf(
+      "requests %d tokens %lld seconds %.2f tokens_per_s %.1f latency_mean_ms %.0f "
+      "p50_ms %.0f p99_ms %.0f errors %lld\n",
+      requests, static_cast<long long>(tokens), seconds, static_cast<double>(tokens) / seconds,
+      mean, Percentile(latency, 0.5), Percentile(latency, 0.99), static_cast<long long>(errors));
   return errors == 0 ? 0 : 1;
 }

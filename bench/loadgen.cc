@@ -13,8 +13,8 @@
 // first arrival; and on stdout the wall-clock time (UTC seconds since midnight, like the
 // agent's log stamps) of that first arrival, then p50/p90/p99 per schedule step.
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>

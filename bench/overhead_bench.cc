@@ -94,9 +94,9 @@ Stats ThroughAgent(const std::string& agent, const std::string& dir, const Case&
   shape += "]";
   const std::string config =
       "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, io_threads: 1" +
-      (std::getenv("PACKRAT_IDLE_SPIN_US") ? std::string(", runtime_idle_spin_us: ") +
-                                                  std::getenv("PACKRAT_IDLE_SPIN_US")
-                                            : std::string()) +
+      (std::getenv("PACKRAT_IDLE_SPIN_US")
+           ? std::string(", runtime_idle_spin_us: ") + std::getenv("PACKRAT_IDLE_SPIN_US")
+           : std::string()) +
       "}\n"
       "models:\n"
       "  - name: m\n"

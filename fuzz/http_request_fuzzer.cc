@@ -2,10 +2,9 @@
 // conversion to HttpRequest that the server does, and the KServe and management routes over a
 // model that exists but is not loaded (so every route answers at once). Each request must be
 // answered exactly once, with a status the protocol allows.
+#include <algorithm>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,8 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   parser.header_limit(16 << 10);
   parser.eager(true);
   beast::error_code ec;
-  const size_t used =
-      parser.put(boost::asio::buffer(data, size), ec);
+  const size_t used = parser.put(boost::asio::buffer(data, size), ec);
   if (ec || !parser.is_done() || used > size) return 0;
   bhttp::request<bhttp::string_body> req = parser.release();
   packrat::HttpRequest request;

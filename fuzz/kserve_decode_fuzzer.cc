@@ -30,7 +30,8 @@ const packrat::ModelSignature& Signature() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t mode = data[0];
-  auto body = std::make_shared<const std::string>(reinterpret_cast<const char*>(data + 1), size - 1);
+  auto body =
+      std::make_shared<const std::string>(reinterpret_cast<const char*>(data + 1), size - 1);
   std::optional<size_t> header_length;
   if (mode & 1) header_length = (mode >> 1) * body->size() / 127;  // binary framing
   auto decoded = packrat::DecodeInferRequest(Signature(), body, header_length);

@@ -12,8 +12,7 @@
 
 namespace packrat::runtime {
 
-GenerationLoop::GenerationLoop(shm::Segment* segment, Decoder* decoder,
-                               GenerationOptions options)
+GenerationLoop::GenerationLoop(shm::Segment* segment, Decoder* decoder, GenerationOptions options)
     : segment_(segment), decoder_(decoder), options_([&] {
         options.poll_interval = std::max(options.poll_interval, std::chrono::milliseconds(1));
         return options;
@@ -83,14 +82,15 @@ void GenerationLoop::Start(const shm::BatchMessage& msg) {
     const auto* ids = static_cast<const int64_t*>(inputs[0].data);
     seq.prompt.assign(ids, ids + inputs[0].shape[0]);
     const int64_t vocab = decoder_->shape().vocab;
-    if (seq.prompt.empty() || static_cast<int64_t>(seq.prompt.size()) >= decoder_->shape().max_len) {
+    if (seq.prompt.empty() ||
+        static_cast<int64_t>(seq.prompt.size()) >= decoder_->shape().max_len) {
       s = InvalidArgument("a prompt needs 1 to " + std::to_string(decoder_->shape().max_len - 1) +
                           " tokens");
     } else if (std::any_of(seq.prompt.begin(), seq.prompt.end(),
                            [&](int64_t t) { return t < 0 || t >= vocab; })) {
       s = InvalidArgument("token ids must be in [0, " + std::to_string(vocab) + ")");
-    } else if (seq.params.max_tokens < 1 || seq.params.top_k < 1 ||
-               !(seq.params.temperature > 0) || seq.params.num_stop_ids > shm::kMaxStopIds) {
+    } else if (seq.params.max_tokens < 1 || seq.params.top_k < 1 || !(seq.params.temperature > 0) ||
+               seq.params.num_stop_ids > shm::kMaxStopIds) {
       s = InvalidArgument("bad generation parameters");
     }
   }
@@ -102,8 +102,8 @@ void GenerationLoop::Start(const shm::BatchMessage& msg) {
   accepted.slot = msg.slot;
   if (!Push(accepted)) return;
   if (!s.ok()) return Fail(msg.batch_id, s.message());
-  seq.params.top_k = std::min<uint32_t>(seq.params.top_k,
-                                        static_cast<uint32_t>(decoder_->shape().vocab));
+  seq.params.top_k =
+      std::min<uint32_t>(seq.params.top_k, static_cast<uint32_t>(decoder_->shape().vocab));
   seq.rng.seed(seq.params.seed);
   pending_.push_back(std::move(seq));
 }
@@ -140,8 +140,8 @@ void GenerationLoop::Admit() {
     Sequence seq = std::move(pending_.front());
     pending_.pop_front();
     const int slot = static_cast<int>(active_.size());
-    auto logits = decoder_->Prefill(seq.prompt.data(), static_cast<int64_t>(seq.prompt.size()),
-                                    slot);
+    auto logits =
+        decoder_->Prefill(seq.prompt.data(), static_cast<int64_t>(seq.prompt.size()), slot);
     if (!logits.ok()) {
       Fail(seq.id, logits.status().message());
       continue;
@@ -196,9 +196,9 @@ void GenerationLoop::Step() {
     s.last_token = token;
     done[i] = Emit(s, token, prob);
   }
-  step_ns_ = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::steady_clock::now() - start)
-                                       .count());
+  step_ns_ = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
   step_rows_ = count;
   // Compaction from the back, so that the sequence moved into a freed slot was already judged.
   for (int i = count - 1; i >= 0; --i) {
@@ -226,8 +226,8 @@ int32_t GenerationLoop::Sample(const float* logits, Sequence* s, float* prob) {
   }
   top_ids_.resize(k);
   top_probs_.resize(k);
-  FusedBiasSoftmaxTopK(logits, decoder_->bias(), vocab, s->params.temperature, k,
-                       top_ids_.data(), top_probs_.data());
+  FusedBiasSoftmaxTopK(logits, decoder_->bias(), vocab, s->params.temperature, k, top_ids_.data(),
+                       top_probs_.data());
   double total = 0;
   for (float p : top_probs_) total += std::isfinite(p) ? p : 0;
   if (!(total > 0)) {

@@ -92,7 +92,7 @@ class GenerationLoop {
   shm::CompletionMessage out_;    // the kTokens message being filled
   uint64_t step_ns_ = 0;          // the last decode step's time and size, sent with its tokens
   int64_t step_rows_ = 0;
-  bool alive_ = true;             // false once a push found the agent gone
+  bool alive_ = true;                        // false once a push found the agent gone
   std::vector<int64_t> tokens_, positions_;  // reused per step
   std::vector<int32_t> top_ids_;
   std::vector<float> top_probs_;

@@ -348,9 +348,9 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelRunnerOpti
     bool within = true;
     if (options.guard.samples > 0 && !options.inputs.empty()) {
       RETURN_IF_ERROR(Compare(impl->model, optimized, opt, options, &report));
-      within = report.max_rel_error <= options.guard.max_rel_error &&
-               (report.top1_agreement < 0 ||
-                report.top1_agreement >= options.guard.min_top1_agreement);
+      within =
+          report.max_rel_error <= options.guard.max_rel_error &&
+          (report.top1_agreement < 0 || report.top1_agreement >= options.guard.min_top1_agreement);
     }
     PACKRAT_LOG(INFO) << "optimised " << options.model_path << ": " << report.ToString();
     if (within) {
@@ -358,8 +358,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelRunnerOpti
       impl->active = opt;
     } else if (options.guard.strict) {
       return FailedPrecondition("the " + opt.Key() + " model is beyond the accuracy tolerance " +
-                                "(max_rel_error " + std::to_string(report.max_rel_error) +
-                                " > " + std::to_string(options.guard.max_rel_error) +
+                                "(max_rel_error " + std::to_string(report.max_rel_error) + " > " +
+                                std::to_string(options.guard.max_rel_error) +
                                 " or top1_agreement " + std::to_string(report.top1_agreement) +
                                 " < " + std::to_string(options.guard.min_top1_agreement) +
                                 ") and accuracy.strict is set");

@@ -37,13 +37,13 @@ struct Optimization {
   bool channels_last = false;  // 4-D weights and inputs in NHWC
   bool freeze = false;         // torch::jit::freeze + optimize_for_inference
   bool any() const { return bf16 || channels_last || freeze; }
-  std::string Key() const;     // "fp32", "bf16+cl+frozen" (as the agent's KernelSettings)
+  std::string Key() const;  // "fp32", "bf16+cl+frozen" (as the agent's KernelSettings)
 };
 
 // Compares the optimised model with the FP32 original on `samples` seeded random inputs at
 // load (floats ~ N(0,1), integers in [0, 100)).
 struct AccuracyGuard {
-  int samples = 0;  // 0 = no check
+  int samples = 0;                  // 0 = no check
   double max_rel_error = 0.05;      // max |opt − fp32| / max |fp32|, over every output
   double min_top1_agreement = 0.9;  // for 2-D floating outputs with > 1 column
   bool strict = false;              // beyond tolerance: Create() fails; else FP32 is used
@@ -55,8 +55,8 @@ struct LoadReport {
   bool checked = false;         // the guard ran
   double max_abs_error = 0;
   double max_rel_error = 0;
-  double top1_agreement = -1;   // < 0: no classifier-like output
-  bool fallback = false;        // the optimised model was beyond tolerance: serving FP32
+  double top1_agreement = -1;  // < 0: no classifier-like output
+  bool fallback = false;       // the optimised model was beyond tolerance: serving FP32
   // "kernel=bf16+cl checked=1 max_abs_error=… max_rel_error=… top1_agreement=… fallback=0"
   std::string ToString() const;
 };

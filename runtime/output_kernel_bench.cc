@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
     if (flag == "--ms") ms = std::atof(value.c_str());
   }
   at::set_num_threads(1);
-  std::printf("| V | B | k | ATen bias+softmax+topk µs | fused µs | speedup | fused greedy µs (k=1, "
-              "no probs) | speedup |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| V | B | k | ATen bias+softmax+topk µs | fused µs | speedup | fused greedy µs (k=1, "
+      "no probs) | speedup |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int64_t v : vocabs) {
     for (int64_t b : batches) {
       for (int64_t k : ks) {
@@ -79,8 +80,8 @@ int main(int argc, char** argv) {
         const double fused = MedianMicros(
             [&] {
               packrat::runtime::FusedBiasSoftmaxTopKRows(
-                  logits.data_ptr<float>(), bias.data_ptr<float>(), b, v, 1.0f,
-                  static_cast<int>(k), ids.data(), probs.data());
+                  logits.data_ptr<float>(), bias.data_ptr<float>(), b, v, 1.0f, static_cast<int>(k),
+                  ids.data(), probs.data());
             },
             ms);
         std::string greedy = "–", greedy_ratio = "–";
@@ -99,9 +100,8 @@ int main(int argc, char** argv) {
           greedy_ratio = buf;
         }
         std::printf("| %lld | %lld | %lld | %.1f | %.1f | %.1f× | %s | %s |\n",
-                    static_cast<long long>(v), static_cast<long long>(b),
-                    static_cast<long long>(k), aten, fused, aten / fused, greedy.c_str(),
-                    greedy_ratio.c_str());
+                    static_cast<long long>(v), static_cast<long long>(b), static_cast<long long>(k),
+                    aten, fused, aten / fused, greedy.c_str(), greedy_ratio.c_str());
         std::fflush(stdout);
       }
     }

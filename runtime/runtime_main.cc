@@ -215,11 +215,10 @@ int Main(int argc, char** argv) {
     if (!decoder_or.ok()) return fail(decoder_or.status());
     std::unique_ptr<Decoder> decoder = std::move(decoder_or).value();
     const DecoderShape& shape = decoder->shape();
-    segment->SetInfo("kernel=fp32 layers=" + std::to_string(shape.layers) +
-                     " heads=" + std::to_string(shape.heads) +
-                     " max_len=" + std::to_string(shape.max_len) +
-                     " vocab=" + std::to_string(shape.vocab) +
-                     " slots=" + std::to_string(flags.slots));
+    segment->SetInfo(
+        "kernel=fp32 layers=" + std::to_string(shape.layers) +
+        " heads=" + std::to_string(shape.heads) + " max_len=" + std::to_string(shape.max_len) +
+        " vocab=" + std::to_string(shape.vocab) + " slots=" + std::to_string(flags.slots));
     segment->header()->runtime_pid.store(getpid(), std::memory_order_release);
     segment->SetState(shm::RuntimeState::kReady);
     PACKRAT_LOG(INFO) << "ready: generative model " << flags.model << ", " << flags.threads

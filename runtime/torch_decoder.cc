@@ -26,9 +26,7 @@ class TorchDecoder : public Decoder {
 
   const DecoderShape& shape() const override { return shape_; }
   int slots() const override { return slots_; }
-  const float* bias() const override {
-    return bias_.defined() ? bias_.data_ptr<float>() : nullptr;
-  }
+  const float* bias() const override { return bias_.defined() ? bias_.data_ptr<float>() : nullptr; }
 
   StatusOr<const float*> Prefill(const int64_t* ids, int64_t n, int slot) override {
     if (n < 1 || n >= shape_.max_len) {
@@ -49,8 +47,7 @@ class TorchDecoder : public Decoder {
     return logits_.data_ptr<float>();
   }
 
-  StatusOr<const float*> Step(const int64_t* tokens, const int64_t* positions,
-                              int count) override {
+  StatusOr<const float*> Step(const int64_t* tokens, const int64_t* positions, int count) override {
     if (count < 1 || count > slots_) return InvalidArgument("bad step size");
     try {
       c10::InferenceMode guard;

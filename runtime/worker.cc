@@ -77,8 +77,8 @@ bool Worker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done)
       if (!ExecuteStaged(msg, done, &status)) return false;
     } else {
       const auto start = Clock::now();
-      status = runner_->Run(inputs_, segment_->output_slab(msg.slot),
-                            segment_->output_capacity(), &outputs_);
+      status = runner_->Run(inputs_, segment_->output_slab(msg.slot), segment_->output_capacity(),
+                            &outputs_);
       done->compute_ns = NanosSince(start);
     }
   }
@@ -135,8 +135,8 @@ bool Worker::ExecuteStaged(const shm::BatchMessage& msg, shm::CompletionMessage*
     }
   }
   if (status->ok()) {
-    *status = runner_->Finish(segment_->output_slab(msg.slot), segment_->output_capacity(),
-                              &outputs_);
+    *status =
+        runner_->Finish(segment_->output_slab(msg.slot), segment_->output_capacity(), &outputs_);
   }
   done->compute_ns = NanosSince(start);
   return true;

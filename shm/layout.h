@@ -59,7 +59,7 @@ struct GenerateParams {
   uint32_t top_k;       // sample among the k best; 1 = greedy
   float temperature;    // > 0
   uint32_t num_stop_ids;
-  uint64_t seed;        // of the sampler
+  uint64_t seed;                  // of the sampler
   int32_t stop_ids[kMaxStopIds];  // generation ends after any of these
 };
 
@@ -81,11 +81,11 @@ struct BatchMessage {
 enum class CompletionStatus : int32_t { kOk = 0, kError = 1 };
 
 enum class CompletionKind : uint32_t {
-  kDone = 0,        // the batch finished (status, outputs)
-  kTopUpQuery = 1,  // the batch stopped after `stages_done` stages and waits for one answer
-                    // on the top-up ring
-  kAccepted = 2,    // generation: the runtime took sequence batch_id's prompt; `slot` is free
-  kTokens = 3,      // generation: `rows` entries of `tokens`, from one decode step or prefill
+  kDone = 0,            // the batch finished (status, outputs)
+  kTopUpQuery = 1,      // the batch stopped after `stages_done` stages and waits for one answer
+                        // on the top-up ring
+  kAccepted = 2,        // generation: the runtime took sequence batch_id's prompt; `slot` is free
+  kTokens = 3,          // generation: `rows` entries of `tokens`, from one decode step or prefill
   kSequenceFailed = 4,  // generation: sequence batch_id ended with `error`
 };
 

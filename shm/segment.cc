@@ -120,9 +120,10 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
   ASSIGN_OR_RETURN(auto requests, SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
                                                                  header->completion_ring_offset -
                                                                      header->request_ring_offset));
-  ASSIGN_OR_RETURN(auto completions, SpscRing<CompletionMessage>::Attach(
-                                         base + header->completion_ring_offset,
-                                         header->topup_ring_offset - header->completion_ring_offset));
+  ASSIGN_OR_RETURN(auto completions,
+                   SpscRing<CompletionMessage>::Attach(
+                       base + header->completion_ring_offset,
+                       header->topup_ring_offset - header->completion_ring_offset));
   ASSIGN_OR_RETURN(auto topups, SpscRing<BatchMessage>::Attach(
                                     base + header->topup_ring_offset,
                                     header->slots_offset - header->topup_ring_offset));
@@ -158,10 +159,10 @@ Status Segment::ValidateMapping(void* base_address, size_t size) {
     return InvalidArgument("segment regions are not aligned");
   }
   char* base = static_cast<char*>(base_address);
-  RETURN_IF_ERROR(SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
-                                                 header->completion_ring_offset -
-                                                     header->request_ring_offset)
-                      .status());
+  RETURN_IF_ERROR(
+      SpscRing<BatchMessage>::Attach(base + header->request_ring_offset,
+                                     header->completion_ring_offset - header->request_ring_offset)
+          .status());
   RETURN_IF_ERROR(SpscRing<CompletionMessage>::Attach(
                       base + header->completion_ring_offset,
                       header->topup_ring_offset - header->completion_ring_offset)

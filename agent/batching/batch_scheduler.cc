@@ -92,11 +92,13 @@ void BatchScheduler::Loop() {
       if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
       lock.unlock();
       for (auto& r : expired) {
-        r->FailRows(r->rows(), DeadlineExceeded("the request timed out after " +
-                                                std::to_string(std::chrono::duration_cast<
-                                                    std::chrono::milliseconds>(now - r->arrival())
-                                                                   .count()) +
-                                                " ms in the queue"));
+        r->FailRows(
+            r->rows(),
+            DeadlineExceeded("the request timed out after " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                now - r->arrival())
+                                                .count()) +
+                             " ms in the queue"));
       }
       lock.lock();
       continue;

@@ -33,11 +33,11 @@ struct WorkSlice {
 // Layered batching (lbci-paper §3.3): an executor running a staged model asks, at a stage
 // boundary of a running slice, whether queued rows may join it.
 struct TopUpQuery {
-  int64_t rows = 0;        // N_d: rows the slice runs now
-  int stages_done = 0;     // k: stages 1..k have run
-  int num_stages = 0;      // x: stages of the model
+  int64_t rows = 0;                     // N_d: rows the slice runs now
+  int stages_done = 0;                  // k: stages 1..k have run
+  int num_stages = 0;                   // x: stages of the model
   std::chrono::nanoseconds elapsed{0};  // t_done: how long the slice has been computing
-  int64_t max_rows = 0;    // room left in the slice
+  int64_t max_rows = 0;                 // room left in the slice
   // A request of the running slice: joining rows must be compatible with it (same non-batch
   // dims). Valid during the call.
   const InferenceRequest* like = nullptr;

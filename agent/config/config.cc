@@ -98,9 +98,8 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
       r.CheckKeys(node, "server",
                   {"http", "management", "metrics", "io_threads", "max_body_bytes",
                    "max_header_bytes", "idle_timeout_s", "runtime_path", "shutdown_timeout_s",
-                   "runtime_idle_spin_us",
-                   "profile_dir", "drain_delay_s", "unix_socket", "cgroups", "read_timeout_s",
-                   "max_connections"}));
+                   "runtime_idle_spin_us", "profile_dir", "drain_delay_s", "unix_socket", "cgroups",
+                   "read_timeout_s", "max_connections"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));
@@ -226,8 +225,8 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     GenerationConfig& gen = m->generation;
     gen.enabled = true;
     if (!g.IsNull()) {
-      RETURN_IF_ERROR(r.CheckKeys(
-          g, k, {"refill", "max_tokens", "default_max_tokens", "max_prompt_tokens"}));
+      RETURN_IF_ERROR(
+          r.CheckKeys(g, k, {"refill", "max_tokens", "default_max_tokens", "max_prompt_tokens"}));
       if (g["refill"]) {
         RETURN_IF_ERROR(r.GetString(g["refill"], k + ".refill", &gen.refill));
         if (gen.refill != "half" && gen.refill != "step" && gen.refill != "static") {
@@ -265,9 +264,9 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node b = node["batching"]) {
     const std::string k = key + ".batching";
     RETURN_IF_ERROR(
-        r.CheckKeys(b, k, {"mode", "latency_budget_ms", "profile_repeats", "max_batch",
-                           "max_delay_us", "max_inflight_batches", "max_queue_rows",
-                           "timeout_ms"}));
+        r.CheckKeys(b, k,
+                    {"mode", "latency_budget_ms", "profile_repeats", "max_batch", "max_delay_us",
+                     "max_inflight_batches", "max_queue_rows", "timeout_ms"}));
     if (b["mode"]) {
       std::string mode;
       RETURN_IF_ERROR(r.GetString(b["mode"], k + ".mode", &mode));
@@ -287,7 +286,8 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     }
     if (m->batching.mode == BatchingMode::kLayered) {
       if (m->generation.enabled) {
-        return r.Error(b["mode"], k + ".mode", "layered batching is for staged models, not generative ones");
+        return r.Error(b["mode"], k + ".mode",
+                       "layered batching is for staged models, not generative ones");
       }
       if (m->batching.latency_budget_ms <= 0) {
         return r.Error(b, k + ".latency_budget_ms", "is required with mode: layered");
@@ -393,7 +393,8 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     AccuracyConfig& a = m->accuracy;
     RETURN_IF_ERROR(
         r.CheckKeys(acc, k, {"samples", "max_rel_error", "min_top1_agreement", "strict"}));
-    if (acc["samples"]) RETURN_IF_ERROR(r.GetIntAs(acc["samples"], k + ".samples", 0, 1024, &a.samples));
+    if (acc["samples"])
+      RETURN_IF_ERROR(r.GetIntAs(acc["samples"], k + ".samples", 0, 1024, &a.samples));
     if (acc["max_rel_error"]) {
       RETURN_IF_ERROR(
           r.GetDouble(acc["max_rel_error"], k + ".max_rel_error", 0, 1e9, &a.max_rel_error));
@@ -411,8 +412,8 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
                                 {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
                                  "drain_timeout_s", "max_utilization"}));
     if (rc["max_utilization"]) {
-      RETURN_IF_ERROR(r.GetDouble(rc["max_utilization"], k + ".max_utilization", 0.01, 1,
-                                  &c.max_utilization));
+      RETURN_IF_ERROR(
+          r.GetDouble(rc["max_utilization"], k + ".max_utilization", 0.01, 1, &c.max_utilization));
     }
     if (rc["adaptive"]) RETURN_IF_ERROR(r.Get(rc["adaptive"], k + ".adaptive", &c.adaptive));
     if (rc["alpha"]) RETURN_IF_ERROR(r.GetDouble(rc["alpha"], k + ".alpha", 1e-6, 1, &c.alpha));
@@ -422,12 +423,11 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
                                &c.sample_period_ms));
     }
     if (rc["timeout_ms"]) {
-      RETURN_IF_ERROR(
-          r.GetInt(rc["timeout_ms"], k + ".timeout_ms", 1, 86'400'000, &c.timeout_ms));
+      RETURN_IF_ERROR(r.GetInt(rc["timeout_ms"], k + ".timeout_ms", 1, 86'400'000, &c.timeout_ms));
     }
     if (rc["drain_timeout_s"]) {
-      RETURN_IF_ERROR(r.GetInt(rc["drain_timeout_s"], k + ".drain_timeout_s", 1, 86400,
-                               &c.drain_timeout_s));
+      RETURN_IF_ERROR(
+          r.GetInt(rc["drain_timeout_s"], k + ".drain_timeout_s", 1, 86400, &c.drain_timeout_s));
     }
   }
   return Status::Ok();

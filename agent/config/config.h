@@ -44,19 +44,19 @@ struct ServerConfig {
   int io_threads = 2;                     // Asio threads serving HTTP
   uint64_t max_body_bytes = 64ull << 20;  // larger bodies are answered 413
   uint64_t max_header_bytes = 16ull << 10;
-  int idle_timeout_s = 60;      // a connection silent this long is closed (also: a
-                                // request's headers must arrive within it)
-  int read_timeout_s = 30;      // a request's body must arrive within this after its headers
+  int idle_timeout_s = 60;         // a connection silent this long is closed (also: a
+                                   // request's headers must arrive within it)
+  int read_timeout_s = 30;         // a request's body must arrive within this after its headers
   int64_t max_connections = 1024;  // connections beyond this get 503 and are closed
-  std::string runtime_path;     // packrat-runtime; default: next to packrat-agent
-  std::string profile_dir;      // profiles for `instances: auto`; default: the
-                                // "profiles" folder beside the config file
-  int shutdown_timeout_s = 30;  // in-flight requests get this long on SIGTERM
-  int drain_delay_s = 0;        // on SIGTERM, report not-ready and keep serving this
-                                // long first, so load balancers stop sending
+  std::string runtime_path;        // packrat-runtime; default: next to packrat-agent
+  std::string profile_dir;         // profiles for `instances: auto`; default: the
+                                   // "profiles" folder beside the config file
+  int shutdown_timeout_s = 30;     // in-flight requests get this long on SIGTERM
+  int drain_delay_s = 0;           // on SIGTERM, report not-ready and keep serving this
+                                   // long first, so load balancers stop sending
   int runtime_idle_spin_us = 100;  // a runtime polls this long for its next batch, then sleeps
-  bool cgroups = true;          // a cpuset cgroup per runtime where writable (else
-                                // sched_setaffinity only); false: affinity only
+  bool cgroups = true;             // a cpuset cgroup per runtime where writable (else
+                                   // sched_setaffinity only); false: affinity only
 };
 
 enum class BatchingMode {
@@ -82,9 +82,9 @@ struct BatchingConfig {
 // runs for every model (its value is a metric); only `instances: auto` models with `adaptive`
 // act on it, since a new B needs the optimizer's profile.
 struct ReconfigurationConfig {
-  bool adaptive = true;          // reconfigure when the smoothed B changes
-  double alpha = 0.2;            // EWMA weight of the newest queue depth, in (0, 1]
-  int64_t window = 50;           // n: estimates the mode is taken over
+  bool adaptive = true;  // reconfigure when the smoothed B changes
+  double alpha = 0.2;    // EWMA weight of the newest queue depth, in (0, 1]
+  int64_t window = 50;   // n: estimates the mode is taken over
   int64_t sample_period_ms = 100;
   int64_t timeout_ms = 10'000;   // how often the smoothed B is compared with the current one
   int64_t drain_timeout_s = 60;  // an old instance set gets this long to finish its batches
@@ -97,9 +97,9 @@ struct ReconfigurationConfig {
 // Generative models (amun-topup-batching-paper): POST /v2/models/{m}/generate[_stream]. Each
 // instance's `batch` is its number of decode slots (sequences decoded together).
 struct GenerationConfig {
-  bool enabled = false;          // the model is generative (a `generation:` section)
-  std::string refill = "half";   // top-up policy: half (the paper's), step, or static
-  int64_t max_tokens = 256;      // the most tokens one request may ask for
+  bool enabled = false;         // the model is generative (a `generation:` section)
+  std::string refill = "half";  // top-up policy: half (the paper's), step, or static
+  int64_t max_tokens = 256;     // the most tokens one request may ask for
   int64_t default_max_tokens = 16;
   int64_t max_prompt_tokens = 1024;  // longest prompt accepted (also bounded by the model)
 };

@@ -37,11 +37,10 @@ KernelSettings ResolveKernelSettings(const OptimizeConfig& config, const CpuFeat
   }
   bool image_like = false;
   for (const TensorSpec& in : inputs) {
-    image_like = image_like || (in.shape.size() == 4 && (in.datatype == DataType::kFp32 ||
-                                                         in.datatype == DataType::kBf16));
+    image_like = image_like || (in.shape.size() == 4 &&
+                                (in.datatype == DataType::kFp32 || in.datatype == DataType::kBf16));
   }
-  if (config.memory_format == "channels_last" ||
-      (config.memory_format == "auto" && image_like)) {
+  if (config.memory_format == "channels_last" || (config.memory_format == "auto" && image_like)) {
     s.memory_format = MemoryFormat::kChannelsLast;
   }
   s.freeze = config.freeze;

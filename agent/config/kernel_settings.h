@@ -19,8 +19,8 @@ namespace packrat {
 enum class Precision { kFp32, kBf16 };
 enum class MemoryFormat { kContiguous, kChannelsLast };
 
-struct OptimizeConfig {  // as written in the config
-  std::string precision = "fp32";           // fp32 | bf16 | auto
+struct OptimizeConfig {                      // as written in the config
+  std::string precision = "fp32";            // fp32 | bf16 | auto
   std::string memory_format = "contiguous";  // contiguous | channels_last | auto
   bool freeze = false;                       // torch.jit.freeze + optimize_for_inference
 };

@@ -302,26 +302,32 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   }
 
   // Runs `on_gone` if the client closes the connection before request `number` is answered:
-  // waits until the socket is readable, then peeks — end of stream means gone; pipelined bytes
-  // of a next request mean the client is still there.
+  // waits until the socket is readable, then peeks — end of stream (or an error) means gone;
+  // pipelined bytes of a next request mean the client is still there (and the watch ends);
+  // nothing to read (the wait was for an earlier request) re-arms it for the current one.
   void WatchDisconnect(uint64_t number, std::function<void()> on_gone) {
     if (number != request_number_ || answered_ == number) return;
     on_gone_ = std::move(on_gone);
+    ArmDisconnectWatch();
+  }
+
+  void ArmDisconnectWatch() {
     if (watching_) return;
     watching_ = true;
     stream_.socket().async_wait(
-        Protocol::socket::wait_read,
-        [self = this->shared_from_this(), number](beast::error_code ec) {
+        Protocol::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
           self->watching_ = false;
-          if (ec == net::error::operation_aborted || self->answered_ == number ||
-              self->request_number_ != number) {
-            return;
+          if (ec == net::error::operation_aborted || !self->on_gone_ ||
+              self->answered_ == self->request_number_) {
+            return;  // nothing unanswered to watch
           }
           char byte;
-          const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
-                                   MSG_PEEK | MSG_DONTWAIT);
+          const ssize_t n =
+              ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
           if (ec || n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
             if (auto gone = std::move(self->on_gone_)) gone();
+          } else if (n < 0) {
+            self->ArmDisconnectWatch();
           }
         });
   }
@@ -362,7 +368,8 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
    private:
     void Post() {
-      net::post(session_->stream_.get_executor(), [self = this->shared_from_this()] { self->Pump(); });
+      net::post(session_->stream_.get_executor(),
+                [self = this->shared_from_this()] { self->Pump(); });
     }
 
     // On the strand: writes the next piece, the last chunk once finished and drained, or gives
@@ -390,10 +397,9 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
       s.stream_.expires_after(s.server_->options().idle_timeout);
       auto self = this->shared_from_this();
       if (last) {
-        net::async_write(s.stream_, bhttp::make_chunk_last(),
-                         [self](beast::error_code ec, size_t) {
-                           self->session_->EndStream(!ec && self->keep_alive_);
-                         });
+        net::async_write(s.stream_, bhttp::make_chunk_last(), [self](beast::error_code ec, size_t) {
+          self->session_->EndStream(!ec && self->keep_alive_);
+        });
         return;
       }
       auto data = std::make_shared<std::string>(std::move(next));
@@ -427,6 +433,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
   void WriteStream(HttpResponse response, bool keep_alive, unsigned version) {
     answered_ = request_number_;
+    on_gone_ = nullptr;
     auto res = std::make_shared<bhttp::response<bhttp::empty_body>>(
         static_cast<bhttp::status>(response.status), version);
     res->set(bhttp::field::server, "packrat");
@@ -437,19 +444,19 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
     auto writer = std::make_shared<StreamWriter>(this->shared_from_this(), keep_alive);
     stream_.expires_after(server_->options().idle_timeout);
-    bhttp::async_write_header(
-        stream_, *serializer,
-        [res, serializer, writer, start = std::move(response.stream)](beast::error_code ec,
-                                                                       size_t) {
-          if (ec) writer->Fail();
-          start(writer);  // a failed writer answers every Write() with false
-          if (ec) writer->Finish();
-        });
+    bhttp::async_write_header(stream_, *serializer,
+                              [res, serializer, writer, start = std::move(response.stream)](
+                                  beast::error_code ec, size_t) {
+                                if (ec) writer->Fail();
+                                start(writer);  // a failed writer answers every Write() with false
+                                if (ec) writer->Finish();
+                              });
   }
 
   void Write(HttpResponse response, bool keep_alive, unsigned version, bool counted) {
     if (response.stream) return WriteStream(std::move(response), keep_alive, version);
     answered_ = request_number_;
+    on_gone_ = nullptr;
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
         static_cast<bhttp::status>(response.status), version);
     res->set(bhttp::field::server, "packrat");
@@ -489,28 +496,26 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
 template <class Protocol>
 void HttpServer::Impl::Accept(typename Protocol::acceptor& acceptor) {
-  acceptor.async_accept(net::make_strand(ioc_),
-                        [this, &acceptor](beast::error_code ec, typename Protocol::socket socket) {
-                          if (ec) {
-                            if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-                            PACKRAT_LOG(WARNING)
-                                << options_.name << ": accept failed: " << ec.message();
-                          } else {
-                            if constexpr (std::is_same_v<Protocol, tcp>) {
-                              beast::error_code ignored;
-                              socket.set_option(tcp::no_delay(true), ignored);
-                            }
-                            auto session =
-                                std::make_shared<Session<Protocol>>(std::move(socket), this);
-                            if (connections_.load(std::memory_order_relaxed) >
-                                options_.max_connections) {
-                              session->RunRejecting();
-                            } else {
-                              session->Run();
-                            }
-                          }
-                          if (acceptor.is_open()) Accept<Protocol>(acceptor);
-                        });
+  acceptor.async_accept(
+      net::make_strand(ioc_),
+      [this, &acceptor](beast::error_code ec, typename Protocol::socket socket) {
+        if (ec) {
+          if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+          PACKRAT_LOG(WARNING) << options_.name << ": accept failed: " << ec.message();
+        } else {
+          if constexpr (std::is_same_v<Protocol, tcp>) {
+            beast::error_code ignored;
+            socket.set_option(tcp::no_delay(true), ignored);
+          }
+          auto session = std::make_shared<Session<Protocol>>(std::move(socket), this);
+          if (connections_.load(std::memory_order_relaxed) > options_.max_connections) {
+            session->RunRejecting();
+          } else {
+            session->Run();
+          }
+        }
+        if (acceptor.is_open()) Accept<Protocol>(acceptor);
+      });
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <mutex>
 #include <cstdlib>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -343,7 +343,6 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
                      << "': " << req->rows() << " row(s)";
 }
 
-
 namespace {
 
 // One generate request while its tokens come: the ids so far, the stream they go to (once its
@@ -442,7 +441,7 @@ class Generation {
  private:
   std::string FinishReason(int32_t token) const {
     return std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end() ? "stop"
-                                                                                  : "length";
+                                                                                   : "length";
   }
 
   const std::string model_;
@@ -450,13 +449,13 @@ class Generation {
   const SteadyTime received_;
   metrics::ModelMetrics* const metrics_;
   std::mutex mu_;
-  std::vector<int32_t> ids_;             // guarded by mu_
+  std::vector<int32_t> ids_;              // guarded by mu_
   std::string finish_reason_ = "length";  // guarded by mu_
-  std::shared_ptr<HttpStream> writer_;   // guarded by mu_
-  std::string pending_;                  // events before the writer; guarded by mu_
-  bool finished_ = false;                // guarded by mu_
-  std::function<void()> cancel_;         // guarded by mu_
-  bool cancel_wanted_ = false;           // guarded by mu_
+  std::shared_ptr<HttpStream> writer_;    // guarded by mu_
+  std::string pending_;                   // events before the writer; guarded by mu_
+  bool finished_ = false;                 // guarded by mu_
+  std::function<void()> cancel_;          // guarded by mu_
+  bool cancel_wanted_ = false;            // guarded by mu_
 };
 
 }  // namespace
@@ -493,8 +492,8 @@ void KserveHandler::Generate(ServedModel* model, HttpRequest request, HttpRespon
   req->params.max_tokens = static_cast<uint32_t>(call->max_tokens);
   req->params.top_k = static_cast<uint32_t>(call->top_k);
   req->params.temperature = static_cast<float>(call->temperature);
-  req->params.seed = call->seed != 0 ? call->seed
-                                     : static_cast<uint64_t>(received.time_since_epoch().count());
+  req->params.seed =
+      call->seed != 0 ? call->seed : static_cast<uint64_t>(received.time_since_epoch().count());
   req->params.num_stop_ids = static_cast<uint32_t>(call->stop_ids.size());
   for (size_t i = 0; i < call->stop_ids.size(); ++i) {
     req->params.stop_ids[i] = static_cast<int32_t>(call->stop_ids[i]);

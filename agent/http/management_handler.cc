@@ -24,7 +24,8 @@ std::string_view ConfigRouteModel(std::string_view target) {
   target = target.substr(0, target.find('?'));
   constexpr std::string_view kPrefix = "/v2/models/";
   constexpr std::string_view kSuffix = "/config";
-  if (target.size() <= kPrefix.size() + kSuffix.size() || target.substr(0, kPrefix.size()) != kPrefix ||
+  if (target.size() <= kPrefix.size() + kSuffix.size() ||
+      target.substr(0, kPrefix.size()) != kPrefix ||
       target.substr(target.size() - kSuffix.size()) != kSuffix) {
     return {};
   }
@@ -132,7 +133,10 @@ std::string ModelConfigJson(const ServedModel& model) {
     AppendJsonString(out, FormatCpuList(w.cpus));
     out += ",\"threads\":" + std::to_string(w.threads) + ",\"batch\":" + std::to_string(w.batch) +
            ",\"generation\":" + std::to_string(w.generation) + ",\"state\":\"" +
-           (!w.alive ? "dead" : w.draining ? "draining" : "active") + "\"}";
+           (!w.alive     ? "dead"
+            : w.draining ? "draining"
+                         : "active") +
+           "\"}";
   }
   out += "],\"estimator\":{\"ewma\":" + std::to_string(s.ewma) +
          ",\"estimate\":" + std::to_string(s.estimate) +

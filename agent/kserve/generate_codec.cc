@@ -128,8 +128,8 @@ std::string EncodeGenerateResponse(std::string_view model, const std::vector<int
 
 std::string EncodeTokenEvent(int64_t index, int32_t token, float prob,
                              std::string_view finish_reason) {
-  std::string out = "data: {\"index\":" + std::to_string(index) +
-                    ",\"token_id\":" + std::to_string(token);
+  std::string out =
+      "data: {\"index\":" + std::to_string(index) + ",\"token_id\":" + std::to_string(token);
   if (prob >= 0) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), ",\"prob\":%.6g", prob);

@@ -23,17 +23,17 @@
 namespace packrat {
 
 struct GenerateLimits {
-  int64_t vocab = 0;               // token ids must be below it
-  int64_t max_prompt_tokens = 0;   // prompt length limit (max_len - 1 of the model, or less)
-  int64_t max_tokens = 256;        // the most tokens a request may ask for
+  int64_t vocab = 0;              // token ids must be below it
+  int64_t max_prompt_tokens = 0;  // prompt length limit (max_len - 1 of the model, or less)
+  int64_t max_tokens = 256;       // the most tokens a request may ask for
   int64_t default_max_tokens = 16;
 };
 
 struct GenerateCall {
   std::vector<int64_t> input_ids;
   int64_t max_tokens = 0;
-  int64_t top_k = 1;       // 1 = greedy
-  double temperature = 1;  // 0 or a top_k of 1 = greedy
+  int64_t top_k = 1;              // 1 = greedy
+  double temperature = 1;         // 0 or a top_k of 1 = greedy
   std::vector<int64_t> stop_ids;  // at most 8
   uint64_t seed = 0;
 };

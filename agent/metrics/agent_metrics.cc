@@ -154,20 +154,19 @@ Status AgentMetrics::Init(const AgentMetricsOptions& options) {
                                "configured for (configured); they differ after an accuracy "
                                "fallback.",
                                {"model", "kernel", "configured"}}));
-  ASSIGN_OR_RETURN(accuracy_rel_error_,
-                   r.AddGauge({"packrat_accuracy_max_rel_error",
-                               "The accuracy guard's max |optimised - FP32| / max |FP32| at load.",
-                               model}));
+  ASSIGN_OR_RETURN(
+      accuracy_rel_error_,
+      r.AddGauge({"packrat_accuracy_max_rel_error",
+                  "The accuracy guard's max |optimised - FP32| / max |FP32| at load.", model}));
   ASSIGN_OR_RETURN(accuracy_top1_,
                    r.AddGauge({"packrat_accuracy_top1_agreement",
                                "Share of rows whose argmax the optimised model keeps (classifier "
                                "outputs), from the accuracy guard at load.",
                                model}));
-  ASSIGN_OR_RETURN(generation_,
-                   r.AddGauge({"packrat_instance_generation",
-                               "Generation of the instance set now serving; +1 per "
-                               "reconfiguration or restart.",
-                               model}));
+  ASSIGN_OR_RETURN(generation_, r.AddGauge({"packrat_instance_generation",
+                                            "Generation of the instance set now serving; +1 per "
+                                            "reconfiguration or restart.",
+                                            model}));
   ASSIGN_OR_RETURN(
       predicted_batch_latency_,
       r.AddGauge({"packrat_predicted_batch_latency_seconds",

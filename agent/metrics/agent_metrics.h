@@ -111,7 +111,9 @@ class ModelMetrics {
 
   // Layered batching. Increment() once per top-up query a runtime asked, by its outcome.
   enum class TopUpOutcome { kJoined, kQueueEmpty, kRefused };
-  Counter& topup_queries(TopUpOutcome outcome) { return *topup_queries_[static_cast<int>(outcome)]; }
+  Counter& topup_queries(TopUpOutcome outcome) {
+    return *topup_queries_[static_cast<int>(outcome)];
+  }
   // Increment(rows) for the rows that joined a running batch.
   Counter& topup_rows() { return *topup_rows_; }
   // Observe(seconds): the predicted completion (lbci eq. 3) of each admitted top-up.

@@ -4,9 +4,9 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "agent/batching/dispatcher.h"

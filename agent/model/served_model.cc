@@ -50,6 +50,27 @@ int64_t TargetRows(const std::vector<InstanceGroup>& groups) {
   return rows;
 }
 
+// Waits for every start (std::async) and puts each started process into its worker; on any
+// failure stops the ones that started and returns the first error.
+template <typename Instance>
+Status AwaitStarts(std::vector<std::future<StatusOr<std::unique_ptr<Instance>>>>& starts,
+                   const std::vector<std::shared_ptr<Worker>>& workers,
+                   std::unique_ptr<Instance> Worker::*slot) {
+  Status status;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    auto started = starts[i].get();
+    if (started.ok()) {
+      (*workers[i]).*slot = std::move(started).value();
+    } else if (status.ok()) {
+      status = started.status();
+    }
+  }
+  if (!status.ok()) {
+    for (const auto& w : workers) w->Stop(std::chrono::milliseconds(0));
+  }
+  return status;
+}
+
 }  // namespace
 
 ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, ProcessLauncher* launcher)
@@ -158,12 +179,12 @@ Status ServedModel::PrepareLayered(const std::vector<InstanceGroup>& groups) {
         config_.batching.latency_budget_ms);
     const StageProfile& p = policy->profile();
     PACKRAT_LOG(INFO) << "model '" << config_.name << "': layered batching at " << threads
-                      << " thread(s): " << p.num_stages() << " stages, N_opt="
-                      << policy->optimal_batch() << " for the " << policy->budget_ms()
-                      << " ms budget (strict " << policy->strict_budget_ms()
-                      << " ms, fluctuation " << p.MaxFluctuation() * 100 << "%), g(b) = "
-                      << p.fit().z2 << " + (" << p.fit().z1 << " - " << p.fit().z2 << ") / (1 + (b/"
-                      << p.fit().z3 << ")^" << p.fit().z4 << ") ms, fit error "
+                      << " thread(s): " << p.num_stages()
+                      << " stages, N_opt=" << policy->optimal_batch() << " for the "
+                      << policy->budget_ms() << " ms budget (strict " << policy->strict_budget_ms()
+                      << " ms, fluctuation " << p.MaxFluctuation() * 100
+                      << "%), g(b) = " << p.fit().z2 << " + (" << p.fit().z1 << " - " << p.fit().z2
+                      << ") / (1 + (b/" << p.fit().z3 << ")^" << p.fit().z4 << ") ms, fit error "
                       << p.fit().rms_rel_error * 100 << "% rms";
     std::lock_guard<std::mutex> lock(mu_);
     top_up_policies_[threads] = std::move(policy);
@@ -177,8 +198,7 @@ Status ServedModel::PrepareLayered(const std::vector<InstanceGroup>& groups) {
 TopUpGrant ServedModel::TopUp(const TopUpPolicy& policy, const TopUpQuery& query) {
   const SteadyTime now = std::chrono::steady_clock::now();
   TopUpAdmission admission(policy, query, now);
-  std::vector<std::shared_ptr<InferenceRequest>> taken =
-      scheduler_->TakeFront(std::ref(admission));
+  std::vector<std::shared_ptr<InferenceRequest>> taken = scheduler_->TakeFront(std::ref(admission));
   const bool refused = admission.refused();
   const TopUpPolicy::Prediction& last = admission.last();
   TopUpGrant grant;
@@ -196,17 +216,17 @@ TopUpGrant ServedModel::TopUp(const TopUpPolicy& policy, const TopUpQuery& query
         m->queue_duration().Observe(std::chrono::duration<double>(now - r->arrival()).count());
       }
     }
-    PACKRAT_LOG(DEBUG) << "model '" << config_.name << "': top-up after stage "
-                       << query.stages_done << "/" << query.num_stages << ": " << grant.rows
-                       << " row(s) join " << query.rows << ", predicted t_all "
-                       << last.total_ms() << " ms (wait " << last.wait_ms << " + done "
-                       << last.done_ms << " + add " << last.add_ms << " + rest " << last.rest_ms
-                       << ") < " << policy.strict_budget_ms() << " ms";
+    PACKRAT_LOG(DEBUG) << "model '" << config_.name << "': top-up after stage " << query.stages_done
+                       << "/" << query.num_stages << ": " << grant.rows << " row(s) join "
+                       << query.rows << ", predicted t_all " << last.total_ms() << " ms (wait "
+                       << last.wait_ms << " + done " << last.done_ms << " + add " << last.add_ms
+                       << " + rest " << last.rest_ms << ") < " << policy.strict_budget_ms()
+                       << " ms";
   } else if (refused) {
     if (m) m->topup_queries(Outcome::kRefused).Increment();
-    PACKRAT_LOG(DEBUG) << "model '" << config_.name << "': top-up after stage "
-                       << query.stages_done << "/" << query.num_stages << " refused: t_all "
-                       << last.total_ms() << " ms >= " << policy.strict_budget_ms() << " ms";
+    PACKRAT_LOG(DEBUG) << "model '" << config_.name << "': top-up after stage " << query.stages_done
+                       << "/" << query.num_stages << " refused: t_all " << last.total_ms()
+                       << " ms >= " << policy.strict_budget_ms() << " ms";
   } else if (m) {
     m->topup_queries(Outcome::kQueueEmpty).Increment();
   }
@@ -301,10 +321,10 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     w->batch = shapes[i].second;
     w->placement = placements[i];
     if (options_.cpusets) {
-      ASSIGN_OR_RETURN(w->cgroup, options_.cpusets->Create(config_.name + "." +
-                                                               std::to_string(generation) + "." +
-                                                               std::to_string(i),
-                                                           w->placement.cpus, w->placement.mems));
+      ASSIGN_OR_RETURN(
+          w->cgroup, options_.cpusets->Create(
+                         config_.name + "." + std::to_string(generation) + "." + std::to_string(i),
+                         w->placement.cpus, w->placement.mems));
     }
     if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
     workers.push_back(std::move(w));
@@ -345,27 +365,16 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
         auto it = top_up_policies_.find(o.threads);
         if (it != top_up_policies_.end()) policy = it->second;
       }
-      if (!policy) return Internal("no layered-batching policy for " + std::to_string(o.threads) +
-                                   " thread(s)");
+      if (!policy)
+        return Internal("no layered-batching policy for " + std::to_string(o.threads) +
+                        " thread(s)");
       o.top_up = [this, policy](const TopUpQuery& q) { return TopUp(*policy, q); };
     }
     starts.push_back(std::async(std::launch::async, [o = std::move(o), this] {
       return RuntimeInstance::Start(o, launcher_);
     }));
   }
-  Status status;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    auto instance = starts[i].get();
-    if (instance.ok()) {
-      workers[i]->instance = std::move(instance).value();
-    } else if (status.ok()) {
-      status = instance.status();
-    }
-  }
-  if (!status.ok()) {
-    for (auto& w : workers) w->Stop(std::chrono::milliseconds(0));
-    return status;
-  }
+  RETURN_IF_ERROR(AwaitStarts(starts, workers, &Worker::instance));
   return workers;
 }
 
@@ -386,30 +395,12 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartDecoders(
     o.cores = workers[i]->placement.cpus;
     if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
-    o.on_death = [this](const std::string& why) {
-      PACKRAT_LOG(WARNING) << "model '" << config_.name << "': " << why;
-      Post([this] {
-        last_restart_ = SteadyTime{};  // restart at the next tick, without the backoff
-        Tick(std::chrono::steady_clock::now());
-      });
-    };
+    o.on_death = [this](const std::string&) { RestartSoon(); };  // its sequences failed
     starts.push_back(std::async(std::launch::async, [o = std::move(o), this] {
       return DecodeInstance::Start(o, launcher_);
     }));
   }
-  Status status;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    auto decoder = starts[i].get();
-    if (decoder.ok()) {
-      workers[i]->decoder = std::move(decoder).value();
-    } else if (status.ok()) {
-      status = decoder.status();
-    }
-  }
-  if (!status.ok()) {
-    for (auto& w : workers) w->Stop(std::chrono::milliseconds(0));
-    return status;
-  }
+  RETURN_IF_ERROR(AwaitStarts(starts, workers, &Worker::decoder));
   return workers;
 }
 
@@ -447,7 +438,8 @@ Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
       size_t best = 0;
       for (const auto& w : active_->workers) {
         if (!w->decoder || !w->decoder->alive()) continue;
-        const size_t load = w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, w->batch));
+        const size_t load =
+            w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, w->batch));
         if (!target || load < best) target = w, best = load;
       }
     }
@@ -515,7 +507,8 @@ Status ServedModel::Load() {
     if (state_.load() != ModelState::kStopped) state_.store(ModelState::kFailed);
     if (options_.metrics) {
       std::vector<metrics::InstanceCount> counts;
-      for (const InstanceGroup& g : groups) counts.push_back({g.threads, g.batch, "failed", g.count});
+      for (const InstanceGroup& g : groups)
+        counts.push_back({g.threads, g.batch, "failed", g.count});
       options_.metrics->SetInstances(counts);
     }
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "' failed to load: " << status.message();
@@ -547,8 +540,8 @@ Status ServedModel::Load() {
       m->generation().Set(static_cast<double>(set->generation));
       if (set->plan) m->predicted_batch_latency().Set(set->plan->latency_ms / 1e3);
       if (BatchScheduler* scheduler = scheduler_.get()) {
-        queue_rows_metric_ = m->BindQueueRows(
-            [scheduler] { return static_cast<double>(scheduler->queued_rows()); });
+        queue_rows_metric_ =
+            m->BindQueueRows([scheduler] { return static_cast<double>(scheduler->queued_rows()); });
       }
       m->SetKernel(set->workers.front()->load_report(), config_.kernel.Key());
     }
@@ -606,7 +599,8 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
   }
   std::vector<std::shared_ptr<Worker>> workers;
   if (active) workers = active->workers;
-  for (const auto& set : draining) workers.insert(workers.end(), set->workers.begin(), set->workers.end());
+  for (const auto& set : draining)
+    workers.insert(workers.end(), set->workers.begin(), set->workers.end());
   for (auto& w : workers) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -622,8 +616,9 @@ Status ServedModel::ValidatePlan(const std::vector<InstanceGroup>& groups) const
       return InvalidArgument("every instance group needs count, threads and batch >= 1");
     }
     if (g.count > 1024 || g.threads > 4096 || g.batch > (1 << 16)) {
-      return InvalidArgument("instance group out of range (count <= 1024, threads <= 4096, "
-                             "batch <= 65536)");
+      return InvalidArgument(
+          "instance group out of range (count <= 1024, threads <= 4096, "
+          "batch <= 65536)");
     }
     threads += g.count * g.threads;
   }
@@ -670,8 +665,8 @@ void ServedModel::ChangePlan(PlanChange change, std::function<void(Status)> done
 }
 
 Status ServedModel::ApplyChange(const PlanChange& change) {
-  const bool adaptive = change.adaptive.value_or(!change.instances && !change.batch &&
-                                                 config_.auto_instances);
+  const bool adaptive =
+      change.adaptive.value_or(!change.instances && !change.batch && config_.auto_instances);
   Status status;
   if (change.instances) {
     status = Reconfigure(*change.instances, std::nullopt, "management API", false);
@@ -760,8 +755,8 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
                     << static_cast<int64_t>(took.count() * 1000) << " ms";
 
   // Drain: the old set's running batches finish; then its instances that were not kept stop.
-  const auto drain_deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(config_.reconfiguration.drain_timeout_s);
+  const auto drain_deadline = std::chrono::steady_clock::now() +
+                              std::chrono::seconds(config_.reconfiguration.drain_timeout_s);
   if (old->dispatcher && !old->dispatcher->WaitIdle(drain_deadline)) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': generation " << old->generation
                          << " did not finish its batches within "
@@ -892,8 +887,8 @@ void ServedModel::Tick(SteadyTime now) {
     }
   }
   const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
-                             std::to_string(*decision) +
-                             " (load EWMA " + std::to_string(estimator_.ewma()) + ")";
+                             std::to_string(*decision) + " (load EWMA " +
+                             std::to_string(estimator_.ewma()) + ")";
   if (Status s = Reconfigure(plan->groups, *plan, reason, false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();
@@ -930,8 +925,12 @@ void ServedModel::OnWorkerDeath(std::vector<WorkSlice> orphans, const std::strin
       if (slice.on_done) slice.on_done();
     }
   }
-  PACKRAT_LOG(WARNING) << "model '" << config_.name << "': " << retried << " of "
-                       << orphans.size() << " slice(s) of the dead runtime retried";
+  PACKRAT_LOG(WARNING) << "model '" << config_.name << "': " << retried << " of " << orphans.size()
+                       << " slice(s) of the dead runtime retried";
+  RestartSoon();
+}
+
+void ServedModel::RestartSoon() {
   Post([this] {
     last_restart_ = SteadyTime{};  // restart at the next tick, without the backoff
     Tick(std::chrono::steady_clock::now());

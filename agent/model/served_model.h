@@ -39,8 +39,8 @@
 
 #include "agent/batching/batch_scheduler.h"
 #include "agent/batching/top_up_policy.h"
-#include "agent/kserve/generate_codec.h"
 #include "agent/config/config.h"
+#include "agent/kserve/generate_codec.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/model/instance_set.h"
 #include "agent/planning/batch_size_estimator.h"
@@ -59,7 +59,7 @@ struct ServedModelOptions {
   ResourceAllocator* allocator = nullptr;    // not owned; null: no pinning, no thread budget
   CpusetController* cpusets = nullptr;       // not owned; null: no cgroups
   metrics::ModelMetrics* metrics = nullptr;  // not owned; null: no metrics
-  int runtime_idle_spin_us = 100;             // server.runtime_idle_spin_us
+  int runtime_idle_spin_us = 100;            // server.runtime_idle_spin_us
 };
 
 // A plan change asked for through the management API. Exactly one of `instances` (an explicit
@@ -86,8 +86,8 @@ struct WorkerInfo {
 struct LayeredInfo {
   int threads = 0;
   int stages = 0;
-  int64_t profiled_batch = 0;  // N
-  double budget_ms = 0;        // t_opt
+  int64_t profiled_batch = 0;   // N
+  double budget_ms = 0;         // t_opt
   double strict_budget_ms = 0;  // t_OPT
   double max_fluctuation = 0;   // r_max
   int64_t optimal_batch = 0;    // N_opt
@@ -193,6 +193,8 @@ class ServedModel {
   void Tick(SteadyTime now);
   // A runtime died: retry its slices once elsewhere, fail the rest, schedule a restart.
   void OnWorkerDeath(std::vector<WorkSlice> orphans, const std::string& why);
+  // Replaces dead runtimes on the control thread as soon as it gets to it (no backoff).
+  void RestartSoon();
 
   // Publishes instance counts (serving "ready", old sets "draining") in the metrics. Requires mu_.
   void PublishInstancesLocked();
@@ -205,12 +207,12 @@ class ServedModel {
 
   std::atomic<ModelState> state_{ModelState::kLoading};
   mutable std::mutex mu_;
-  std::string failure_;                                // guarded by mu_
-  std::shared_ptr<InstanceSet> active_;                // guarded by mu_
+  std::string failure_;                                 // guarded by mu_
+  std::shared_ptr<InstanceSet> active_;                 // guarded by mu_
   std::vector<std::shared_ptr<InstanceSet>> draining_;  // guarded by mu_
-  std::unique_ptr<BatchScheduler> scheduler_;          // set once by Load()
-  metrics::CallbackHandle queue_rows_metric_;          // set once by Load()
-  std::atomic<double> measured_batch_seconds_{0};      // EWMA of batch latency
+  std::unique_ptr<BatchScheduler> scheduler_;           // set once by Load()
+  metrics::CallbackHandle queue_rows_metric_;           // set once by Load()
+  std::atomic<double> measured_batch_seconds_{0};       // EWMA of batch latency
 
   // Layered batching: the instances told how many rows are queued (the serving set's).
   std::mutex hint_mu_;  // taken under the scheduler's lock; nothing is called while held
@@ -223,17 +225,17 @@ class ServedModel {
 
   // The optimizer over the model's profile (`instances: auto` only); control thread after Load.
   std::unique_ptr<Optimizer> optimizer_;
-  BatchSizeEstimator estimator_;  // control thread only (snapshot values copied under mu_)
-  double estimator_ewma_ = 0;     // guarded by mu_
-  int64_t estimator_estimate_ = 0;  // guarded by mu_
-  bool adaptive_ = false;           // guarded by mu_
-  uint64_t next_generation_ = 1;    // control thread (and Load) only
+  BatchSizeEstimator estimator_;          // control thread only (snapshot values copied under mu_)
+  double estimator_ewma_ = 0;             // guarded by mu_
+  int64_t estimator_estimate_ = 0;        // guarded by mu_
+  bool adaptive_ = false;                 // guarded by mu_
+  uint64_t next_generation_ = 1;          // control thread (and Load) only
   std::atomic<int64_t> rows_arrived_{0};  // rows accepted by Submit, ever
   // The arrival rate in rows/s (EWMA per sample, the estimator's α); control thread only.
   double arrival_rate_ = 0;
   int64_t rate_rows_ = 0;
   std::optional<SteadyTime> rate_time_;
-  SteadyTime last_restart_{};       // control thread only
+  SteadyTime last_restart_{};  // control thread only
 
   std::mutex control_mu_;
   std::condition_variable control_cv_;

@@ -191,8 +191,7 @@ double StageProfile::Fluctuation(int64_t b) const {
 
 double StageProfile::PredictThroughMs(int64_t rows, int q) const {
   if (rows <= 0) return 0;
-  return static_cast<double>(rows) * fit_.PerSampleMs(static_cast<double>(rows)) *
-         Ratio(rows, q);
+  return static_cast<double>(rows) * fit_.PerSampleMs(static_cast<double>(rows)) * Ratio(rows, q);
 }
 
 double StageProfile::PredictRestMs(int64_t rows, int q) const {

@@ -26,9 +26,9 @@ StatusOr<std::vector<int>> ParseCpuList(std::string_view text) {
     const std::string_view item = text.substr(pos, comma - pos);
     const size_t dash = item.find('-');
     int lo = 0, hi = 0;
-    const bool ok = dash == std::string_view::npos
-                        ? ParseInt(item, &lo) && (hi = lo, true)
-                        : ParseInt(item.substr(0, dash), &lo) && ParseInt(item.substr(dash + 1), &hi);
+    const bool ok = dash == std::string_view::npos ? ParseInt(item, &lo) && (hi = lo, true)
+                                                   : ParseInt(item.substr(0, dash), &lo) &&
+                                                         ParseInt(item.substr(dash + 1), &hi);
     if (!ok || lo > hi || hi >= kMaxCpu) {
       return InvalidArgument("bad CPU list '" + std::string(text) + "'");
     }

@@ -48,7 +48,8 @@ CpuTopology CpuTopology::Read(const std::string& root, const std::vector<int>& c
   for (int c : cpus) {
     CpuInfo info;
     info.cpu = c;
-    const std::string topo = root + "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
+    const std::string topo =
+        root + "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
     if (!ReadInt(topo + "physical_package_id", &info.socket) || info.socket < 0) info.socket = 0;
     if (!ReadInt(topo + "core_id", &info.core)) info.core = c;
     if (auto it = node_of.find(c); it != node_of.end()) info.node = it->second;
@@ -74,8 +75,7 @@ std::string CpuTopology::Describe() const {
   std::set<std::pair<int, int>> cores;
   for (const CpuInfo& c : cpus_) cores.insert({c.socket, c.core});
   return std::to_string(sockets().size()) + " socket(s), " + std::to_string(cores.size()) +
-         " core(s), " + std::to_string(cpus_.size()) + " CPU(s) [" +
-         FormatCpuList([&] {
+         " core(s), " + std::to_string(cpus_.size()) + " CPU(s) [" + FormatCpuList([&] {
            std::vector<int> ids;
            for (const CpuInfo& c : cpus_) ids.push_back(c.cpu);
            return ids;

@@ -144,8 +144,8 @@ StatusOr<std::unique_ptr<CpusetGroup>> CpusetController::Create(const std::strin
   if (cpu_text.empty()) cpu_text = ReadFile(dir_ + "/cpuset.cpus");
   std::string mem_text = FormatCpuList(mems);
   if (mem_text.empty()) {
-    mem_text = ReadFile(dir_ + (version_ == CgroupVersion::kV2 ? "/cpuset.mems.effective"
-                                                                : "/cpuset.mems"));
+    mem_text = ReadFile(
+        dir_ + (version_ == CgroupVersion::kV2 ? "/cpuset.mems.effective" : "/cpuset.mems"));
   }
   RETURN_IF_ERROR(WriteFile(dir + "/cpuset.cpus", cpu_text));
   if (!mem_text.empty()) RETURN_IF_ERROR(WriteFile(dir + "/cpuset.mems", mem_text));

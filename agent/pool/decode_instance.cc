@@ -53,12 +53,19 @@ StatusOr<std::unique_ptr<DecodeInstance>> DecodeInstance::Start(
   spec.path = options.runtime_path;
   spec.cores = options.cores;
   spec.cgroup_procs = options.cgroup_procs;
-  spec.args = {"--generate",      "--model",   options.model_path,
-               "--threads",       std::to_string(options.threads),
-               "--slots",         std::to_string(options.slots),
-               "--refill",        options.refill,
-               "--agent-pid",     std::to_string(getpid()),
-               "--name",          p.label};
+  spec.args = {"--generate",
+               "--model",
+               options.model_path,
+               "--threads",
+               std::to_string(options.threads),
+               "--slots",
+               std::to_string(options.slots),
+               "--refill",
+               options.refill,
+               "--agent-pid",
+               std::to_string(getpid()),
+               "--name",
+               p.label};
   if (!options.cores.empty()) {
     std::string cores;
     for (int c : options.cores) {
@@ -98,9 +105,9 @@ uint64_t DecodeInstance::Submit(std::shared_ptr<GenerateRequest> request) {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_id_++;
     if (!accepting_) {
-      failed.emplace_back(Entry{id, std::move(request)},
-                          Unavailable(dead_reason_.empty() ? "instance is stopping"
-                                                           : dead_reason_));
+      failed.emplace_back(
+          Entry{id, std::move(request)},
+          Unavailable(dead_reason_.empty() ? "instance is stopping" : dead_reason_));
     } else {
       queued_.push_back({id, std::move(request)});
       failed = SendLocked();
@@ -119,11 +126,10 @@ std::vector<std::pair<DecodeInstance::Entry, Status>> DecodeInstance::SendLocked
     const std::vector<int64_t>& prompt = entry.request->prompt;
     const uint64_t bytes = prompt.size() * sizeof(int64_t);
     if (prompt.empty() || bytes > segment_->input_capacity()) {
-      failed.emplace_back(std::move(entry),
-                          InvalidArgument("the prompt has " + std::to_string(prompt.size()) +
-                                          " tokens; at most " +
-                                          std::to_string(segment_->input_capacity() / 8) +
-                                          " are accepted"));
+      failed.emplace_back(
+          std::move(entry),
+          InvalidArgument("the prompt has " + std::to_string(prompt.size()) + " tokens; at most " +
+                          std::to_string(segment_->input_capacity() / 8) + " are accepted"));
       --slot;
       continue;
     }
@@ -179,7 +185,8 @@ void DecodeInstance::Cancel(uint64_t id) {
     }
     if (IdleLocked()) idle_cv_.notify_all();
   }
-  PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << id << " cancelled before it started";
+  PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << id
+                     << " cancelled before it started";
   unsent->on_done(Cancelled("the client cancelled the request"));
 }
 

@@ -49,8 +49,8 @@ struct DecodeInstanceOptions {
   std::string runtime_path;
   std::string model_path;
   int threads = 1;
-  int slots = 1;                  // sequences decoded together (the instance's batch b)
-  std::string refill = "half";    // half | step | static (runtime --refill)
+  int slots = 1;                     // sequences decoded together (the instance's batch b)
+  std::string refill = "half";       // half | step | static (runtime --refill)
   int64_t max_prompt_tokens = 1024;  // prompt slab size
   std::vector<int> cores;
   std::string cgroup_procs;
@@ -115,13 +115,13 @@ class DecodeInstance {
 
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
-  std::deque<Entry> queued_;                                    // guarded by mu_
+  std::deque<Entry> queued_;                                      // guarded by mu_
   std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_;  // sent; guarded by mu_
-  std::vector<bool> slot_busy_;                                 // guarded by mu_
-  uint64_t next_id_ = 1;                                        // guarded by mu_
-  bool accepting_ = true;                                       // guarded by mu_
-  bool stopped_ = false;                                        // guarded by mu_
-  std::string dead_reason_;                                     // guarded by mu_
+  std::vector<bool> slot_busy_;                                   // guarded by mu_
+  uint64_t next_id_ = 1;                                          // guarded by mu_
+  bool accepting_ = true;                                         // guarded by mu_
+  bool stopped_ = false;                                          // guarded by mu_
+  std::string dead_reason_;                                       // guarded by mu_
   std::thread completion_thread_;
 };
 

@@ -36,8 +36,7 @@ uint64_t UsedBytes(const std::vector<TensorView>& inputs, const uint8_t* slab) {
   return shm::AlignUp(end);
 }
 
-void Describe(const std::vector<TensorView>& inputs, const uint8_t* slab,
-              shm::BatchMessage* msg) {
+void Describe(const std::vector<TensorView>& inputs, const uint8_t* slab, shm::BatchMessage* msg) {
   msg->num_tensors = static_cast<uint32_t>(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     shm::TensorDesc& d = msg->tensors[i];
@@ -277,8 +276,7 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
         answer.rows = grant.rows;
         answer.flags = 0;
         WorkSlice& running = *running_[msg.slot];
-        running.ranges.insert(running.ranges.end(), joining.ranges.begin(),
-                              joining.ranges.end());
+        running.ranges.insert(running.ranges.end(), joining.ranges.begin(), joining.ranges.end());
         running.rows += grant.rows;
         slot_used_[msg.slot] = UsedBytes(inputs, slab);
       }

@@ -47,7 +47,7 @@ struct RuntimeInstanceOptions {
   std::string runtime_path;  // packrat-runtime
   std::string model_path;
   int threads = 1;
-  int64_t batch = 1;       // b: the most rows in one slice
+  int64_t batch = 1;         // b: the most rows in one slice
   std::vector<int> cores;    // pinned cores; empty = inherit the agent's affinity
   std::string cgroup_procs;  // the runtime joins this cgroup before exec; empty = none
   std::vector<TensorSpec> inputs;
@@ -56,7 +56,7 @@ struct RuntimeInstanceOptions {
   KernelSettings kernel;    // resolved: how the runtime optimises the model
   AccuracyConfig accuracy;  // the guard against the FP32 original
   std::chrono::seconds startup_timeout{300};
-  uint32_t slots = 2;  // slices in flight: one computing while the next is copied in
+  uint32_t slots = 2;      // slices in flight: one computing while the next is copied in
   int idle_spin_us = 100;  // the runtime polls this long for the next slice before sleeping
   uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
   // Called on the completion thread for every slice the runtime computed successfully. Must

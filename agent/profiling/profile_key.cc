@@ -77,8 +77,7 @@ std::string ProfileKey::Digest() const {
 }
 
 StatusOr<ProfileKey> ComputeProfileKey(const std::string& model_path,
-                                       const std::string& runtime_path,
-                                       const std::string& kernel) {
+                                       const std::string& runtime_path, const std::string& kernel) {
   ProfileKey key;
   key.kernel = kernel;
   ASSIGN_OR_RETURN(key.model_hash, HashFile(model_path));

@@ -25,8 +25,7 @@ struct ProfileKey {
 // Computes the key for `model_path` on this machine, asking `runtime_path` for its libtorch.
 // `kernel` is KernelSettings::Key() of the settings the runtimes will use.
 StatusOr<ProfileKey> ComputeProfileKey(const std::string& model_path,
-                                       const std::string& runtime_path,
-                                       const std::string& kernel);
+                                       const std::string& runtime_path, const std::string& kernel);
 
 // FNV-1a 64 of a file's bytes as 16 hex digits. kNotFound if unreadable.
 StatusOr<std::string> HashFile(const std::string& path);

@@ -71,15 +71,173 @@ StatusOr<double> TimeOneBatch(RuntimeInstance* instance, const DecodedRequest& d
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// Times points ⟨t, b⟩ for one thread count t on one pinned runtime it owns.
+class PointMeter {
+ public:
+  virtual ~PointMeter() = default;
+  // The timed iterations of batch size b, in ms.
+  virtual StatusOr<std::vector<double>> Measure(int b) = 0;
+};
+
+namespace {
+
+// Batches of b synthetic rows through a batch runtime, timed whole, until the mean is known to
+// the target error (or the iteration / time bounds).
+class BatchMeter : public PointMeter {
+ public:
+  BatchMeter(const ProfilerOptions& options, std::unique_ptr<RuntimeInstance> instance)
+      : options_(options), instance_(std::move(instance)) {}
+  ~BatchMeter() override { instance_->Stop(std::chrono::seconds(10)); }
+
+  StatusOr<std::vector<double>> Measure(int b) override {
+    ASSIGN_OR_RETURN(DecodedRequest decoded, SyntheticRequest(options_.model.inputs, b));
+    const auto start = Clock::now();
+    for (int i = 0; i < options_.warmup_iterations; ++i) {
+      RETURN_IF_ERROR(TimeOneBatch(instance_.get(), decoded).status());
+    }
+    std::vector<double> ms;
+    while (true) {
+      ASSIGN_OR_RETURN(double one, TimeOneBatch(instance_.get(), decoded));
+      ms.push_back(one);
+      const double spent = std::chrono::duration<double>(Clock::now() - start).count();
+      if (static_cast<int>(ms.size()) >= options_.min_iterations &&
+          (RelativeError(ms) <= options_.target_rel_error ||
+           static_cast<int>(ms.size()) >= options_.max_iterations ||
+           spent >= options_.max_seconds_per_point.count())) {
+        return ms;
+      }
+    }
+  }
+
+ private:
+  const ProfilerOptions& options_;
+  std::unique_ptr<RuntimeInstance> instance_;
+};
+
+// Decode steps with b sequences: b greedy sequences decoded together by a decode runtime; the
+// steps with all b active count, after the first (the graph executor specialises for a new
+// size).
+class DecodeMeter : public PointMeter {
+ public:
+  struct Steps {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, double>> seen;  // sequences in the step, ms; guarded by mu
+  };
+
+  DecodeMeter(const ProfilerOptions& options, std::shared_ptr<Steps> steps,
+              std::unique_ptr<DecodeInstance> decoder)
+      : options_(options), steps_(std::move(steps)), decoder_(std::move(decoder)) {}
+  ~DecodeMeter() override { decoder_->Stop(std::chrono::seconds(10)); }
+
+  StatusOr<std::vector<double>> Measure(int b) override {
+    {
+      std::lock_guard<std::mutex> lock(steps_->mu);
+      steps_->seen.clear();
+    }
+    const int timed = std::max(options_.min_iterations, 12);
+    std::mutex mu;
+    std::condition_variable cv;
+    int ended = 0;
+    Status failed;
+    for (int k = 0; k < b; ++k) {
+      auto request = std::make_shared<GenerateRequest>();
+      request->prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+      request->params.max_tokens = static_cast<uint32_t>(timed + 3);
+      request->params.top_k = 1;
+      request->params.temperature = 1;
+      request->on_done = [&](const Status& s) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!s.ok() && failed.ok()) failed = s;
+        ++ended;
+        cv.notify_all();
+      };
+      decoder_->Submit(std::move(request));
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return ended == b; });
+      RETURN_IF_ERROR(failed);
+    }
+    std::vector<double> ms;
+    std::lock_guard<std::mutex> lock(steps_->mu);
+    bool first = true;
+    for (const auto& [n, took] : steps_->seen) {
+      if (n != b) continue;
+      if (!first) ms.push_back(took);
+      first = false;
+    }
+    if (ms.empty()) return Internal("no decode step ran with " + std::to_string(b) + " sequences");
+    return ms;
+  }
+
+ private:
+  const ProfilerOptions& options_;
+  std::shared_ptr<Steps> steps_;
+  std::unique_ptr<DecodeInstance> decoder_;
+};
+
+}  // namespace
+
+double RelativeError(const std::vector<double>& ms) {
+  if (ms.size() < 2) return 1;
+  const double n = static_cast<double>(ms.size());
+  double mean = 0;
+  for (double v : ms) mean += v / n;
+  double var = 0;
+  for (double v : ms) var += (v - mean) * (v - mean);
+  return 1.96 * std::sqrt(var / (n - 1) / n) / mean;
+}
+
 Profiler::Profiler(ProfilerOptions options, ProcessLauncher* launcher)
     : options_(std::move(options)), launcher_(launcher) {}
+
+StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_batch) {
+  const std::vector<int> cores(options_.cores.begin(), options_.cores.begin() + threads);
+  if (options_.model.generation.enabled) {
+    auto steps = std::make_shared<DecodeMeter::Steps>();
+    DecodeInstanceOptions o;
+    o.model_name = options_.model.name + "-profile";
+    o.index = threads;
+    o.runtime_path = options_.runtime_path;
+    o.model_path = options_.model.path;
+    o.threads = threads;
+    o.slots = max_batch;
+    o.refill = "step";
+    o.max_prompt_tokens = 64;
+    o.cores = cores;
+    o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
+    o.on_step = [steps](int64_t n, std::chrono::nanoseconds took) {
+      std::lock_guard<std::mutex> lock(steps->mu);
+      steps->seen.emplace_back(n, std::chrono::duration<double, std::milli>(took).count());
+    };
+    ASSIGN_OR_RETURN(std::unique_ptr<DecodeInstance> decoder, DecodeInstance::Start(o, launcher_));
+    return std::unique_ptr<PointMeter>(new DecodeMeter(options_, steps, std::move(decoder)));
+  }
+  RuntimeInstanceOptions o;
+  o.model_name = options_.model.name + "-profile";
+  o.index = threads;
+  o.runtime_path = options_.runtime_path;
+  o.model_path = options_.model.path;
+  o.threads = threads;
+  o.batch = max_batch;
+  o.cores = cores;
+  o.inputs = options_.model.inputs;
+  o.outputs = options_.model.outputs;
+  o.warmup_iterations = 1;
+  o.kernel = options_.model.kernel;
+  o.accuracy = options_.model.accuracy;
+  o.accuracy.samples = 0;  // the guard runs when serving; profiling measures speed only
+  o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
+  o.slots = 1;
+  ASSIGN_OR_RETURN(std::unique_ptr<RuntimeInstance> instance, RuntimeInstance::Start(o, launcher_));
+  return std::unique_ptr<PointMeter>(new BatchMeter(options_, std::move(instance)));
+}
 
 Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&)>& checkpoint,
                      const std::function<void(const ProfileProgress&)>& progress) {
   if (options_.threads.empty() || options_.batches.empty()) {
     return InvalidArgument("nothing to profile: no thread counts or no batch sizes");
   }
-  if (options_.model.generation.enabled) return RunDecoding(profile, checkpoint, progress);
   const int max_threads = *std::max_element(options_.threads.begin(), options_.threads.end());
   if (max_threads > static_cast<int>(options_.cores.size())) {
     return InvalidArgument("cannot profile " + std::to_string(max_threads) + " threads on " +
@@ -101,53 +259,12 @@ Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&
       }
     }
     if (todo.empty()) continue;
-
-    RuntimeInstanceOptions o;
-    o.model_name = options_.model.name + "-profile";
-    o.index = t;
-    o.runtime_path = options_.runtime_path;
-    o.model_path = options_.model.path;
-    o.threads = t;
-    o.batch = max_batch;
-    o.cores.assign(options_.cores.begin(), options_.cores.begin() + t);
-    o.inputs = options_.model.inputs;
-    o.outputs = options_.model.outputs;
-    o.warmup_iterations = 1;
-    o.kernel = options_.model.kernel;
-    o.accuracy = options_.model.accuracy;
-    o.accuracy.samples = 0;  // the guard runs when serving; profiling measures speed only
-    o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
-    o.slots = 1;
-    ASSIGN_OR_RETURN(std::unique_ptr<RuntimeInstance> instance,
-                     RuntimeInstance::Start(o, launcher_));
-
+    ASSIGN_OR_RETURN(std::unique_ptr<PointMeter> meter, StartMeter(t, max_batch));
     for (int b : todo) {
-      ASSIGN_OR_RETURN(DecodedRequest decoded, SyntheticRequest(options_.model.inputs, b));
       const auto point_start = Clock::now();
-      for (int i = 0; i < options_.warmup_iterations; ++i) {
-        RETURN_IF_ERROR(TimeOneBatch(instance.get(), decoded).status());
-      }
-      std::vector<double> ms;
-      double mean = 0, rel = 1;
-      while (true) {
-        ASSIGN_OR_RETURN(double one, TimeOneBatch(instance.get(), decoded));
-        ms.push_back(one);
-        const double n = static_cast<double>(ms.size());
-        mean = 0;
-        for (double v : ms) mean += v;
-        mean /= n;
-        double var = 0;
-        for (double v : ms) var += (v - mean) * (v - mean);
-        var = ms.size() > 1 ? var / (n - 1) : 0;
-        rel = ms.size() > 1 ? 1.96 * std::sqrt(var / n) / mean : 1;
-        const double spent = std::chrono::duration<double>(Clock::now() - point_start).count();
-        if (static_cast<int>(ms.size()) >= options_.min_iterations &&
-            (rel <= options_.target_rel_error ||
-             static_cast<int>(ms.size()) >= options_.max_iterations ||
-             spent >= options_.max_seconds_per_point.count())) {
-          break;
-        }
-      }
+      ASSIGN_OR_RETURN(std::vector<double> ms, meter->Measure(b));
+      double mean = 0;
+      for (double v : ms) mean += v / static_cast<double>(ms.size());
       ProfilePoint point;
       point.threads = t;
       point.batch = b;
@@ -164,129 +281,12 @@ Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&
       p.threads = t;
       p.batch = b;
       p.latency_ms = mean;
-      p.rel_error = rel;
+      p.rel_error = RelativeError(ms);
       p.iterations = static_cast<int>(ms.size());
       p.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
       p.eta_s = measured_s / measured * (p.total - p.done);
       if (progress) progress(p);
     }
-    instance->Stop(std::chrono::seconds(10));
-  }
-  return Status::Ok();
-}
-
-Status Profiler::RunDecoding(Profile* profile,
-                             const std::function<Status(const Profile&)>& checkpoint,
-                             const std::function<void(const ProfileProgress&)>& progress) {
-  const int max_threads = *std::max_element(options_.threads.begin(), options_.threads.end());
-  if (max_threads > static_cast<int>(options_.cores.size())) {
-    return InvalidArgument("cannot profile " + std::to_string(max_threads) + " threads on " +
-                           std::to_string(options_.cores.size()) + " usable cores");
-  }
-  const int max_batch = *std::max_element(options_.batches.begin(), options_.batches.end());
-  // Steps timed per point: the steps with all b sequences active, after the first (warm-up).
-  const int steps = std::max(options_.min_iterations, 12);
-  ProfileProgress p;
-  p.total = static_cast<int>(options_.threads.size() * options_.batches.size());
-  const auto run_start = Clock::now();
-  for (int t : options_.threads) {
-    std::vector<int> todo;
-    for (int b : options_.batches) {
-      if (profile->Find(t, b) == nullptr) {
-        todo.push_back(b);
-      } else {
-        ++p.done;
-      }
-    }
-    if (todo.empty()) continue;
-    struct Steps {
-      std::mutex mu;
-      std::vector<std::pair<int64_t, double>> seen;  // sequences, ms
-    };
-    auto timings = std::make_shared<Steps>();
-    DecodeInstanceOptions o;
-    o.model_name = options_.model.name + "-profile";
-    o.index = t;
-    o.runtime_path = options_.runtime_path;
-    o.model_path = options_.model.path;
-    o.threads = t;
-    o.slots = max_batch;
-    o.refill = "step";
-    o.max_prompt_tokens = 64;
-    o.cores.assign(options_.cores.begin(), options_.cores.begin() + t);
-    o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
-    o.on_step = [timings](int64_t n, std::chrono::nanoseconds took) {
-      std::lock_guard<std::mutex> lock(timings->mu);
-      timings->seen.emplace_back(n, std::chrono::duration<double, std::milli>(took).count());
-    };
-    ASSIGN_OR_RETURN(std::unique_ptr<DecodeInstance> decoder, DecodeInstance::Start(o, launcher_));
-    for (int b : todo) {
-      const auto point_start = Clock::now();
-      {
-        std::lock_guard<std::mutex> lock(timings->mu);
-        timings->seen.clear();
-      }
-      std::mutex mu;
-      std::condition_variable cv;
-      int ended = 0;
-      Status failed;
-      for (int k = 0; k < b; ++k) {
-        auto request = std::make_shared<GenerateRequest>();
-        request->prompt = {1, 2, 3, 4, 5, 6, 7, 8};
-        request->params.max_tokens = static_cast<uint32_t>(steps + 3);
-        request->params.top_k = 1;
-        request->params.temperature = 1;
-        request->on_done = [&](const Status& s) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!s.ok() && failed.ok()) failed = s;
-          ++ended;
-          cv.notify_all();
-        };
-        decoder->Submit(std::move(request));
-      }
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return ended == b; });
-        RETURN_IF_ERROR(failed);
-      }
-      std::vector<double> ms;
-      {
-        std::lock_guard<std::mutex> lock(timings->mu);
-        bool first = true;
-        for (const auto& [n, took] : timings->seen) {
-          if (n != b) continue;
-          if (first) {  // the first full step of a new size specialises the graph
-            first = false;
-            continue;
-          }
-          ms.push_back(took);
-        }
-      }
-      if (ms.empty()) {
-        return Internal("no decode step ran with " + std::to_string(b) + " sequences");
-      }
-      double mean = 0;
-      for (double v : ms) mean += v / static_cast<double>(ms.size());
-      ProfilePoint point;
-      point.threads = t;
-      point.batch = b;
-      point.latency_ms = mean;
-      point.latency_min_ms = *std::min_element(ms.begin(), ms.end());
-      point.latency_max_ms = *std::max_element(ms.begin(), ms.end());
-      point.iterations = static_cast<int>(ms.size());
-      RETURN_IF_ERROR(profile->Add(point));
-      if (checkpoint) RETURN_IF_ERROR(checkpoint(*profile));
-      ++p.done;
-      p.threads = t;
-      p.batch = b;
-      p.latency_ms = mean;
-      p.iterations = static_cast<int>(ms.size());
-      p.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
-      const double point_s = std::chrono::duration<double>(Clock::now() - point_start).count();
-      p.eta_s = point_s * (p.total - p.done);
-      if (progress) progress(p);
-    }
-    decoder->Stop(std::chrono::seconds(10));
   }
   return Status::Ok();
 }

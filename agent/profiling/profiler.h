@@ -6,9 +6,9 @@
 // warm-up batches, and times batches until the mean is known to ±target_rel_error (95%
 // confidence), or max_iterations / max_seconds_per_point is reached. For a generative model
 // L[t,b] is one decode step with b sequences (next-token choice included): b sequences are
-// decoded together by a decode runtime with t threads, and the steps with all b active count. One runtime per t serves
-// every b (its slab is sized for the largest); that is the same pinned process a ⟨t,b⟩ instance
-// would be, started once instead of once per b.
+// decoded together by a decode runtime with t threads, and the steps with all b active count. One
+// runtime per t serves every b (its slab is sized for the largest); that is the same pinned process
+// a ⟨t,b⟩ instance would be, started once instead of once per b.
 //
 // Thread-safety: one Run() at a time. Blocking: Run() takes as long as the measurements.
 #pragma once
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "agent/config/config.h"
-#include "agent/planning/profile.h"
 #include "agent/kserve/kserve_codec.h"
+#include "agent/planning/profile.h"
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/runtime_instance.h"
 #include "common/status.h"
@@ -52,6 +52,8 @@ struct ProfileProgress {
   double eta_s = 0;      // estimate for the remaining points
 };
 
+class PointMeter;  // profiler.cc
+
 class Profiler {
  public:
   // `launcher` is not owned.
@@ -64,14 +66,17 @@ class Profiler {
              const std::function<void(const ProfileProgress&)>& progress);
 
  private:
-  // Run() for a generative model: decode steps.
-  Status RunDecoding(Profile* profile, const std::function<Status(const Profile&)>& checkpoint,
-                     const std::function<void(const ProfileProgress&)>& progress);
+  // A runtime for `threads` threads (slabs or decode slots for `max_batch`) and the way its
+  // points are timed: batches, or decode steps for a generative model.
+  StatusOr<std::unique_ptr<PointMeter>> StartMeter(int threads, int max_batch);
 
   ProfilerOptions options_;
   ProcessLauncher* launcher_;
 };
 
+// Half-width of the 95% confidence interval of the mean of `ms`, relative to the mean (1 for
+// fewer than two values).
+double RelativeError(const std::vector<double>& ms);
 // One request of `rows` synthetic rows (normal floats, zero integers) matching `inputs`.
 StatusOr<DecodedRequest> SyntheticRequest(const std::vector<TensorSpec>& inputs, int rows);
 // Runs one batch of `decoded` on `instance` (alone) and returns its wall time in ms.

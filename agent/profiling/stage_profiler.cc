@@ -17,8 +17,8 @@ StatusOr<StageProfile> MeasureStageProfile(const StageProfilerOptions& options,
     return InvalidArgument("a stage profile needs max_batch and repeats >= 1");
   }
   if (!options.cores.empty() && static_cast<int>(options.cores.size()) < options.threads) {
-    return InvalidArgument("cannot profile " + std::to_string(options.threads) +
-                           " threads on " + std::to_string(options.cores.size()) + " cores");
+    return InvalidArgument("cannot profile " + std::to_string(options.threads) + " threads on " +
+                           std::to_string(options.cores.size()) + " cores");
   }
   RuntimeInstanceOptions o;
   o.model_name = options.model.name + "-stages";
@@ -96,8 +96,8 @@ StatusOr<StageProfile> LoadOrMeasureStageProfile(const std::string& dir,
     }
   }
   PACKRAT_LOG(INFO) << "model '" << options.model.name << "': measuring the stage profile for "
-                    << options.threads << " thread(s), batches 1.." << options.max_batch
-                    << " into " << path;
+                    << options.threads << " thread(s), batches 1.." << options.max_batch << " into "
+                    << path;
   ASSIGN_OR_RETURN(StageProfile profile, MeasureStageProfile(options, launcher));
   RETURN_IF_ERROR(WriteFileAtomically(path + ".key", key.ToString() + "\n"));
   RETURN_IF_ERROR(profile.WriteCsv(path));

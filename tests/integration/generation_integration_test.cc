@@ -134,9 +134,9 @@ TEST(GenerationIntegrationTest, StopIdsSamplingAndBadRequests) {
   ASSERT_EQ(full.status, 200);
   const std::vector<int64_t> ids = OutputIds(full.body);
   ASSERT_EQ(ids.size(), 12u);
-  const HttpResult stopped = client.Post(
-      "/v2/models/gpt/generate",
-      Body({5, 6, 7}, 12, ",\"stop_ids\":[" + std::to_string(ids[3]) + "]"));
+  const HttpResult stopped =
+      client.Post("/v2/models/gpt/generate",
+                  Body({5, 6, 7}, 12, ",\"stop_ids\":[" + std::to_string(ids[3]) + "]"));
   const std::vector<int64_t> short_ids = OutputIds(stopped.body);
   const auto first = std::find(ids.begin(), ids.end(), ids[3]) - ids.begin();
   EXPECT_EQ(short_ids, std::vector<int64_t>(ids.begin(), ids.begin() + first + 1));
@@ -215,8 +215,7 @@ TEST(GenerationIntegrationTest, AClientThatGoesAwayFreesItsSlot) {
   HttpClient metrics("127.0.0.1", agent.metrics_port());
   // A stream of 100 tokens, abandoned after its third event.
   ReadUntilThenHangUp(agent.http_port(),
-                      Post("/v2/models/gpt/generate_stream", Body({1, 2, 3}, 100)),
-                      "\"index\":2");
+                      Post("/v2/models/gpt/generate_stream", Body({1, 2, 3}, 100)), "\"index\":2");
   ASSERT_TRUE(agent.WaitForLogCount("cancelled", 1, std::chrono::seconds(30))) << agent.Log();
   // A plain request abandoned at once, while another long one holds the slot.
   HttpClient keep("127.0.0.1", agent.http_port());
@@ -229,8 +228,8 @@ TEST(GenerationIntegrationTest, AClientThatGoesAwayFreesItsSlot) {
   HttpClient client("127.0.0.1", agent.http_port());
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({4, 5}, 5)).body).size(), 5u);
   holder.join();
-  const double tokens = Metric(metrics.Get("/metrics").body,
-                               "packrat_generated_tokens_total{model=\"gpt\"}");
+  const double tokens =
+      Metric(metrics.Get("/metrics").body, "packrat_generated_tokens_total{model=\"gpt\"}");
   EXPECT_LT(tokens, 100 + 60 + 5) << "the abandoned requests stopped early";
 }
 

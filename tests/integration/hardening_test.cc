@@ -145,11 +145,12 @@ TEST(HardeningTest, ConnectionsBeyondTheCapGet503) {
 
 TEST(HardeningTest, OverloadBeyondTheQueueIs429AndNothingIsLost) {
   // A tiny queue (8 rows) and a batch delay that keeps rows queued: a burst overflows it.
-  AgentProcess agent(PACKRAT_AGENT_PATH,
-                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n" +
-                         TinyModel("{max_batch: 8, max_queue_rows: 8, max_delay_us: 200000, "
-                                   "max_inflight_batches: 1}",
-                                   "[{count: 1, threads: 1, batch: 64}]"));
+  AgentProcess agent(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n" +
+          TinyModel("{max_batch: 8, max_queue_rows: 8, max_delay_us: 200000, "
+                    "max_inflight_batches: 1}",
+                    "[{count: 1, threads: 1, batch: 64}]"));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
   constexpr int kClients = 24;
   std::mutex mu;
@@ -182,20 +183,19 @@ TEST(HardeningTest, OverloadBeyondTheQueueIs429AndNothingIsLost) {
 TEST(HardeningTest, RequestsThatExpireInTheQueueAre504AndNeverRun) {
   // One instance, one batch in flight: a long ResNet-18 batch holds it while short-deadline
   // requests wait behind it.
-  AgentProcess agent(
-      PACKRAT_AGENT_PATH,
-      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
-      "models:\n"
-      "  - name: cnn\n"
-      "    path: " +
-          kModels +
-          "/resnet18.pt\n"
-          "    inputs: [{name: x, datatype: FP32, shape: [-1, 3, 224, 224]}]\n"
-          "    outputs: [{name: y, datatype: FP32, shape: [-1, 1000]}]\n"
-          "    batching: {max_batch: 8, max_delay_us: 0, max_inflight_batches: 1, "
-          "timeout_ms: 30000}\n"
-          "    instances: [{count: 1, threads: 1, batch: 8}]\n"
-          "    warmup_iterations: 1\n");
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+                     "models:\n"
+                     "  - name: cnn\n"
+                     "    path: " +
+                         kModels +
+                         "/resnet18.pt\n"
+                         "    inputs: [{name: x, datatype: FP32, shape: [-1, 3, 224, 224]}]\n"
+                         "    outputs: [{name: y, datatype: FP32, shape: [-1, 1000]}]\n"
+                         "    batching: {max_batch: 8, max_delay_us: 0, max_inflight_batches: 1, "
+                         "timeout_ms: 30000}\n"
+                         "    instances: [{count: 1, threads: 1, batch: 8}]\n"
+                         "    warmup_iterations: 1\n");
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
   auto image_body = [](int rows, const std::string& params) {
     std::string data = "[";

@@ -67,9 +67,9 @@ std::vector<Sample> MakeSamples(int n) {
     std::vector<float> x(rows * kRow);
     for (float& f : x) f = normal(rng);
     Sample s;
-    s.header = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" +
-               std::to_string(rows) + ",3,64,64],\"parameters\":{\"binary_data_size\":" +
-               std::to_string(x.size() * 4) + "}}]}";
+    s.header =
+        "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" + std::to_string(rows) +
+        ",3,64,64],\"parameters\":{\"binary_data_size\":" + std::to_string(x.size() * 4) + "}}]}";
     s.body = s.header + std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4);
     runtime::RawTensor in{DataType::kFp32, {rows, 3, 64, 64}, x.data(), x.size() * 4};
     std::vector<uint8_t> out(1 << 14);
@@ -87,7 +87,8 @@ bool Matches(const std::string& body, const std::vector<float>& expected) {
   simdjson::dom::element doc;
   if (parser.parse(body).get(doc) != simdjson::SUCCESS) return false;
   std::vector<double> got;
-  for (simdjson::dom::element v : doc["outputs"].at(0)["data"].get_array()) got.push_back(double(v));
+  for (simdjson::dom::element v : doc["outputs"].at(0)["data"].get_array())
+    got.push_back(double(v));
   if (got.size() != expected.size()) return false;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::fabs(got[i] - expected[i]) > 1e-4 * (1 + std::fabs(expected[i]))) return false;
@@ -151,7 +152,8 @@ TEST_P(LayeredIntegrationTest, ConcurrentClientsGetTheModelsOutputsAndRowsJoinRu
 
   HttpClient metrics("127.0.0.1", agent.metrics_port());
   const std::string page = metrics.Get("/metrics").body;
-  const double joined = Metric(page, "packrat_topup_queries_total{model=\"cnn\",outcome=\"joined\"}");
+  const double joined =
+      Metric(page, "packrat_topup_queries_total{model=\"cnn\",outcome=\"joined\"}");
   const double rows = Metric(page, "packrat_topup_rows_total{model=\"cnn\"}");
   EXPECT_GT(joined, 0) << page;
   EXPECT_GE(rows, joined);

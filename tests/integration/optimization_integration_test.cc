@@ -52,17 +52,19 @@ std::vector<double> Logits(const std::string& body) {
 }
 
 TEST(OptimizationIntegrationTest, OptimisedFallbackAndStrictModels) {
-  AgentProcess agent(
-      PACKRAT_AGENT_PATH,
-      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
-      "models:\n" +
-          CnnModel("plain", "") +
-          CnnModel("fast", "    optimize: {precision: bf16, memory_format: channels_last, "
-                           "freeze: true}\n    accuracy: {samples: 4}\n") +
-          CnnModel("fallback", "    optimize: {precision: bf16}\n"
-                               "    accuracy: {samples: 4, max_rel_error: 0}\n") +
-          CnnModel("strict", "    optimize: {precision: bf16}\n"
-                             "    accuracy: {samples: 4, max_rel_error: 0, strict: true}\n"));
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+                     "models:\n" +
+                         CnnModel("plain", "") +
+                         CnnModel("fast",
+                                  "    optimize: {precision: bf16, memory_format: channels_last, "
+                                  "freeze: true}\n    accuracy: {samples: 4}\n") +
+                         CnnModel("fallback",
+                                  "    optimize: {precision: bf16}\n"
+                                  "    accuracy: {samples: 4, max_rel_error: 0}\n") +
+                         CnnModel("strict",
+                                  "    optimize: {precision: bf16}\n"
+                                  "    accuracy: {samples: 4, max_rel_error: 0, strict: true}\n"));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
   HttpClient client("127.0.0.1", agent.http_port());
   simdjson::dom::parser parser;
@@ -116,8 +118,9 @@ TEST(OptimizationIntegrationTest, OptimisedFallbackAndStrictModels) {
                       "configured=\"bf16+cl+frozen\"} 1"),
             std::string::npos)
       << page;
-  EXPECT_NE(page.find("packrat_model_kernel{model=\"fallback\",kernel=\"fp32\",configured=\"bf16\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      page.find("packrat_model_kernel{model=\"fallback\",kernel=\"fp32\",configured=\"bf16\"} 1"),
+      std::string::npos);
   EXPECT_NE(page.find("packrat_accuracy_max_rel_error{model=\"fast\"}"), std::string::npos);
   EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
 }

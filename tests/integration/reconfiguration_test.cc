@@ -100,7 +100,8 @@ bool Matches(const std::string& body, const std::vector<float>& expected) {
   simdjson::dom::element doc;
   if (parser.parse(body).get(doc) != simdjson::SUCCESS) return false;
   std::vector<double> got;
-  for (simdjson::dom::element v : doc["outputs"].at(0)["data"].get_array()) got.push_back(double(v));
+  for (simdjson::dom::element v : doc["outputs"].at(0)["data"].get_array())
+    got.push_back(double(v));
   if (got.size() != expected.size()) return false;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::fabs(got[i] - expected[i]) > 1e-5) return false;
@@ -162,8 +163,8 @@ class Load {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  int64_t answered_ = 0;                // guarded by mu_
-  int64_t wrong_ = 0;                   // guarded by mu_
+  int64_t answered_ = 0;                   // guarded by mu_
+  int64_t wrong_ = 0;                      // guarded by mu_
   std::map<int, int64_t> failed_by_code_;  // guarded by mu_
   std::vector<std::thread> threads_;
 };
@@ -190,10 +191,9 @@ ConfigView ParseConfig(const std::string& body) {
   v.batch = int64_t(doc["batch"]);
   v.estimate = int64_t(doc["estimator"]["estimate"]);
   for (simdjson::dom::element w : doc["workers"].get_array()) {
-    v.workers.push_back({static_cast<pid_t>(int64_t(w["pid"])),
-                         std::string(std::string_view(w["cpus"])),
-                         static_cast<int>(int64_t(w["threads"])),
-                         std::string(std::string_view(w["state"]))});
+    v.workers.push_back(
+        {static_cast<pid_t>(int64_t(w["pid"])), std::string(std::string_view(w["cpus"])),
+         static_cast<int>(int64_t(w["threads"])), std::string(std::string_view(w["state"]))});
   }
   return v;
 }
@@ -280,8 +280,8 @@ TEST_F(ReconfigurationTest, TwentyForcedReconfigurationsUnderLoadLoseNothing) {
   }
   load.Stop();
   EXPECT_GT(load.answered(), 200);
-  EXPECT_TRUE(load.failures().empty()) << "failed requests, e.g. code "
-                                       << load.failures().begin()->first;
+  EXPECT_TRUE(load.failures().empty())
+      << "failed requests, e.g. code " << load.failures().begin()->first;
   EXPECT_EQ(load.wrong(), 0);
   EXPECT_EQ(all_runtimes.size(), 2u + 10 * 1 + 10 * 2);
   StopAndCheckClean(all_runtimes);
@@ -326,9 +326,10 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
   const std::vector<Sample> samples = MakeSamples(24);
   // A short estimator window so that the test takes seconds: 10 ms samples, a decision every
   // 300 ms over the last 10 samples.
-  StartAgent(Config("auto", "    auto_threads: 2\n"
-                            "    reconfiguration: {sample_period_ms: 10, window: 10, "
-                            "timeout_ms: 300}\n"));
+  StartAgent(Config("auto",
+                    "    auto_threads: 2\n"
+                    "    reconfiguration: {sample_period_ms: 10, window: 10, "
+                    "timeout_ms: 300}\n"));
   std::set<pid_t> all_runtimes;
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   // Idle: B falls from max_batch (8) to 1.

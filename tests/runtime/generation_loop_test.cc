@@ -43,8 +43,7 @@ class FakeDecoder : public Decoder {
     Peak(0, history_[slot]);
     return logits_.data();
   }
-  StatusOr<const float*> Step(const int64_t* tokens, const int64_t* positions,
-                              int count) override {
+  StatusOr<const float*> Step(const int64_t* tokens, const int64_t* positions, int count) override {
     {
       std::unique_lock<std::mutex> lock(gate_mu_);
       gate_cv_.wait(lock, [&] { return steps_taken_ < steps_allowed_; });
@@ -108,7 +107,7 @@ class FakeDecoder : public Decoder {
   const int slots_;
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
-  int64_t steps_taken_ = 0;                 // guarded by gate_mu_
+  int64_t steps_taken_ = 0;                   // guarded by gate_mu_
   int64_t steps_allowed_ = int64_t{1} << 60;  // guarded by gate_mu_
   std::vector<std::vector<int64_t>> history_;
   std::vector<float> bias_, logits_;
@@ -126,8 +125,7 @@ class GenerationLoopTest : public ::testing::Test {
   }
 
   // Creates the segment and starts the loop on it, unless `later` (then RunLoop() starts it).
-  void Start(Decoder* decoder, RefillPolicy refill, uint32_t prompt_slots = 4,
-             bool later = false) {
+  void Start(Decoder* decoder, RefillPolicy refill, uint32_t prompt_slots = 4, bool later = false) {
     decoder_ = decoder;
     refill_ = refill;
     shm::SegmentOptions o;

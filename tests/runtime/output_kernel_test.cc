@@ -29,8 +29,8 @@ void Check(const Case& c) {
   const int64_t n = static_cast<int64_t>(c.logits.size());
   std::vector<int32_t> ids(c.k);
   std::vector<float> probs(c.k);
-  FusedBiasSoftmaxTopK(c.logits.data(), c.bias.empty() ? nullptr : c.bias.data(), n,
-                       c.temperature, c.k, ids.data(), probs.data());
+  FusedBiasSoftmaxTopK(c.logits.data(), c.bias.empty() ? nullptr : c.bias.data(), n, c.temperature,
+                       c.k, ids.data(), probs.data());
   at::Tensor x = at::from_blob(const_cast<float*>(c.logits.data()), {n}).clone();
   if (!c.bias.empty()) x += at::from_blob(const_cast<float*>(c.bias.data()), {n});
   x /= c.temperature;
@@ -52,8 +52,8 @@ void Check(const Case& c) {
   }
   // Greedy without probabilities: the same best id.
   int32_t greedy = -1;
-  FusedBiasSoftmaxTopK(c.logits.data(), c.bias.empty() ? nullptr : c.bias.data(), n,
-                       c.temperature, 1, &greedy, nullptr);
+  FusedBiasSoftmaxTopK(c.logits.data(), c.bias.empty() ? nullptr : c.bias.data(), n, c.temperature,
+                       1, &greedy, nullptr);
   EXPECT_EQ(greedy, ids[0]);
 }
 

@@ -44,8 +44,8 @@ std::shared_ptr<const StageProfile> FakeProfile(int64_t max_batch) {
 }
 
 SteadyTime At(double ms) {
-  return SteadyTime{} + std::chrono::duration_cast<nanoseconds>(
-                            std::chrono::duration<double, std::milli>(ms));
+  return SteadyTime{} +
+         std::chrono::duration_cast<nanoseconds>(std::chrono::duration<double, std::milli>(ms));
 }
 double Ms(SteadyTime t) {
   return std::chrono::duration<double, std::milli>(t - SteadyTime{}).count();
@@ -137,16 +137,16 @@ struct SimInstance {
   bool busy = false;
   std::vector<std::shared_ptr<InferenceRequest>> requests;
   int64_t rows = 0;
-  int stage = 0;            // the stage running (its end is `stage_end`)
-  bool asking = true;       // may still ask for rows
-  SteadyTime start{};       // when the batch started computing
+  int stage = 0;       // the stage running (its end is `stage_end`)
+  bool asking = true;  // may still ask for rows
+  SteadyTime start{};  // when the batch started computing
   SteadyTime stage_end{};
 };
 
 struct SimResult {
-  std::map<std::string, int> answered;   // per request id: times answered
+  std::map<std::string, int> answered;  // per request id: times answered
   std::map<std::string, double> latency_ms;
-  std::map<std::string, bool> joined;    // joined a running batch
+  std::map<std::string, bool> joined;  // joined a running batch
   int topups = 0;
   int64_t topup_rows = 0;
   double worst_prediction_error_ms = 0;  // |predicted completion − simulated| over admissions
@@ -155,8 +155,9 @@ struct SimResult {
 // Runs `arrivals` (time, rows) through `instances` instances of the fake model with layered
 // batching: a free instance takes up to N_opt queued rows at once; after each stage but the
 // last it asks for more (until rows joined or the answer is final), as the runtime does.
-SimResult Simulate(const TopUpPolicy& policy, const std::vector<std::pair<double, int64_t>>& arrivals,
-                   int instances, int64_t max_rows) {
+SimResult Simulate(const TopUpPolicy& policy,
+                   const std::vector<std::pair<double, int64_t>>& arrivals, int instances,
+                   int64_t max_rows) {
   BatchAggregator queue({policy.optimal_batch(), std::chrono::microseconds(0), 1 << 20});
   std::vector<std::unique_ptr<Completion>> completions;
   std::vector<SimInstance> sim(instances);
@@ -249,8 +250,8 @@ SimResult Simulate(const TopUpPolicy& policy, const std::vector<std::pair<double
   return result;
 }
 
-std::vector<std::pair<double, int64_t>> Poisson(double per_second, double seconds,
-                                                int64_t max_rows, uint32_t seed) {
+std::vector<std::pair<double, int64_t>> Poisson(double per_second, double seconds, int64_t max_rows,
+                                                uint32_t seed) {
   std::mt19937 rng(seed);
   std::exponential_distribution<double> gap(per_second / 1000.0);
   std::uniform_int_distribution<int64_t> rows(1, max_rows);
@@ -280,8 +281,8 @@ TEST(TopUpPolicyTest, SimulatedLoadRespectsTheBudgetAndLosesNothing) {
       int joined = 0;
       for (const auto& [id, yes] : r.joined) {
         ++joined;
-        EXPECT_LE(r.latency_ms.at(id), kBudget) << "request " << id << " joined and took "
-                                                << r.latency_ms.at(id) << " ms";
+        EXPECT_LE(r.latency_ms.at(id), kBudget)
+            << "request " << id << " joined and took " << r.latency_ms.at(id) << " ms";
       }
       EXPECT_GT(joined, 0);
       // The predictor is exact for this model up to the fit.

@@ -317,8 +317,8 @@ TEST_F(ConfigTest, BadValuesNameTheirKey) {
 }
 
 TEST_F(ConfigTest, LayeredBatchingKeys) {
-  auto config =
-      Parse(OneModel("    batching: {mode: layered, latency_budget_ms: 250.5, profile_repeats: 3}\n"));
+  auto config = Parse(
+      OneModel("    batching: {mode: layered, latency_budget_ms: 250.5, profile_repeats: 3}\n"));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const BatchingConfig& b = config->models[0].batching;
   EXPECT_EQ(b.mode, BatchingMode::kLayered);

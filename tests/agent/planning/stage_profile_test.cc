@@ -110,7 +110,7 @@ TEST(StageProfileTest, RejectsBadRuns) {
   EXPECT_FALSE(StageProfile::Create({{0, {1}}}).ok());
   EXPECT_FALSE(StageProfile::Create({{1, {1, 2}}, {2, {1}}}).ok());  // stage counts differ
   EXPECT_FALSE(StageProfile::Create({{1, {-1}}}).ok());
-  EXPECT_FALSE(StageProfile::Create({{1, {0}}}).ok());  // a batch takes some time
+  EXPECT_FALSE(StageProfile::Create({{1, {0}}}).ok());          // a batch takes some time
   const auto gap = StageProfile::Create({{1, {1}}, {3, {3}}});  // batch 2 missing
   ASSERT_FALSE(gap.ok());
   EXPECT_NE(gap.status().message().find("batch size 2"), std::string::npos);

@@ -1,5 +1,6 @@
 #include "agent/pool/cpuset_controller.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,8 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "agent/pool/process_launcher.h"
 #include "tests/agent/pool/fake_host.h"
@@ -83,7 +82,8 @@ TEST(CpusetControllerTest, StaleGroupsOfDeadAgentsAreRemovedAtOpen) {
   const std::string mine_before = base + "/packrat." + std::to_string(getpid()) + ".m.1.0";
   const std::string live = base + "/packrat.1.m.1.0";  // pid 1 runs
   const std::string other = base + "/system.slice";
-  for (const auto& d : {stale, mine_before, live, other}) host.Write(d.substr(host.root().size()) + "/cpuset.cpus", "0");
+  for (const auto& d : {stale, mine_before, live, other})
+    host.Write(d.substr(host.root().size()) + "/cpuset.cpus", "0");
   auto c = CpusetController::Open(ReadCgroupInfo(host.root()), getpid());
   EXPECT_FALSE(Exists(stale));
   EXPECT_FALSE(Exists(mine_before)) << "an earlier agent with our pid (a restarted container)";
