@@ -53,6 +53,9 @@ struct HttpResponse {
 };
 
 // Sends the response for one request. Call exactly once, from any thread; never blocks.
+// Lifetime: a responder refers to its connection, which belongs to the server that issued it;
+// call it or destroy it before that server is destroyed (HttpServer::Stop waits for the answers
+// of every request it handed out, up to its deadline).
 using HttpResponder = std::function<void(HttpResponse)>;
 
 class HttpHandler {

@@ -49,7 +49,10 @@ class StreamingHandler : public HttpHandler {
       return respond(std::move(r));
     }
     if (request.target == "/hold") {
-      held_.push_back(respond);  // answered never (until the test ends)
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_.push_back(respond);  // answered when the test ends
+      }
       request.on_disconnect([this] {
         std::lock_guard<std::mutex> lock(mu_);
         ++gone_;
@@ -72,6 +75,19 @@ class StreamingHandler : public HttpHandler {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return writer_saw_close_; });
   }
+  // Answers the /hold requests (503): responders must not outlive the server.
+  void AnswerHeld() {
+    std::vector<HttpResponder> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& respond : held) {
+      HttpResponse r;
+      r.status = 503;
+      respond(std::move(r));
+    }
+  }
   ~StreamingHandler() override {
     for (auto& t : threads_) t.join();
   }
@@ -79,9 +95,9 @@ class StreamingHandler : public HttpHandler {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  int gone_ = 0;                   // guarded by mu_
-  bool writer_saw_close_ = false;  // guarded by mu_
-  std::vector<HttpResponder> held_;
+  int gone_ = 0;                     // guarded by mu_
+  bool writer_saw_close_ = false;    // guarded by mu_
+  std::vector<HttpResponder> held_;  // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
@@ -97,6 +113,7 @@ class HttpStreamTest : public ::testing::Test {
     server_->Start();
   }
   void TearDown() override {
+    handler_.AnswerHeld();
     server_->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
 
