@@ -25,8 +25,10 @@ if ((${#missing[@]})); then
 fi
 
 # Single-thread ResNet-50 is ~10x slower with the reference BLAS: insist on OpenBLAS.
-if ! update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null \
-    | grep -q '^Value: .*openblas'; then
+# (Read the answer whole first: `grep -q` exits at the match, and under pipefail the writer's
+# SIGPIPE would read as "no match".)
+blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null || true)
+if ! grep -q '^Value: .*openblas' <<<"$blas"; then
   echo "setup: warning: libblas.so.3 does not point to OpenBLAS" >&2
 fi
 

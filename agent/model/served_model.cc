@@ -678,6 +678,7 @@ Status ServedModel::ApplyChange(const PlanChange& change) {
                          false);
   }
   if (status.ok()) {
+    estimator_.Restart();  // what it saw under the old plan (one request of 64 rows, say) is stale
     std::lock_guard<std::mutex> lock(mu_);
     adaptive_ = adaptive;
   }

@@ -61,6 +61,8 @@ BatchSizeEstimator::BatchSizeEstimator(const Options& options) : options_(option
   window_.reserve(static_cast<size_t>(options.window));
 }
 
+void BatchSizeEstimator::Restart() { *this = BatchSizeEstimator(options_); }
+
 bool BatchSizeEstimator::Sample(SteadyTime now, int64_t queue_depth) {
   if (last_sample_.has_value() && now - *last_sample_ < options_.sample_period) return false;
   const double q = static_cast<double>(queue_depth < 0 ? 0 : queue_depth);

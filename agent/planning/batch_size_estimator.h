@@ -101,6 +101,11 @@ class BatchSizeEstimator {
   // smaller batch size.
   std::optional<int64_t> Decide(SteadyTime now, int64_t current_b);
 
+  // Forgets every sample: the EWMA, the window and the decision grid start again with the next
+  // Sample(), as after construction. For a plan set from outside (the management API): the load
+  // seen under the old plan says nothing about the new one.
+  void Restart();
+
   // The mode of the window with Decide()'s tie-break, without the timing or the hysteresis;
   // nullopt until the window holds n estimates.
   std::optional<int64_t> Smoothed(int64_t current_b) const;

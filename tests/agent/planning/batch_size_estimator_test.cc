@@ -260,6 +260,30 @@ TEST_F(BatchSizeEstimatorTest, StepUpRaisesBatchOnceAtTheNextBoundary) {
   EXPECT_DOUBLE_EQ(std::round(e.ewma()), 32.0);
 }
 
+TEST_F(BatchSizeEstimatorTest, RestartForgetsTheLoadSeenBefore) {
+  BatchSizeEstimator e(Options{});
+  std::vector<int64_t> trace;
+  Repeat(trace, 64, 90);  // e.g. single requests of 64 rows, under a plan set by hand
+  int64_t b = 8;
+  EXPECT_TRUE(Replay(e, trace, b).empty());
+  e.Restart();
+  EXPECT_EQ(e.samples(), 0);
+  EXPECT_EQ(e.ewma(), 0.0);
+  EXPECT_FALSE(e.next_decision_time().has_value());
+  // Light load afterwards: the first decision, a full timeout after the first new sample, is
+  // made from the new load only (without the restart it would have been 64 at sample 100).
+  const SteadyTime later = t0_ + std::chrono::seconds(60);
+  std::optional<int64_t> decided;
+  int64_t decided_at = -1;
+  for (int i = 0; i < 200 && !decided; ++i) {
+    const SteadyTime now = later + i * e.options().sample_period;
+    EXPECT_TRUE(e.Sample(now, 1));
+    if ((decided = e.Decide(now, b))) decided_at = i;
+  }
+  EXPECT_EQ(decided, std::optional<int64_t>(1));
+  EXPECT_EQ(decided_at, 100);
+}
+
 TEST_F(BatchSizeEstimatorTest, StepDownLowersBatchOnce) {
   BatchSizeEstimator e(Options{});
   std::vector<int64_t> trace;
