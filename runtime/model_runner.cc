@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include "common/logging.h"
 #include "shm/layout.h"
@@ -15,7 +16,7 @@
 namespace packrat::runtime {
 namespace {
 
-c10::optional<at::ScalarType> ToScalarType(DataType type) {
+std::optional<at::ScalarType> ToScalarType(DataType type) {
   switch (type) {
     case DataType::kBool:
       return at::kBool;
@@ -40,7 +41,7 @@ c10::optional<at::ScalarType> ToScalarType(DataType type) {
     case DataType::kInvalid:
       break;
   }
-  return c10::nullopt;
+  return std::nullopt;
 }
 
 DataType FromScalarType(at::ScalarType type) {

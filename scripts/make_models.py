@@ -294,6 +294,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="models")
     parser.add_argument("--bench", action="store_true", help="also the large benchmark models")
+    parser.add_argument("--only", default="",
+                        help="comma-separated file names: write only these (e.g. resnet50.pt)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -327,7 +329,13 @@ def main():
         # GPT-2 small's shape (12 layers, hidden 768, 12 heads, vocabulary 50257), 512 positions
         jobs.append(("gpt2_like.pt", GptDecoder(vocab=50257, d=768, layers=12, heads=12,
                                                 max_len=512), None))
+    only = set(filter(None, args.only.split(",")))
+    unknown = only - {name for name, _, _ in jobs}
+    if unknown:
+        parser.error(f"unknown models: {', '.join(sorted(unknown))}")
     for name, module, example in jobs:
+        if only and name not in only:
+            continue
         path = os.path.join(args.out, name)
         if os.path.exists(path):
             print(f"kept {path}")

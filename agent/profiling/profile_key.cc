@@ -1,5 +1,6 @@
 #include "agent/profiling/profile_key.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <vector>
