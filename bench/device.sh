@@ -9,9 +9,10 @@
 #                                there: builds against pip's libtorch (once), generates the
 #                                models the arguments name, starts bench/run in its own session
 #                                (once; with --resume and the results of an earlier machine from
-#                                .device/results.tar.xz), waits up to S seconds for it, then
-#                                leaves results.tar.xz and the log in $OUT. The same call again
-#                                waits on the same run, so a run may outlast one command.
+#                                .device/results.tar.xz), waits for it until S seconds after
+#                                this script started, then leaves results.tar.xz and the log in
+#                                $OUT. The same call again waits on the same run, so a run may
+#                                outlast one command (a ResNet-50 profile at T = 16: 10 min).
 #
 # Then here: unpack results.tar.xz into bench/results/ and
 # `bench/run --render-only --tag TAG --models ...` writes the docs section and plots.
@@ -76,7 +77,7 @@ fi
 if ! pgrep -f "bench/run .*--no-setup" > /dev/null; then
   mkdir -p bench/results
   PYTHONPATH=$DEPS/usr/lib/python3/dist-packages PACKRAT_PYTHON=$PY \
-    PACKRAT_BENCH_COMMAND="bench/device.sh session S" PYTHONUNBUFFERED=1 \
+    PACKRAT_BENCH_COMMAND="bench/device.sh session $seconds" PYTHONUNBUFFERED=1 \
     setsid "$PY" bench/run --no-setup --no-docs --resume "$@" >> "$log" 2>&1 < /dev/null &
 fi
 end=$seconds  # from the start of this script

@@ -8,6 +8,9 @@
 # bench/results/fig6.{csv,log,txt} and docs/fig6.png, and prints the summary.
 #
 #   bench/fig6.sh [LOW] [HIGH] [LOW_S] [HIGH_S]
+#
+# WARM_SHADOW=1 sets reconfiguration.skip_warmup_on_busy_cpus: false (the shadow set warms up
+# on the CPUs the serving set runs on, as before that setting existed), for comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low=${1:-4}; high=${2:-40}; low_s=${3:-40}; high_s=${4:-50}
@@ -26,6 +29,7 @@ models:
     batching: {max_batch: 8, max_delay_us: 5000}
     instances: auto
     warmup_iterations: 2
+    reconfiguration: {skip_warmup_on_busy_cpus: $([ "${WARM_SHADOW:-0}" = 1 ] && echo false || echo true)}
 YAML
 # One image as a binary-extension request.
 python3 - "$tmp/body" <<'PY'

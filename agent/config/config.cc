@@ -408,9 +408,14 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node rc = node["reconfiguration"]) {
     const std::string k = key + ".reconfiguration";
     ReconfigurationConfig& c = m->reconfiguration;
-    RETURN_IF_ERROR(r.CheckKeys(rc, k,
-                                {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
-                                 "drain_timeout_s", "max_utilization"}));
+    RETURN_IF_ERROR(
+        r.CheckKeys(rc, k,
+                    {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
+                     "drain_timeout_s", "max_utilization", "skip_warmup_on_busy_cpus"}));
+    if (rc["skip_warmup_on_busy_cpus"]) {
+      RETURN_IF_ERROR(r.Get(rc["skip_warmup_on_busy_cpus"], k + ".skip_warmup_on_busy_cpus",
+                            &c.skip_warmup_on_busy_cpus));
+    }
     if (rc["max_utilization"]) {
       RETURN_IF_ERROR(
           r.GetDouble(rc["max_utilization"], k + ".max_utilization", 0.01, 1, &c.max_utilization));

@@ -92,6 +92,11 @@ struct ReconfigurationConfig {
   // rate: rows in the system shrink when a better plan serves them, and without this guard
   // that alone would trigger the step back down. (0, 1]; 1 disables the guard.
   double max_utilization = 0.8;
+  // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
+  // model and skips the warm-up, whose parallel regions would share those CPUs with the
+  // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under
+  // load against 1.0 s idle). Its first batches then run cold instead. false warms up anyway.
+  bool skip_warmup_on_busy_cpus = true;
 };
 
 // Generative models (amun-topup-batching-paper): POST /v2/models/{m}/generate[_stream]. Each

@@ -326,7 +326,11 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
                          config_.name + "." + std::to_string(generation) + "." + std::to_string(i),
                          w->placement.cpus, w->placement.mems));
     }
-    if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
+    if (options_.allocator) {
+      // Before this worker's own lease: CPUs held now belong to running instances.
+      for (int cpu : w->placement.cpus) w->busy_cpus |= options_.allocator->holders(cpu) > 0;
+      w->lease = options_.allocator->Hold(w->placement.cpus);
+    }
     workers.push_back(std::move(w));
   }
   if (generative()) return StartDecoders(std::move(workers), generation);
@@ -345,6 +349,12 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.inputs = config_.inputs;
     o.outputs = config_.outputs;
     o.warmup_iterations = config_.warmup_iterations;
+    if (workers[i]->busy_cpus && config_.reconfiguration.skip_warmup_on_busy_cpus) {
+      o.warmup_iterations = 0;
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': instance " << generation << "." << i
+                        << " starts cold: its CPUs " << FormatCpuList(workers[i]->placement.cpus)
+                        << " still serve the current set";
+    }
     o.idle_spin_us = options_.runtime_idle_spin_us;
     o.kernel = config_.kernel;
     o.accuracy = config_.accuracy;

@@ -62,7 +62,7 @@ class ResourceAllocator {
 
   // Marks `cpus` held by a live instance for as long as the lease lives (rule 4).
   CpuLease Hold(const std::vector<int>& cpus);
-  // How many live instances hold `cpu` (tests).
+  // How many live instances hold `cpu` (a shadow set placed on held CPUs starts cold).
   int holders(int cpu) const;
 
  private:

@@ -2,6 +2,7 @@
 // the batch-size estimator's automatic ones, and a runtime killed mid-batch. Every request sent
 // is counted and every answer checked against direct libtorch; no runtime process, segment or
 // cgroup may be left behind.
+#include <sched.h>
 #include <signal.h>
 #include <simdjson.h>
 #include <sys/wait.h>
@@ -357,6 +358,38 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
             std::string::npos);
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   StopAndCheckClean(all_runtimes);
+}
+
+// With no idle CPU left for the shadow set (the serving set holds every usable one), the new
+// runtimes start cold instead of warming up on CPUs that serving runtimes run on; with
+// skip_warmup_on_busy_cpus: false they warm up as before. Either way the new set answers right.
+TEST_F(ReconfigurationTest, ShadowSetOnBusyCpusStartsCold) {
+  const std::vector<Sample> samples = MakeSamples(6);
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  const std::string cpus = std::to_string(CPU_COUNT(&mask));
+  for (const bool skip : {true, false}) {
+    SCOPED_TRACE(skip ? "skip_warmup_on_busy_cpus: true" : "skip_warmup_on_busy_cpus: false");
+    StartAgent(Config("[{count: " + cpus + ", threads: 1, batch: 1}]",
+                      std::string("    reconfiguration: {skip_warmup_on_busy_cpus: ") +
+                          (skip ? "true" : "false") + "}\n"));
+    std::set<pid_t> runtimes;
+    for (const auto& w : GetConfig().workers) runtimes.insert(w.pid);
+    const HttpResult r =
+        management_->Request("PUT", "/v2/models/tiny/config",
+                             R"({"instances":[{"count":1,"threads":)" + cpus + R"(,"batch":4}]})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_TRUE(agent_->WaitForLog("generation 2 serving")) << agent_->Log();
+    EXPECT_EQ(agent_->Log().find("starts cold") != std::string::npos, skip) << agent_->Log();
+    HttpClient client("127.0.0.1", agent_->http_port());
+    for (const Sample& s : samples) {
+      const HttpResult answer = client.Post("/v2/models/tiny/infer", s.body);
+      EXPECT_EQ(answer.status, 200) << answer.body;
+      EXPECT_TRUE(Matches(answer.body, s.expected)) << answer.body;
+    }
+    for (const auto& w : GetConfig().workers) runtimes.insert(w.pid);
+    StopAndCheckClean(runtimes);
+  }
 }
 
 TEST_F(ReconfigurationTest, KilledRuntimeIsRetriedAndRestarted) {

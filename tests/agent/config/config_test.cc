@@ -243,6 +243,23 @@ TEST_F(ConfigTest, AutoInstancesPlanForMaxBatch) {
             "threads, batch}");
 }
 
+TEST_F(ConfigTest, ReconfigurationSection) {
+  auto config = Parse(OneModel(""));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->models[0].reconfiguration.skip_warmup_on_busy_cpus);
+  config =
+      Parse(OneModel("    reconfiguration: {timeout_ms: 5000, max_utilization: 1, "
+                     "skip_warmup_on_busy_cpus: false}\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const ReconfigurationConfig& r = config->models[0].reconfiguration;
+  EXPECT_EQ(r.timeout_ms, 5000);
+  EXPECT_EQ(r.max_utilization, 1);
+  EXPECT_FALSE(r.skip_warmup_on_busy_cpus);
+  EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {skip_warmup_on_busy_cpus: often}\n"))
+                .find("skip_warmup_on_busy_cpus"),
+            std::string::npos);
+}
+
 TEST_F(ConfigTest, MetricsEndpointAndProfileDir) {
   auto config = Parse("server: {metrics: 0.0.0.0:9100, profile_dir: cache}\n" + OneModel());
   ASSERT_TRUE(config.ok()) << config.status().ToString();
