@@ -22,6 +22,16 @@ int64_t FloorPowerOfTwo(int64_t x) {
   return p;
 }
 
+// The instances' thread counts, one entry per instance, ascending.
+std::vector<int> ThreadCounts(const std::vector<InstanceGroup>& groups) {
+  std::vector<int> threads;
+  for (const InstanceGroup& g : groups) {
+    threads.insert(threads.end(), static_cast<size_t>(g.count), g.threads);
+  }
+  std::sort(threads.begin(), threads.end());
+  return threads;
+}
+
 BatchSizeEstimator::Options EstimatorOptions(const ModelConfig& config) {
   BatchSizeEstimator::Options o;
   const ReconfigurationConfig& rc = config.reconfiguration;
@@ -878,6 +888,16 @@ void ServedModel::Tick(SteadyTime now) {
   if (!plan.ok()) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision << ": "
                          << plan.status().message();
+    return;
+  }
+  if (generative() && *decision < active->target_rows &&
+      ThreadCounts(plan->groups) == ThreadCounts(active->groups)) {
+    // A decode step runs the active sequences only (the runtime compacts them into the first
+    // slots), so the serving instances run a smaller B as fast as the plan for it would; the
+    // switch would only restart them (seconds for a GPT-2-sized decoder: docs/benchmarks.md).
+    PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
+                      << ": the plan for B=" << *decision
+                      << " has the same thread counts, and idle decode slots cost nothing";
     return;
   }
   if (*decision < active->target_rows && plan->latency_ms > 0) {

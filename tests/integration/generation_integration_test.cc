@@ -286,5 +286,33 @@ TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) 
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({3, 4}, 9)).body).size(), 9u);
 }
 
+TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWouldShrink) {
+  // T = 1: every plan is one single-thread instance, so a smaller B changes only the number of
+  // decode slots; idle slots cost a decode step nothing, and restarting the runtime would.
+  AgentProcess agent(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+      "models:\n"
+      "  - name: gpt\n"
+      "    path: " +
+          kModels +
+          "/tiny_gpt.pt\n"
+          "    generation: {refill: half}\n"
+          "    batching: {max_batch: 4}\n"
+          "    instances: auto\n"
+          "    auto_threads: 1\n"
+          "    reconfiguration: {sample_period_ms: 10, window: 10, timeout_ms: 300}\n");
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  // Idle: the estimator wants B = 1; the four-slot instance stays.
+  ASSERT_TRUE(agent.WaitForLogCount("keeping B=4: the plan for B=1 has the same thread counts", 2))
+      << agent.Log();
+  EXPECT_EQ(agent.Log().find("reconfiguring (estimator"), std::string::npos) << agent.Log();
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({3, 4}, 9)).body).size(), 9u);
+  const auto status = agent.Stop(SIGTERM);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Log();
+}
+
 }  // namespace
 }  // namespace packrat
