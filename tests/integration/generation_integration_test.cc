@@ -43,6 +43,21 @@ std::string Config(int slots, const std::string& refill, int instances = 1) {
          std::to_string(instances) + ", threads: 1, batch: " + std::to_string(slots) + "}]\n";
 }
 
+// `instances: auto` for B = 4 on `threads` threads, with `reconfiguration` as given.
+std::string AutoConfig(int threads, const std::string& reconfiguration) {
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+         "models:\n"
+         "  - name: gpt\n"
+         "    path: " +
+         kModels +
+         "/tiny_gpt.pt\n"
+         "    generation: {refill: half}\n"
+         "    batching: {max_batch: 4}\n"
+         "    instances: auto\n"
+         "    auto_threads: " +
+         std::to_string(threads) + "\n    reconfiguration: " + reconfiguration + "\n";
+}
+
 std::string Body(const std::vector<int>& ids, int max_tokens, const std::string& extra = "") {
   std::string s = "{\"input_ids\":[";
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -256,18 +271,7 @@ TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
 
 TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) {
   // The optimizer's profile of a generative model is per decode step: L[t,b] with b sequences.
-  AgentProcess agent(PACKRAT_AGENT_PATH,
-                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
-                     "models:\n"
-                     "  - name: gpt\n"
-                     "    path: " +
-                         kModels +
-                         "/tiny_gpt.pt\n"
-                         "    generation: {refill: half}\n"
-                         "    batching: {max_batch: 4}\n"
-                         "    instances: auto\n"
-                         "    auto_threads: 2\n"
-                         "    reconfiguration: {adaptive: false}\n");
+  AgentProcess agent(PACKRAT_AGENT_PATH, AutoConfig(2, "{adaptive: false}"));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
   ASSERT_TRUE(agent.WaitForLog("plan for T=2, B=4")) << agent.Log();
   HttpClient management("127.0.0.1", agent.management_port());
@@ -289,19 +293,8 @@ TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) 
 TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWouldShrink) {
   // T = 1: every plan is one single-thread instance, so a smaller B changes only the number of
   // decode slots; idle slots cost a decode step nothing, and restarting the runtime would.
-  AgentProcess agent(
-      PACKRAT_AGENT_PATH,
-      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
-      "models:\n"
-      "  - name: gpt\n"
-      "    path: " +
-          kModels +
-          "/tiny_gpt.pt\n"
-          "    generation: {refill: half}\n"
-          "    batching: {max_batch: 4}\n"
-          "    instances: auto\n"
-          "    auto_threads: 1\n"
-          "    reconfiguration: {sample_period_ms: 10, window: 10, timeout_ms: 300}\n");
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     AutoConfig(1, "{sample_period_ms: 10, window: 10, timeout_ms: 300}"));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
   // Idle: the estimator wants B = 1; the four-slot instance stays.
   ASSERT_TRUE(agent.WaitForLogCount("keeping B=4: the plan for B=1 has the same thread counts", 2))
