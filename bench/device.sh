@@ -59,13 +59,14 @@ if [[ ! -x build/bin/packrat-runtime ]]; then
   abi=$($PY -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
   [[ $abi == 1 ]] || { echo "this torch uses the pre-C++11 string ABI: not supported" >&2; exit 1; }
   echo "== torch $($PY -c 'import torch; print(torch.__version__)') at $torch; $(c++ --version | head -1)"
+  mkdir -p build
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$DEPS/usr \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DPACKRAT_TORCH_ROOT="$torch" -DPACKRAT_WERROR=OFF \
-    > build.configure.log 2>&1 || { tail -40 build.configure.log; exit 1; }
+    > build/configure.log 2>&1 || { tail -40 build/configure.log; exit 1; }
   if ! cmake --build build -j "$(nproc)" --target packrat-agent packrat-runtime loadgen \
-       batch_latency generate_load -- -k 0 > build.log 2>&1; then
-    grep -B2 -A12 -E "error|FAILED" build.log | head -200
-    cp build.log "$OUT/"
+       batch_latency generate_load -- -k 0 > build/build.log 2>&1; then
+    grep -B2 -A12 -E "error|FAILED" build/build.log | head -200
+    cp build/build.log "$OUT/"
     exit 1
   fi
   $PY scripts/make_models.py --out models --bench --only "$(sed 's/,/.pt,/g; s/$/.pt/' <<< "$models")"
