@@ -205,6 +205,8 @@ template <class Protocol>
 class Session : public std::enable_shared_from_this<Session<Protocol>> {
  public:
   static constexpr size_t kReadBufferBytes = 256 * 1024;
+  // How long a rejected request's unread bytes are drained before the socket closes.
+  static constexpr auto kLingerTime = std::chrono::seconds(2);
 
   Session(typename Protocol::socket&& socket, HttpServer::Impl* server)
       : stream_(std::move(socket)), server_(server) {
@@ -298,6 +300,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     response.status = status;
     response.body = ErrorJson(message);
     server_->BeginRequest();
+    linger_ = true;  // the rest of the request may still be on its way
     Write(std::move(response), /*keep_alive=*/false, 11, /*counted=*/true);
   }
 
@@ -475,9 +478,24 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
         });
   }
 
+  // Shuts down sending. After a rejected request (`linger_`) the bytes the client still sends
+  // are read and dropped until it closes or kLingerTime passes: closing a socket with unread
+  // data resets the connection, and a client still writing its body would lose the error
+  // response (a lingering close, as web servers do). The session lives until then.
   void Close() {
     beast::error_code ec;
     stream_.socket().shutdown(net::socket_base::shutdown_send, ec);
+    if (linger_ && !ec) {
+      stream_.expires_after(kLingerTime);
+      Discard();
+    }
+  }
+
+  void Discard() {
+    stream_.async_read_some(buffer_.prepare(kReadBufferBytes),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                              if (!ec) self->Discard();  // uncommitted: dropped
+                            });
   }
 
   beast::basic_stream<Protocol> stream_;
@@ -490,6 +508,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   uint64_t answered_ = 0;
   std::function<void()> on_gone_;
   bool watching_ = false;
+  bool linger_ = false;  // the connection closes after a rejection (Close)
 };
 
 }  // namespace

@@ -97,7 +97,11 @@ HttpResult HttpClient::Request(const std::string& method, const std::string& tar
     parser.body_limit(1ull << 30);
     auto exchange = [&](auto& stream) {
       bhttp::write(stream, req, ec);
-      if (!ec) bhttp::read(stream, impl_->buffer, parser, ec);
+      // A server may answer (413, say) and close before the whole body is sent: its answer is
+      // read anyway, as curl does.
+      beast::error_code read_ec;
+      bhttp::read(stream, impl_->buffer, parser, read_ec);
+      ec = read_ec;
     };
     if (impl_->unix_stream) {
       exchange(*impl_->unix_stream);
