@@ -221,11 +221,14 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Read(); });
   }
 
-  // Answers 503 without reading anything and closes: the server is at max_connections.
+  // Answers 503 without reading anything and closes at once (no lingering close: a connection
+  // over the limit must not hold a slot): the server is at max_connections.
   void RunRejecting() {
     net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
-      self->Reject(503, "too many connections (the limit is " +
-                            std::to_string(self->server_->options().max_connections) + ")");
+      self->Reject(503,
+                   "too many connections (the limit is " +
+                       std::to_string(self->server_->options().max_connections) + ")",
+                   /*linger=*/false);
     });
   }
 
@@ -295,12 +298,13 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
         });
   }
 
-  void Reject(int status, const std::string& message) {
+  // Answers `status` and closes; `linger` drains what the client still sends first (Close).
+  void Reject(int status, const std::string& message, bool linger = true) {
     HttpResponse response;
     response.status = status;
     response.body = ErrorJson(message);
     server_->BeginRequest();
-    linger_ = true;  // the rest of the request may still be on its way
+    linger_ = linger;
     Write(std::move(response), /*keep_alive=*/false, 11, /*counted=*/true);
   }
 
