@@ -29,15 +29,17 @@ using testing::HttpResult;
 
 const std::string kModels = PACKRAT_MODELS_DIR;
 
-std::string Config(int slots, const std::string& refill, int instances = 1) {
+// The agent's config up to the tiny GPT's path; a test appends the rest of its mapping.
+std::string ConfigHead() {
   return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
          "models:\n"
          "  - name: gpt\n"
          "    path: " +
-         kModels +
-         "/tiny_gpt.pt\n"
-         "    generation: {refill: " +
-         refill +
+         kModels + "/tiny_gpt.pt\n";
+}
+
+std::string Config(int slots, const std::string& refill, int instances = 1) {
+  return ConfigHead() + "    generation: {refill: " + refill +
          ", max_tokens: 100}\n"
          "    instances: [{count: " +
          std::to_string(instances) + ", threads: 1, batch: " + std::to_string(slots) + "}]\n";
@@ -45,12 +47,7 @@ std::string Config(int slots, const std::string& refill, int instances = 1) {
 
 // `instances: auto` for B = 4 on `threads` threads, with `reconfiguration` as given.
 std::string AutoConfig(int threads, const std::string& reconfiguration) {
-  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
-         "models:\n"
-         "  - name: gpt\n"
-         "    path: " +
-         kModels +
-         "/tiny_gpt.pt\n"
+  return ConfigHead() +
          "    generation: {refill: half}\n"
          "    batching: {max_batch: 4}\n"
          "    instances: auto\n"
