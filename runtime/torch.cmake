@@ -8,20 +8,18 @@
 # (bench/device.sh checks torch._C._GLIBCXX_USE_CXX11_ABI).
 set(PACKRAT_TORCH_ROOT "" CACHE PATH "a pip-installed torch package folder (CPU libraries only)")
 if(PACKRAT_TORCH_ROOT)
+  set(TORCH_INCLUDE_DIRS ${PACKRAT_TORCH_ROOT}/include
+                         ${PACKRAT_TORCH_ROOT}/include/torch/csrc/api/include)
   if(NOT TARGET packrat_pip_torch)
     find_library(PACKRAT_TORCH_CPU_LIBRARY torch_cpu PATHS ${PACKRAT_TORCH_ROOT}/lib
                  NO_DEFAULT_PATH REQUIRED)
     find_library(PACKRAT_C10_LIBRARY c10 PATHS ${PACKRAT_TORCH_ROOT}/lib NO_DEFAULT_PATH REQUIRED)
     add_library(packrat_pip_torch INTERFACE IMPORTED GLOBAL)
-    target_include_directories(packrat_pip_torch INTERFACE
-                               ${PACKRAT_TORCH_ROOT}/include
-                               ${PACKRAT_TORCH_ROOT}/include/torch/csrc/api/include)
+    target_include_directories(packrat_pip_torch INTERFACE ${TORCH_INCLUDE_DIRS})
     target_link_libraries(packrat_pip_torch INTERFACE ${PACKRAT_TORCH_CPU_LIBRARY}
                           ${PACKRAT_C10_LIBRARY})
   endif()
   set(TORCH_LIBRARIES packrat_pip_torch)
-  set(TORCH_INCLUDE_DIRS ${PACKRAT_TORCH_ROOT}/include
-                         ${PACKRAT_TORCH_ROOT}/include/torch/csrc/api/include)
   set(TORCH_CXX_FLAGS "")
 else()
   find_package(Torch REQUIRED)

@@ -30,7 +30,6 @@ struct Worker {
   Placement placement;  // empty without an allocator
   int threads = 1;
   int64_t batch = 1;
-  bool busy_cpus = false;  // some of its CPUs were held by running instances when it started
   std::unique_ptr<RuntimeInstance> instance;
   std::unique_ptr<DecodeInstance> decoder;
 

@@ -325,6 +325,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
   // Every worker's cgroup first (cheap), then the runtimes in parallel: each start is mostly
   // the runtime loading and warming up its model.
   std::vector<std::shared_ptr<Worker>> workers;
+  std::vector<bool> busy(shapes.size());  // some of its CPUs serve a running instance
   for (size_t i = 0; i < shapes.size(); ++i) {
     auto w = std::make_shared<Worker>();
     w->threads = shapes[i].first;
@@ -338,7 +339,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     }
     if (options_.allocator) {
       // Before this worker's own lease: CPUs held now belong to running instances.
-      for (int cpu : w->placement.cpus) w->busy_cpus |= options_.allocator->holders(cpu) > 0;
+      for (int cpu : w->placement.cpus) busy[i] = busy[i] || options_.allocator->holders(cpu) > 0;
       w->lease = options_.allocator->Hold(w->placement.cpus);
     }
     workers.push_back(std::move(w));
@@ -359,7 +360,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.inputs = config_.inputs;
     o.outputs = config_.outputs;
     o.warmup_iterations = config_.warmup_iterations;
-    if (workers[i]->busy_cpus && config_.reconfiguration.skip_warmup_on_busy_cpus) {
+    if (busy[i] && config_.reconfiguration.skip_warmup_on_busy_cpus) {
       o.warmup_iterations = 0;
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': instance " << generation << "." << i
                         << " starts cold: its CPUs " << FormatCpuList(workers[i]->placement.cpus)
