@@ -408,10 +408,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node rc = node["reconfiguration"]) {
     const std::string k = key + ".reconfiguration";
     ReconfigurationConfig& c = m->reconfiguration;
-    RETURN_IF_ERROR(
-        r.CheckKeys(rc, k,
-                    {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
-                     "drain_timeout_s", "max_utilization", "skip_warmup_on_busy_cpus"}));
+    RETURN_IF_ERROR(r.CheckKeys(rc, k,
+                                {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
+                                 "drain_timeout_s", "max_utilization", "overload_window_ms",
+                                 "scale_down_delay_ms", "skip_warmup_on_busy_cpus"}));
     if (rc["skip_warmup_on_busy_cpus"]) {
       RETURN_IF_ERROR(r.Get(rc["skip_warmup_on_busy_cpus"], k + ".skip_warmup_on_busy_cpus",
                             &c.skip_warmup_on_busy_cpus));
@@ -419,6 +419,14 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     if (rc["max_utilization"]) {
       RETURN_IF_ERROR(
           r.GetDouble(rc["max_utilization"], k + ".max_utilization", 0.01, 1, &c.max_utilization));
+    }
+    if (rc["overload_window_ms"]) {
+      RETURN_IF_ERROR(r.GetInt(rc["overload_window_ms"], k + ".overload_window_ms", 0, 3'600'000,
+                               &c.overload_window_ms));
+    }
+    if (rc["scale_down_delay_ms"]) {
+      RETURN_IF_ERROR(r.GetInt(rc["scale_down_delay_ms"], k + ".scale_down_delay_ms", 0, 86'400'000,
+                               &c.scale_down_delay_ms));
     }
     if (rc["adaptive"]) RETURN_IF_ERROR(r.Get(rc["adaptive"], k + ".adaptive", &c.adaptive));
     if (rc["alpha"]) RETURN_IF_ERROR(r.GetDouble(rc["alpha"], k + ".alpha", 1e-6, 1, &c.alpha));

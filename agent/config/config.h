@@ -92,6 +92,15 @@ struct ReconfigurationConfig {
   // rate: rows in the system shrink when a better plan serves them, and without this guard
   // that alone would trigger the step back down. (0, 1]; 1 disables the guard.
   double max_utilization = 0.8;
+  // Overload: when the rows arriving over this span outrun what the serving plan can run
+  // (utilization above 1) while rows queue beyond its B, the model moves at once, without
+  // waiting for the estimator's window, to the smallest B whose plan keeps up at
+  // max_utilization (batch_for_rate.h). 0 disables the fast path.
+  int64_t overload_window_ms = 2000;
+  // After the overload path moved B up, the estimator's steps down wait this long: scale up
+  // fast, down slowly (as Kubernetes' autoscaler's stabilization window), since a rate near a
+  // plan's capacity would otherwise move B down and up again, seconds of switching each time.
+  int64_t scale_down_delay_ms = 30'000;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <future>
+#include <limits>
 #include <map>
+#include <sstream>
 
 #include "agent/batching/slice_io.h"
+#include "agent/planning/batch_for_rate.h"
 #include "agent/pool/cpu_list.h"
 #include "agent/profiling/profile_store.h"
 #include "agent/profiling/stage_profiler.h"
@@ -88,7 +91,12 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
       signature_(config_.Signature()),
       options_(std::move(options)),
       launcher_(launcher),
-      estimator_(EstimatorOptions(config_)) {
+      estimator_(EstimatorOptions(config_)),
+      // Long enough for the estimator's window and for the overload window.
+      arrival_rate_(std::chrono::milliseconds(
+          std::max(config_.reconfiguration.window * config_.reconfiguration.sample_period_ms,
+                   config_.reconfiguration.overload_window_ms) +
+          config_.reconfiguration.sample_period_ms)) {
   adaptive_ = config_.auto_instances && config_.reconfiguration.adaptive;
 }
 
@@ -370,12 +378,27 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.kernel = config_.kernel;
     o.accuracy = config_.accuracy;
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
-    if (metrics::ModelMetrics* m = options_.metrics) {
-      o.on_slice_computed = [m](const SliceTiming& t) {
+    // Every slice's compute time against the profile's prediction for its rows, after the
+    // runtime's first slices (which may run cold): how much slower serving runs than the
+    // profile, which timed one instance alone.
+    const Profile* profile = optimizer_ ? &optimizer_->profile() : nullptr;
+    o.on_slice_computed = [this, m = options_.metrics, profile, threads = o.threads,
+                           seen = std::make_shared<std::atomic<int>>(0)](const SliceTiming& t) {
+      if (m) {
         m->batch_size().Observe(static_cast<double>(t.rows));
         m->compute_duration().Observe(std::chrono::duration<double>(t.compute).count());
-      };
-    }
+      }
+      if (profile == nullptr || seen->fetch_add(1, std::memory_order_relaxed) < kColdSlices) return;
+      const std::optional<double> predicted = profile->InterpolatedLatency(threads, t.rows);
+      if (!predicted || *predicted <= 0) return;
+      const double ratio = std::clamp(
+          std::chrono::duration<double, std::milli>(t.compute).count() / *predicted, 0.25, 4.0);
+      double old = slowdown_.load(std::memory_order_relaxed);
+      double next;
+      do {
+        next = old == 0 ? ratio : (1 - kSlowdownAlpha) * old + kSlowdownAlpha * ratio;
+      } while (!slowdown_.compare_exchange_weak(old, next, std::memory_order_relaxed));
+    };
     o.on_death = [this](std::vector<WorkSlice> orphans, const std::string& why) {
       OnWorkerDeath(std::move(orphans), why);
     };
@@ -700,6 +723,8 @@ Status ServedModel::ApplyChange(const PlanChange& change) {
   }
   if (status.ok()) {
     estimator_.Restart();  // what it saw under the old plan (one request of 64 rows, say) is stale
+    arrival_rate_.Restart();
+    last_overload_move_.reset();
     std::lock_guard<std::mutex> lock(mu_);
     adaptive_ = adaptive;
   }
@@ -865,15 +890,7 @@ void ServedModel::Tick(SteadyTime now) {
     }
   }
   if (!estimator_.Sample(now, load)) return;
-  const int64_t arrived = rows_arrived_.load(std::memory_order_relaxed);
-  if (rate_time_ && now > *rate_time_) {
-    const double rate = static_cast<double>(arrived - rate_rows_) /
-                        std::chrono::duration<double>(now - *rate_time_).count();
-    const double alpha = config_.reconfiguration.alpha;
-    arrival_rate_ = alpha * rate + (1 - alpha) * arrival_rate_;
-  }
-  rate_rows_ = arrived;
-  rate_time_ = now;
+  arrival_rate_.Sample(now, rows_arrived_.load(std::memory_order_relaxed));
   {
     std::lock_guard<std::mutex> lock(mu_);
     estimator_ewma_ = estimator_.ewma();
@@ -882,17 +899,18 @@ void ServedModel::Tick(SteadyTime now) {
   if (options_.metrics) {
     options_.metrics->estimated_batch().Set(static_cast<double>(estimator_.Estimate()));
   }
+  if (adaptive && optimizer_ && !generative() && RelieveOverload(*active, load)) return;
   const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
-  const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
-  auto plan = optimizer_->Solve(threads, static_cast<int>(*decision));
-  if (!plan.ok()) {
-    PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision << ": "
-                         << plan.status().message();
+  const double slowdown = Slowdown();
+  auto planned = PlanWithCapacity(*decision, slowdown);
+  if (!planned) {
+    PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision;
     return;
   }
+  const Plan& plan = planned->first;
   if (generative() && *decision < active->target_rows &&
-      ThreadCounts(plan->groups) == ThreadCounts(active->groups)) {
+      ThreadCounts(plan.groups) == ThreadCounts(active->groups)) {
     // A decode step runs the active sequences only (the runtime compacts them into the first
     // slots), so the serving instances run a smaller B as fast as the plan for it would; the
     // switch would only restart them (seconds for a GPT-2-sized decoder: docs/benchmarks.md).
@@ -901,30 +919,90 @@ void ServedModel::Tick(SteadyTime now) {
                       << " has the same thread counts, and idle decode slots cost nothing";
     return;
   }
-  if (*decision < active->target_rows && plan->latency_ms > 0) {
-    // Profiles are measured in isolation; serving is a roughly constant factor slower
-    // (packrat-paper appendix A). Scale the candidate's prediction by the factor measured for
-    // the serving plan (batch latency as the dispatcher sees it, so conservative).
-    double slowdown = 1;
-    const double measured = measured_batch_seconds_.load(std::memory_order_relaxed);
-    if (active->plan && active->plan->latency_ms > 0 && measured > 0) {
-      slowdown = std::max(1.0, measured * 1e3 / active->plan->latency_ms);
-    }
-    const double capacity = static_cast<double>(*decision) * 1e3 / (plan->latency_ms * slowdown);
-    if (arrival_rate_ > config_.reconfiguration.max_utilization * capacity) {
+  if (*decision < active->target_rows && last_overload_move_ &&
+      now - *last_overload_move_ <
+          std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms)) {
+    PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
+                      << ": the overload move to it was less than "
+                      << config_.reconfiguration.scale_down_delay_ms << " ms ago";
+    return;
+  }
+  if (*decision < active->target_rows) {
+    // Fewer rows in the system may only mean that the serving plan keeps up: a smaller B is
+    // taken only if its plan would too, at the rate measured over the estimator's window.
+    const auto window =
+        std::chrono::milliseconds(std::max<int64_t>(1, config_.reconfiguration.window - 1) *
+                                  config_.reconfiguration.sample_period_ms);
+    const double rate = arrival_rate_.Over(window).value_or(0);
+    const double capacity = planned->second;
+    if (rate > config_.reconfiguration.max_utilization * capacity) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
                         << ": the plan for B=" << *decision << " serves " << capacity
-                        << " rows/s, too few for the " << arrival_rate_ << " rows/s arriving";
+                        << " rows/s, too few for the " << rate << " rows/s arriving";
       return;
     }
   }
   const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
                              std::to_string(*decision) + " (load EWMA " +
                              std::to_string(estimator_.ewma()) + ")";
-  if (Status s = Reconfigure(plan->groups, *plan, reason, false); !s.ok()) {
+  if (Status s = Reconfigure(plan.groups, plan, reason, false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();
   }
+}
+
+double ServedModel::Slowdown() const {
+  // Capacities are never taken above the profile's (1 before any slice was measured).
+  return std::max(1.0, slowdown_.load(std::memory_order_relaxed));
+}
+
+std::optional<std::pair<Plan, double>> ServedModel::PlanWithCapacity(int64_t b,
+                                                                     double slowdown) const {
+  const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
+  auto plan = optimizer_->Solve(threads, static_cast<int>(b));
+  if (!plan.ok()) return std::nullopt;
+  const double capacity = plan->latency_ms > 0
+                              ? static_cast<double>(b) * 1e3 / (plan->latency_ms * slowdown)
+                              : std::numeric_limits<double>::infinity();
+  return std::make_pair(std::move(plan).value(), capacity);
+}
+
+bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
+  const int64_t window_ms = config_.reconfiguration.overload_window_ms;
+  if (window_ms <= 0) return false;
+  const std::optional<double> rate = arrival_rate_.Over(std::chrono::milliseconds(window_ms));
+  const int64_t current = active.target_rows;
+  // Rows must be piling up beyond one batch: a rate that only looks high over a short window
+  // (arrivals are random) while the plan keeps up changes nothing.
+  if (!rate || estimator_.ewma() <= static_cast<double>(current) || load <= current) return false;
+  const double slowdown = Slowdown();
+  std::map<int64_t, std::optional<std::pair<Plan, double>>> plans;
+  auto capacity = [&](int64_t b) -> std::optional<double> {
+    auto it = plans.find(b);
+    if (it == plans.end()) it = plans.emplace(b, PlanWithCapacity(b, slowdown)).first;
+    if (!it->second) return std::nullopt;
+    return it->second->second;
+  };
+  const std::optional<double> serving = capacity(current);
+  if (!serving || *rate <= *serving) return false;  // it keeps up, if barely: the estimator's call
+  const std::optional<int64_t> b = BatchForRate(*rate, current, config_.batching.max_batch,
+                                                config_.reconfiguration.max_utilization, capacity);
+  if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
+  const auto& [plan, target_capacity] = *plans.at(*b);
+  std::ostringstream reason;
+  reason.precision(3);
+  reason << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
+         << *serving << "; B " << current << " -> " << *b << " serves " << target_capacity;
+  if (Status s = Reconfigure(plan.groups, plan, reason.str(), false); !s.ok()) {
+    PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
+                       << "set keeps serving: " << s.message();
+  }
+  // What both saw while the old plan fell behind (a backlog) says nothing about the new one;
+  // after a failure, the next try waits for a new window.
+  last_overload_move_ = std::chrono::steady_clock::now();
+  estimator_.Restart();
+  arrival_rate_.Restart();
+  return true;
 }
 
 void ServedModel::OnWorkerDeath(std::vector<WorkSlice> orphans, const std::string& why) {

@@ -14,10 +14,11 @@
 // set serving. No request fails or is answered twice because of a reconfiguration.
 //
 // Who reconfigures: one control thread per model runs every reconfiguration in order — plan
-// changes from the management API (ChangePlan), the batch-size estimator's decisions (sampled
-// on the same thread; only `instances: auto` models with `reconfiguration.adaptive` act on
-// them) and restarts of runtimes that died (a dead runtime's slices are retried once on a live
-// instance, else answered 503; then a replacement is started).
+// changes from the management API (ChangePlan), the batch-size estimator's decisions and the
+// overload fast path (both sampled on the same thread; only `instances: auto` models with
+// `reconfiguration.adaptive` act on them; docs/architecture.md) and restarts of runtimes that
+// died (a dead runtime's slices are retried once on a live instance, else answered 503; then a
+// replacement is started).
 //
 // Thread-safety: all public methods may be called from any thread.
 #pragma once
@@ -43,6 +44,7 @@
 #include "agent/kserve/generate_codec.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/model/instance_set.h"
+#include "agent/planning/arrival_rate.h"
 #include "agent/planning/batch_size_estimator.h"
 #include "agent/planning/optimizer.h"
 #include "agent/pool/cpuset_controller.h"
@@ -191,6 +193,16 @@ class ServedModel {
   void Post(std::function<void()> job);
   // Samples the load for the estimator and acts on its decision. Control thread only.
   void Tick(SteadyTime now);
+  // How much slower serving runs than the profile predicts (>= 1): the profile times one
+  // instance alone. Any thread.
+  double Slowdown() const;
+  // The optimizer's plan for B = `b` and the rows/s it serves with full batches at `slowdown`;
+  // nullopt where the optimizer has no plan. Control thread only.
+  std::optional<std::pair<Plan, double>> PlanWithCapacity(int64_t b, double slowdown) const;
+  // The overload fast path (reconfiguration.overload_window_ms): reconfigures and returns true
+  // when the rows arriving outrun the serving plan. Control thread only; blocks while it
+  // reconfigures.
+  bool RelieveOverload(const InstanceSet& active, int64_t load);
   // A runtime died: retry its slices once elsewhere, fail the rest, schedule a restart.
   void OnWorkerDeath(std::vector<WorkSlice> orphans, const std::string& why);
   // Replaces dead runtimes on the control thread as soon as it gets to it (no backoff).
@@ -213,6 +225,11 @@ class ServedModel {
   std::unique_ptr<BatchScheduler> scheduler_;           // set once by Load()
   metrics::CallbackHandle queue_rows_metric_;           // set once by Load()
   std::atomic<double> measured_batch_seconds_{0};       // EWMA of batch latency
+  // EWMA of slice compute time / the profile's prediction for its rows (0 = none measured);
+  // written by the runtimes' completion threads.
+  std::atomic<double> slowdown_{0};
+  static constexpr int kColdSlices = 2;  // each runtime's first slices are left out of it
+  static constexpr double kSlowdownAlpha = 0.1;
 
   // Layered batching: the instances told how many rows are queued (the serving set's).
   std::mutex hint_mu_;  // taken under the scheduler's lock; nothing is called while held
@@ -231,11 +248,10 @@ class ServedModel {
   bool adaptive_ = false;                 // guarded by mu_
   uint64_t next_generation_ = 1;          // control thread (and Load) only
   std::atomic<int64_t> rows_arrived_{0};  // rows accepted by Submit, ever
-  // The arrival rate in rows/s (EWMA per sample, the estimator's α); control thread only.
-  double arrival_rate_ = 0;
-  int64_t rate_rows_ = 0;
-  std::optional<SteadyTime> rate_time_;
-  SteadyTime last_restart_{};  // control thread only
+  // Rows accepted by Submit, sampled with the estimator's samples; control thread only.
+  ArrivalRate arrival_rate_;
+  SteadyTime last_restart_{};                     // control thread only
+  std::optional<SteadyTime> last_overload_move_;  // control thread only
 
   std::mutex control_mu_;
   std::condition_variable control_cv_;

@@ -292,6 +292,23 @@ std::optional<double> Profile::Latency(int threads, int batch) const {
   return p->latency_ms;
 }
 
+std::optional<double> Profile::InterpolatedLatency(int threads, int64_t rows) const {
+  if (rows < 1) return std::nullopt;
+  const ProfilePoint* below = nullptr;  // the largest batch <= rows
+  const ProfilePoint* above = nullptr;  // the smallest batch >= rows
+  for (const ProfilePoint& p : points_) {
+    if (p.threads != threads) continue;
+    if (p.batch <= rows) below = &p;
+    if (p.batch >= rows && above == nullptr) above = &p;
+  }
+  if (below == nullptr && above == nullptr) return std::nullopt;
+  if (below == nullptr) return above->latency_ms * static_cast<double>(rows) / above->batch;
+  if (above == nullptr) return below->latency_ms * static_cast<double>(rows) / below->batch;
+  if (below == above) return below->latency_ms;
+  const double f = static_cast<double>(rows - below->batch) / (above->batch - below->batch);
+  return below->latency_ms + f * (above->latency_ms - below->latency_ms);
+}
+
 int Profile::MaxThreads() const { return points_.empty() ? 0 : points_.back().threads; }
 
 std::vector<int> Profile::Batches() const {

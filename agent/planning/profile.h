@@ -66,6 +66,11 @@ class Profile {
 
   // The mean latency of ⟨threads,batch⟩, or nullopt if that point was not profiled.
   std::optional<double> Latency(int threads, int batch) const;
+  // The latency of `rows` rows at `threads` threads where that batch size may not have been
+  // profiled: linear between the nearest profiled batch sizes below and above at that thread
+  // count, proportional to the nearest one beyond the profiled range. Nullopt if nothing at
+  // `threads` was profiled or rows < 1.
+  std::optional<double> InterpolatedLatency(int threads, int64_t rows) const;
   // The whole point, or nullptr if not profiled. Valid until the next Add().
   const ProfilePoint* Find(int threads, int batch) const;
 

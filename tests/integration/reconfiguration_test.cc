@@ -12,10 +12,12 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "runtime/model_runner.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -326,11 +329,12 @@ TEST_F(ReconfigurationTest, BadPlanChangesAreClearErrorsAndChangeNothing) {
 TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
   const std::vector<Sample> samples = MakeSamples(24);
   // A short estimator window so that the test takes seconds: 10 ms samples, a decision every
-  // 300 ms over the last 10 samples.
+  // 300 ms over the last 10 samples. Without the overload fast path, which on a busy machine
+  // may move B up first (OverloadMovesToABatchThatKeepsUpAtOnce tests it).
   StartAgent(Config("auto",
                     "    auto_threads: 2\n"
                     "    reconfiguration: {sample_period_ms: 10, window: 10, "
-                    "timeout_ms: 300}\n"));
+                    "timeout_ms: 300, overload_window_ms: 0}\n"));
   std::set<pid_t> all_runtimes;
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   // Idle: B falls from max_batch (8) to 1.
@@ -357,6 +361,89 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
   EXPECT_NE(page.find("packrat_reconfiguration_duration_seconds_count{model=\"tiny\"}"),
             std::string::npos);
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+}
+
+// Rows arriving faster than the serving plan runs them move the model at once to a B whose plan
+// keeps up, before the estimator could (its window is five times the overload window), and the
+// estimator's steps back down wait out scale_down_delay_ms. The profile is the agent's own, with
+// its latencies replaced by slow ones, so that a few closed-loop clients outrun the plan for
+// B = 1 (10 rows/s) and B = 8 (40 rows/s) serves the most.
+TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  testing::TempDir profiles("packrat-profiles");
+  const std::string config =
+      "server: {profile_dir: " + profiles.path() + ", " +
+      Config("auto",
+             "    auto_threads: 1\n"
+             "    reconfiguration: {sample_period_ms: 10, window: 100, timeout_ms: 1000, "
+             "overload_window_ms: 200, scale_down_delay_ms: 600000}\n")
+          .substr(std::string("server: {").size());
+  StartAgent(config);
+  std::set<pid_t> all_runtimes;
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+
+  // Slow latencies for the profile the agent measured: capacity 10, 16.7, 26.7, 40 rows/s.
+  const std::map<int, double> slow = {{1, 100}, {2, 120}, {4, 150}, {8, 200}};
+  int rewritten = 0;
+  for (const auto& e : std::filesystem::directory_iterator(profiles.path())) {
+    if (e.path().extension() != ".csv") continue;
+    std::ifstream in(e.path());
+    std::string line, out;
+    std::getline(in, line);
+    out = line + "\n";
+    while (std::getline(in, line)) {
+      int threads = 0, batch = 0;
+      char comma;
+      std::istringstream fields(line);
+      fields >> threads >> comma >> batch;
+      ASSERT_EQ(slow.count(batch), 1u) << line;
+      const std::string ms = std::to_string(slow.at(batch));
+      out += std::to_string(threads) + "," + std::to_string(batch) + "," + ms + "," + ms + "," +
+             ms + ",5\n";
+      ++rewritten;
+    }
+    std::ofstream(e.path()) << out;
+  }
+  ASSERT_EQ(rewritten, 4);
+
+  StartAgent(config);
+  ASSERT_TRUE(agent_->WaitForLog("using stored profile")) << agent_->Log();
+  const HttpResult r =
+      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(GetConfig().batch, 1);
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  {
+    // One client sending one row at a time never has a row waiting behind the running one:
+    // however fast it sends, the plan is not behind.
+    std::vector<Sample> single_rows;
+    for (const Sample& s : samples) {
+      if (s.expected.size() == 8) single_rows.push_back(s);  // 1 row × 8 outputs
+    }
+    Load one(agent_->http_port(), &single_rows, 1);
+    ASSERT_TRUE(one.WaitForMore(300));
+    one.Stop();
+    EXPECT_EQ(agent_->Log().find("overloaded"), std::string::npos) << agent_->Log();
+  }
+  {
+    Load load(agent_->http_port(), &samples, 4);
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 40")) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2));
+    EXPECT_EQ(GetConfig().batch, 8);
+    for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+    ASSERT_TRUE(load.WaitForMore(50));
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty());
+    EXPECT_EQ(load.wrong(), 0);
+  }
+  // Idle now: the estimator wants B = 1 and waits.
+  ASSERT_TRUE(agent_->WaitForLog("keeping B=8: the overload move to it was less than 600000 ms"))
+      << agent_->Log();
+  EXPECT_EQ(GetConfig().batch, 8);
+  EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Log();
   StopAndCheckClean(all_runtimes);
 }
 

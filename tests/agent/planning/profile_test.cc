@@ -170,6 +170,20 @@ TEST_F(ProfileTest, AddKeepsOrderAndRejectsBadPoints) {
   EXPECT_EQ(profile.points()[2].threads, 2);
 }
 
+TEST_F(ProfileTest, InterpolatedLatencyBetweenAndBeyondProfiledBatches) {
+  StatusOr<Profile> profile =
+      Profile::ParseCsv("threads,batch,latency_ms\n1,2,20\n1,4,30\n1,8,70\n2,1,5\n", "p.csv");
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  EXPECT_DOUBLE_EQ(*profile->InterpolatedLatency(1, 4), 30);    // profiled
+  EXPECT_DOUBLE_EQ(*profile->InterpolatedLatency(1, 3), 25);    // between 2 and 4
+  EXPECT_DOUBLE_EQ(*profile->InterpolatedLatency(1, 6), 50);    // between 4 and 8
+  EXPECT_DOUBLE_EQ(*profile->InterpolatedLatency(1, 1), 10);    // below: proportional to b = 2
+  EXPECT_DOUBLE_EQ(*profile->InterpolatedLatency(1, 16), 140);  // above: proportional to b = 8
+  EXPECT_DOUBLE_EQ(*profile->InterpolatedLatency(2, 3), 15);
+  EXPECT_FALSE(profile->InterpolatedLatency(3, 1));
+  EXPECT_FALSE(profile->InterpolatedLatency(1, 0));
+}
+
 TEST_F(ProfileTest, CsvRoundTripsExactly) {
   Profile profile;
   ASSERT_TRUE(profile.Add(P(1, 1, 0.1 + 0.2)).ok());

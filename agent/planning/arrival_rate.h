@@ -1,0 +1,48 @@
+// ArrivalRate: the rate at which rows arrive, measured over a sliding span of time.
+//
+// The owner reports the running total of rows that have arrived (a counter that only grows) at
+// the times it samples the load; Over(span) is the slope of that counter across the newest
+// samples that cover `span`. A plain moving window, not an EWMA: a decision that compares the
+// rate with a plan's capacity wants the mean over a known stretch of time (a Poisson stream of
+// 15 rows/s counts ±18% over 2 s and ±8% over 10 s), not over whatever the last few samples
+// weigh most.
+//
+// Time: no clock and no thread; callers pass `now`. Samples older than `horizon` (counted back
+// from the newest) are dropped, so memory is bounded by horizon / sample period.
+//
+// Thread-safety: none; one owner (the model's control thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <utility>
+
+namespace packrat {
+
+class ArrivalRate {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  using Duration = std::chrono::steady_clock::duration;
+
+  // `horizon` bounds the longest span Over() can answer; > 0.
+  explicit ArrivalRate(Duration horizon);
+
+  // Records that `total` rows had arrived by `now`. A sample not later than the newest one, or a
+  // total below the newest one's, is ignored (the counter restarted: call Restart() instead).
+  void Sample(SteadyTime now, int64_t total);
+
+  // Rows per second between the newest sample and the newest one at least `span` before it;
+  // nullopt while the samples do not yet cover `span` (or span exceeds the horizon).
+  std::optional<double> Over(Duration span) const;
+
+  // Forgets every sample (as after construction).
+  void Restart() { samples_.clear(); }
+
+ private:
+  Duration horizon_;
+  std::deque<std::pair<SteadyTime, int64_t>> samples_;  // oldest first
+};
+
+}  // namespace packrat

@@ -1,0 +1,37 @@
+// BatchForRate: the batch size to move to when rows arrive faster than the serving plan runs
+// them.
+//
+// The batch-size estimator (batch_size_estimator.h) reads B from the queue depth, which under
+// overload measures the backlog, not the load: it grows for as long as the plan falls behind,
+// and its window takes seconds to follow. The arrival rate says directly which plans can keep
+// up: the plan for b serves at most capacity(b) = b rows per batch latency. Moving to the
+// smallest b whose plan would be at most `max_utilization` busy gives the lowest batch latency
+// that still drains the queue, with headroom for the bursts of a random arrival process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+namespace packrat {
+
+// Rows per second the plan for batch size b serves with every batch full (b over its predicted
+// batch latency); nullopt where there is no plan for b.
+using CapacityFn = std::function<std::optional<double>(int64_t b)>;
+
+// A switch costs seconds: a plan that serves less than this much more than the current one does
+// not repay it.
+inline constexpr double kBatchForRateMinGain = 1.05;
+// Capacity flattens out with b while batch latency keeps growing: plans within this share of
+// the most capacity count as the most.
+inline constexpr double kBatchForRateNearMost = 0.95;
+
+// Among the powers of two above `current_b`, and `max_b` itself, up to `max_b`: the smallest b
+// whose plan would run at most `max_utilization` busy at `rate` rows/s. Where none would, the
+// smallest b whose capacity is within kBatchForRateNearMost of the highest, if the highest
+// exceeds capacity(current_b) by kBatchForRateMinGain. Nullopt where no b qualifies.
+// `capacity` is called O(log max_b) times.
+std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_b,
+                                    double max_utilization, const CapacityFn& capacity);
+
+}  // namespace packrat

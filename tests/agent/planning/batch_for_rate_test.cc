@@ -1,0 +1,58 @@
+#include "agent/planning/batch_for_rate.h"
+
+#include <map>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace packrat {
+namespace {
+
+// Capacities (rows/s) shaped like ResNet-50's on two cores: the plan for B = 1 serves ~15
+// rows/s, larger batches serve more, with diminishing returns.
+CapacityFn Table(std::map<int64_t, double> table, std::vector<int64_t>* asked = nullptr) {
+  return [table = std::move(table), asked](int64_t b) -> std::optional<double> {
+    if (asked) asked->push_back(b);
+    auto it = table.find(b);
+    if (it == table.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+const std::map<int64_t, double> kResNet = {{1, 15.0},  {2, 16.1},  {4, 16.5}, {8, 18.6},
+                                           {16, 18.9}, {32, 19.0}, {64, 19.1}};
+
+TEST(BatchForRateTest, SmallestBatchThatKeepsUpWithHeadroom) {
+  // 14 rows/s at most 0.8 busy: 17.5 rows/s of capacity, first reached at B = 8.
+  EXPECT_EQ(BatchForRate(14, 1, 64, 0.8, Table(kResNet)), 8);
+  // At 12 rows/s B = 2 already serves 16.1 >= 15.
+  EXPECT_EQ(BatchForRate(12, 1, 64, 0.8, Table(kResNet)), 2);
+  // Only batches above the current one are candidates.
+  EXPECT_EQ(BatchForRate(12, 4, 64, 0.8, Table(kResNet)), 8);
+}
+
+TEST(BatchForRateTest, WhenNothingKeepsUpTheSmallestBatchNearTheMostCapacity) {
+  // 19.1 at most; 18.6 (B = 8) is within 5% of it, and its batches take an eighth as long.
+  EXPECT_EQ(BatchForRate(30, 1, 64, 0.8, Table(kResNet)), 8);
+  EXPECT_EQ(BatchForRate(30, 1, 64, 0.8, Table({{1, 10}, {2, 12}, {4, 20}, {8, 30}})), 8);
+  EXPECT_EQ(BatchForRate(30, 1, 4, 0.8, Table(kResNet)), 2);  // 16.1 is within 5% of 16.5
+}
+
+TEST(BatchForRateTest, NothingWhenNoLargerBatchServesFivePercentMore) {
+  EXPECT_EQ(BatchForRate(30, 16, 64, 0.8, Table(kResNet)), std::nullopt);  // 19.1 < 1.05 × 18.9
+  EXPECT_EQ(BatchForRate(30, 8, 64, 0.8, Table(kResNet)), std::nullopt);   // 19.1 < 1.05 × 18.6
+  EXPECT_EQ(BatchForRate(30, 64, 64, 0.8, Table(kResNet)), std::nullopt);
+  EXPECT_EQ(BatchForRate(30, 1, 1, 0.8, Table(kResNet)), std::nullopt);
+}
+
+TEST(BatchForRateTest, SkipsBatchesWithoutAPlanAndEndsAtMaxBatch) {
+  std::vector<int64_t> asked;
+  // max_b = 48 is not a power of two: 1, 2, ..., 32, then 48 itself.
+  const auto b = BatchForRate(100, 1, 48, 0.8, Table({{1, 10}, {4, 20}, {48, 90}}, &asked));
+  EXPECT_EQ(b, 48);
+  const std::vector<int64_t> candidates = {2, 4, 8, 16, 32, 48, 1};  // 1: the current plan
+  EXPECT_EQ(asked, candidates);
+}
+
+}  // namespace
+}  // namespace packrat
