@@ -94,8 +94,9 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
       estimator_(EstimatorOptions(config_)),
       // Long enough for the estimator's window and for the overload window.
       arrival_rate_(std::chrono::milliseconds(
-          std::max(config_.reconfiguration.window * config_.reconfiguration.sample_period_ms,
-                   config_.reconfiguration.overload_window_ms) +
+          std::max({config_.reconfiguration.window * config_.reconfiguration.sample_period_ms,
+                    config_.reconfiguration.overload_window_ms,
+                    config_.reconfiguration.scale_down_delay_ms}) +
           config_.reconfiguration.sample_period_ms)) {
   adaptive_ = config_.auto_instances && config_.reconfiguration.adaptive;
 }
@@ -725,6 +726,7 @@ Status ServedModel::ApplyChange(const PlanChange& change) {
     estimator_.Restart();  // what it saw under the old plan (one request of 64 rows, say) is stale
     arrival_rate_.Restart();
     last_overload_move_.reset();
+    backlog_ = false;
     std::lock_guard<std::mutex> lock(mu_);
     adaptive_ = adaptive;
   }
@@ -900,6 +902,18 @@ void ServedModel::Tick(SteadyTime now) {
     options_.metrics->estimated_batch().Set(static_cast<double>(estimator_.Estimate()));
   }
   if (adaptive && optimizer_ && !generative() && RelieveOverload(*active, load)) return;
+  if (backlog_) {
+    // The rows queued while the old plan fell behind are still draining: the queue depth
+    // measures them, not the load, and its mode would move B up for nothing (a B whose batches
+    // take seconds). The estimator starts afresh once the queue has drained.
+    if (load > active->target_rows) return;
+    backlog_ = false;
+    estimator_.Restart();
+    PACKRAT_LOG(INFO) << "model '" << config_.name << "': the backlog has drained (" << load
+                      << " row(s) in the system at B=" << active->target_rows
+                      << "); the estimator starts afresh";
+    return;
+  }
   const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
   const double slowdown = Slowdown();
@@ -929,16 +943,25 @@ void ServedModel::Tick(SteadyTime now) {
   }
   if (*decision < active->target_rows) {
     // Fewer rows in the system may only mean that the serving plan keeps up: a smaller B is
-    // taken only if its plan would too, at the rate measured over the estimator's window.
-    const auto window =
-        std::chrono::milliseconds(std::max<int64_t>(1, config_.reconfiguration.window - 1) *
-                                  config_.reconfiguration.sample_period_ms);
-    const double rate = arrival_rate_.Over(window).value_or(0);
+    // taken only if its plan would too, at the peak rate of any overload window within the
+    // last scale_down_delay_ms (or the estimator's window, if longer): a mean near the smaller
+    // plan's capacity would soon trigger the overload path and move B back up.
+    const int64_t period = config_.reconfiguration.sample_period_ms;
+    const auto window = std::chrono::milliseconds(
+        std::max<int64_t>(1, config_.reconfiguration.window - 1) * period);
+    const auto peak_window =
+        config_.reconfiguration.overload_window_ms > 0
+            ? std::chrono::milliseconds(config_.reconfiguration.overload_window_ms)
+            : window;
+    const auto span = std::max<std::chrono::milliseconds>(
+        window, std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms));
+    const double rate =
+        arrival_rate_.PeakOver(peak_window, span).value_or(arrival_rate_.Over(window).value_or(0));
     const double capacity = planned->second;
     if (rate > config_.reconfiguration.max_utilization * capacity) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
                         << ": the plan for B=" << *decision << " serves " << capacity
-                        << " rows/s, too few for the " << rate << " rows/s arriving";
+                        << " rows/s, too few for the peak of " << rate << " rows/s arriving";
       return;
     }
   }
@@ -1000,6 +1023,7 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   // What both saw while the old plan fell behind (a backlog) says nothing about the new one;
   // after a failure, the next try waits for a new window.
   last_overload_move_ = std::chrono::steady_clock::now();
+  backlog_ = true;
   estimator_.Restart();
   arrival_rate_.Restart();
   return true;

@@ -252,6 +252,7 @@ class ServedModel {
   ArrivalRate arrival_rate_;
   SteadyTime last_restart_{};                     // control thread only
   std::optional<SteadyTime> last_overload_move_;  // control thread only
+  bool backlog_ = false;  // an overload move's backlog is draining; control thread only
 
   std::mutex control_mu_;
   std::condition_variable control_cv_;

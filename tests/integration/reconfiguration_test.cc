@@ -439,7 +439,8 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
     EXPECT_TRUE(load.failures().empty());
     EXPECT_EQ(load.wrong(), 0);
   }
-  // Idle now: the estimator wants B = 1 and waits.
+  // Idle now: the estimator starts afresh once the backlog is gone, wants B = 1 and waits.
+  ASSERT_TRUE(agent_->WaitForLog("the backlog has drained")) << agent_->Log();
   ASSERT_TRUE(agent_->WaitForLog("keeping B=8: the overload move to it was less than 600000 ms"))
       << agent_->Log();
   EXPECT_EQ(GetConfig().batch, 8);
