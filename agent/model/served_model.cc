@@ -92,10 +92,10 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
       options_(std::move(options)),
       launcher_(launcher),
       estimator_(EstimatorOptions(config_)),
-      // Long enough for the estimator's window and for the overload window.
+      // Long enough for the estimator's window, the overload windows and the scale-down span.
       arrival_rate_(std::chrono::milliseconds(
           std::max({config_.reconfiguration.window * config_.reconfiguration.sample_period_ms,
-                    config_.reconfiguration.overload_window_ms,
+                    4 * config_.reconfiguration.overload_window_ms,
                     config_.reconfiguration.scale_down_delay_ms}) +
           config_.reconfiguration.sample_period_ms)) {
   adaptive_ = config_.auto_instances && config_.reconfiguration.adaptive;
@@ -993,11 +993,10 @@ std::optional<std::pair<Plan, double>> ServedModel::PlanWithCapacity(int64_t b,
 bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   const int64_t window_ms = config_.reconfiguration.overload_window_ms;
   if (window_ms <= 0) return false;
-  const std::optional<double> rate = arrival_rate_.Over(std::chrono::milliseconds(window_ms));
   const int64_t current = active.target_rows;
   // Rows must be piling up beyond one batch: a rate that only looks high over a short window
   // (arrivals are random) while the plan keeps up changes nothing.
-  if (!rate || estimator_.ewma() <= static_cast<double>(current) || load <= current) return false;
+  if (estimator_.ewma() <= static_cast<double>(current) || load <= current) return false;
   const double slowdown = Slowdown();
   std::map<int64_t, std::optional<std::pair<Plan, double>>> plans;
   auto capacity = [&](int64_t b) -> std::optional<double> {
@@ -1007,7 +1006,17 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
     return it->second->second;
   };
   const std::optional<double> serving = capacity(current);
-  if (!serving || *rate <= *serving) return false;  // it keeps up, if barely: the estimator's call
+  if (!serving) return false;
+  // The arrivals over the window, and over twice and four times it (a smaller excess takes
+  // longer to tell from chance), against what the plan serves fully busy.
+  std::optional<double> rate;
+  for (int64_t ms = window_ms; ms <= 4 * window_ms && !rate; ms *= 2) {
+    const std::optional<double> r = arrival_rate_.Over(std::chrono::milliseconds(ms));
+    if (!r) break;
+    const double seconds = static_cast<double>(ms) / 1e3;
+    if (ArrivalsExceedCapacity(*r * seconds, seconds, *serving)) rate = r;
+  }
+  if (!rate) return false;  // it keeps up, if barely: the estimator's call
   const std::optional<int64_t> b = BatchForRate(*rate, current, config_.batching.max_batch,
                                                 config_.reconfiguration.max_utilization, capacity);
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)

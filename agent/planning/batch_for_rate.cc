@@ -1,6 +1,7 @@
 #include "agent/planning/batch_for_rate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,11 @@ std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_
     if (c >= kBatchForRateNearMost * most) return b;
   }
   return std::nullopt;  // not reached: the largest capacity is a candidate
+}
+
+bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity) {
+  const double expected = capacity * seconds;
+  return arrived > expected + kOverloadSigmas * std::sqrt(std::max(0.0, expected));
 }
 
 }  // namespace packrat

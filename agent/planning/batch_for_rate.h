@@ -34,4 +34,15 @@ inline constexpr double kBatchForRateNearMost = 0.95;
 std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_b,
                                     double max_utilization, const CapacityFn& capacity);
 
+// How many standard deviations above a plan's capacity the arrivals of one window must be to
+// count as overload: arrivals are random (Poisson: a window expecting m rows sees m ± √m), and a
+// move costs seconds of switching, so a burst that a plan absorbs must not trigger one.
+inline constexpr double kOverloadSigmas = 2.0;
+
+// True if `arrived` rows in `seconds` are more than a plan serving `capacity` rows/s could have
+// been expected to see if it were exactly fully busy: arrived > m + kOverloadSigmas·√m with
+// m = capacity·seconds. At 60% utilisation a false alarm takes a 4σ burst; a real overload of
+// 15% is found within a few windows of 8 s at 15 rows/s.
+bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity);
+
 }  // namespace packrat

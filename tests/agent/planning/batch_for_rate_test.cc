@@ -54,5 +54,17 @@ TEST(BatchForRateTest, SkipsBatchesWithoutAPlanAndEndsAtMaxBatch) {
   EXPECT_EQ(asked, candidates);
 }
 
+TEST(BatchForRateTest, ArrivalsExceedCapacityOnlyBeyondTwoSigmas) {
+  // 2 s at a capacity of 7.3 rows/s: 14.6 expected, the bar is 14.6 + 2·√14.6 = 22.2 rows.
+  EXPECT_FALSE(ArrivalsExceedCapacity(15, 2, 7.3));  // the rate (7.5/s) is above capacity
+  EXPECT_FALSE(ArrivalsExceedCapacity(22, 2, 7.3));
+  EXPECT_TRUE(ArrivalsExceedCapacity(23, 2, 7.3));
+  // Longer windows find smaller excesses: 16 rows/s against 14, over 2 s and over 32 s.
+  EXPECT_FALSE(ArrivalsExceedCapacity(32, 2, 14));
+  EXPECT_TRUE(ArrivalsExceedCapacity(512, 32, 14));
+  EXPECT_FALSE(ArrivalsExceedCapacity(0, 2, 0));
+  EXPECT_TRUE(ArrivalsExceedCapacity(1, 2, 0));
+}
+
 }  // namespace
 }  // namespace packrat
