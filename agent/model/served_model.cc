@@ -1025,16 +1025,18 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   reason.precision(3);
   reason << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
          << *serving << "; B " << current << " -> " << *b << " serves " << target_capacity;
+  // Either way the next try waits for a new window.
+  arrival_rate_.Restart();
   if (Status s = Reconfigure(plan.groups, plan, reason.str(), false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();
+    return true;
   }
-  // What both saw while the old plan fell behind (a backlog) says nothing about the new one;
-  // after a failure, the next try waits for a new window.
+  // What the estimator saw while the old plan fell behind (a backlog) says nothing about the
+  // new one.
   last_overload_move_ = std::chrono::steady_clock::now();
   backlog_ = true;
   estimator_.Restart();
-  arrival_rate_.Restart();
   return true;
 }
 
