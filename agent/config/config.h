@@ -92,10 +92,10 @@ struct ReconfigurationConfig {
   // rate: rows in the system shrink when a better plan serves them, and without this guard
   // that alone would trigger the step back down. (0, 1]; 1 disables the guard.
   double max_utilization = 0.8;
-  // Overload: when the rows arriving over this span outrun what the serving plan can run
-  // (utilization above 1) while rows queue beyond its B, the model moves at once, without
-  // waiting for the estimator's window, to the smallest B whose plan keeps up at
-  // max_utilization (batch_for_rate.h). 0 disables the fast path.
+  // Overload: when the rows arriving over this span (or twice or four times it) exceed what
+  // the serving plan runs fully busy by two Poisson standard deviations while rows queue
+  // beyond its B, the model moves at once, without waiting for the estimator's window, to the
+  // smallest B whose plan keeps up at max_utilization (batch_for_rate.h). 0 disables it.
   int64_t overload_window_ms = 2000;
   // After the overload path moved B up, the estimator's steps down wait this long: scale up
   // fast, down slowly (as Kubernetes' autoscaler's stabilization window), since a rate near a

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
@@ -294,12 +296,19 @@ std::optional<double> Profile::Latency(int threads, int batch) const {
 
 std::optional<double> Profile::InterpolatedLatency(int threads, int64_t rows) const {
   if (rows < 1) return std::nullopt;
-  const ProfilePoint* below = nullptr;  // the largest batch <= rows
-  const ProfilePoint* above = nullptr;  // the smallest batch >= rows
-  for (const ProfilePoint& p : points_) {
-    if (p.threads != threads) continue;
-    if (p.batch <= rows) below = &p;
-    if (p.batch >= rows && above == nullptr) above = &p;
+  // Points are sorted by (threads, batch): the first at `threads` with batch >= rows, and the
+  // one before it. Called for every slice served, so no scan of the whole profile.
+  const int batch = static_cast<int>(std::min<int64_t>(rows, std::numeric_limits<int>::max()));
+  auto it = std::lower_bound(points_.begin(), points_.end(), std::pair(threads, batch),
+                             [](const ProfilePoint& a, const std::pair<int, int>& k) {
+                               return KeyLess(a, k.first, k.second);
+                             });
+  const ProfilePoint* above = it != points_.end() && it->threads == threads ? &*it : nullptr;
+  const ProfilePoint* below = nullptr;
+  if (above != nullptr && above->batch == rows) {
+    below = above;
+  } else if (it != points_.begin() && std::prev(it)->threads == threads) {
+    below = &*std::prev(it);
   }
   if (below == nullptr && above == nullptr) return std::nullopt;
   if (below == nullptr) return above->latency_ms * static_cast<double>(rows) / above->batch;
