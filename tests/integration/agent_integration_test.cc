@@ -443,7 +443,8 @@ TEST_F(AgentIntegrationTest, ShutdownAnswersQueuedRequests) {
 }
 
 TEST_F(AgentIntegrationTest, ShutdownTurnsReadinessOffAndKeepsServingDuringTheDrainDelay) {
-  StartAgent(TwoModelConfig(", drain_delay_s: 3"));
+  // Long enough for the checks below on a busy 2-core CI machine (3 s was seen to run out).
+  StartAgent(TwoModelConfig(", drain_delay_s: 10"));
   HttpClient client("127.0.0.1", agent_->http_port());  // opened before SIGTERM: keep-alive
   ASSERT_EQ(client.Get("/v2/health/ready").status, 200);
   const pid_t pid = agent_->pid();
