@@ -137,8 +137,8 @@ void Agent::WaitForModels() {
 void Agent::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  handler_.SetShuttingDown();  // before the log line, which says it has happened
   PACKRAT_LOG(INFO) << "shutting down: not ready from now on";
-  handler_.SetShuttingDown();
   if (const int delay = options_.config.server.drain_delay_s; delay > 0) {
     // Keep serving while load balancers and Kubernetes endpoints notice the failing readiness.
     PACKRAT_LOG(INFO) << "serving " << delay << " s more before closing the listeners";
