@@ -38,11 +38,18 @@ std::vector<int64_t> PartitionRows(int64_t rows, const std::vector<int64_t>& bat
 }
 
 Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
-                       std::function<void()> on_batch_done)
+                       std::function<void()> on_batch_done, std::vector<int64_t> batch_sizes)
     : executors_(std::move(executors)),
+      batch_sizes_(std::move(batch_sizes)),
       max_inflight_(std::max(1, max_inflight_batches)),
       on_batch_done_(std::move(on_batch_done)) {
-  for (const InstanceExecutor* e : executors_) batch_sizes_.push_back(e->batch_size());
+  if (batch_sizes_.size() != executors_.size()) {
+    batch_sizes_.clear();
+    for (const InstanceExecutor* e : executors_) batch_sizes_.push_back(e->batch_size());
+  }
+  for (size_t i = 0; i < executors_.size(); ++i) {
+    batch_sizes_[i] = std::clamp<int64_t>(batch_sizes_[i], 1, executors_[i]->batch_size());
+  }
 }
 
 bool Dispatcher::HasCapacity() const {

@@ -37,9 +37,11 @@ struct DispatchObserver {
 class Dispatcher {
  public:
   // `executors` are not owned and must outlive the Dispatcher. `on_batch_done` runs (on an
-  // executor thread) each time a batch has finished, i.e. capacity was freed.
+  // executor thread) each time a batch has finished, i.e. capacity was freed. `batch_sizes`:
+  // each executor's b in the plan this dispatcher serves, at most its batch_size() (an instance
+  // kept across a change of b runs the new b); empty: every executor's batch_size().
   Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
-             std::function<void()> on_batch_done);
+             std::function<void()> on_batch_done, std::vector<int64_t> batch_sizes = {});
 
   // Installs metrics hooks; call before the first Dispatch().
   void set_observer(DispatchObserver observer) { observer_ = std::move(observer); }

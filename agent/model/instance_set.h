@@ -23,7 +23,9 @@ namespace packrat {
 // reconfiguration is in the old and the new set. Members are destroyed bottom-up: the process
 // stops and is reaped, then its CPUs are released and its cgroup directory removed.
 // A worker runs batches (`instance`) or, for a generative model, decodes sequences (`decoder`,
-// `batch` being its decode slots); exactly one of the two is set once started.
+// `batch` being its decode slots); exactly one of the two is set once started. `batch` is the b
+// it was started (and warmed up) for; a set that keeps it may run it at another b up to
+// instance->batch_size() (InstanceSet::batches).
 struct Worker {
   std::unique_ptr<CpusetGroup> cgroup;  // null without a cgroup
   CpuLease lease;
@@ -51,6 +53,7 @@ struct InstanceSet {
   std::optional<Plan> plan;  // the optimizer's, when it made this one
   int64_t target_rows = 0;   // B = Σ count·batch
   std::vector<std::shared_ptr<Worker>> workers;
+  std::vector<int64_t> batches;            // each worker's b in this plan, by position
   std::shared_ptr<Dispatcher> dispatcher;  // null for a generative model
 };
 

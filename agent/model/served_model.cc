@@ -261,14 +261,15 @@ ServingSnapshot ServedModel::Snapshot() const {
   s.thread_budget = ThreadBudget();
   std::vector<const Worker*> seen;
   auto add = [&](const InstanceSet& set, bool draining) {
-    for (const auto& w : set.workers) {
+    for (size_t i = 0; i < set.workers.size(); ++i) {
+      const auto& w = set.workers[i];
       if (std::find(seen.begin(), seen.end(), w.get()) != seen.end()) continue;
       seen.push_back(w.get());
       WorkerInfo info;
       info.pid = w->pid();
       info.cpus = w->placement.cpus;
       info.threads = w->threads;
-      info.batch = w->batch;
+      info.batch = i < set.batches.size() ? set.batches[i] : w->batch;
       info.generation = set.generation;
       info.draining = draining;
       info.alive = w->alive();
@@ -284,6 +285,13 @@ ServingSnapshot ServedModel::Snapshot() const {
   }
   for (const auto& set : draining_) add(*set, true);
   return s;
+}
+
+int64_t ServedModel::SliceCapacity(int64_t batch) const {
+  if (!config_.auto_instances || generative() || config_.batching.mode == BatchingMode::kLayered) {
+    return batch;
+  }
+  return std::max(batch, config_.batching.max_batch);
 }
 
 int ServedModel::ThreadBudget() const {
@@ -364,6 +372,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.model_path = config_.path;
     o.threads = workers[i]->threads;
     o.batch = workers[i]->batch;
+    o.capacity = SliceCapacity(o.batch);
     o.cores = workers[i]->placement.cpus;
     if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
     o.inputs = config_.inputs;
@@ -380,25 +389,25 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.accuracy = config_.accuracy;
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
     // Every slice's compute time against the profile's prediction for its rows, after the
-    // runtime's first slices (which may run cold): how much slower serving runs than the
-    // profile, which timed one instance alone.
+    // runtime's first slices of each size (which may run cold: a size it was not warmed up at,
+    // once a later plan runs it at another b): how much slower serving runs than the profile,
+    // which timed one instance alone. Only this runtime's completion thread calls it.
     const Profile* profile = optimizer_ ? &optimizer_->profile() : nullptr;
     o.on_slice_computed = [this, m = options_.metrics, profile, threads = o.threads,
-                           seen = std::make_shared<std::atomic<int>>(0)](const SliceTiming& t) {
+                           seen =
+                               std::make_shared<std::map<int64_t, int>>()](const SliceTiming& t) {
       if (m) {
         m->batch_size().Observe(static_cast<double>(t.rows));
         m->compute_duration().Observe(std::chrono::duration<double>(t.compute).count());
       }
-      if (profile == nullptr || seen->fetch_add(1, std::memory_order_relaxed) < kColdSlices) return;
+      if (profile == nullptr || (*seen)[t.rows]++ < kColdSlices) return;
       const std::optional<double> predicted = profile->InterpolatedLatency(threads, t.rows);
       if (!predicted || *predicted <= 0) return;
       const double ratio = std::clamp(
           std::chrono::duration<double, std::milli>(t.compute).count() / *predicted, 0.25, 4.0);
-      double old = slowdown_.load(std::memory_order_relaxed);
-      double next;
-      do {
-        next = old == 0 ? ratio : (1 - kSlowdownAlpha) * old + kSlowdownAlpha * ratio;
-      } while (!slowdown_.compare_exchange_weak(old, next, std::memory_order_relaxed));
+      std::lock_guard<std::mutex> lock(slowdown_mu_);
+      auto [it, fresh] = slowdowns_.emplace(threads, ratio);
+      if (!fresh) it->second = (1 - kSlowdownAlpha) * it->second + kSlowdownAlpha * ratio;
     };
     o.on_death = [this](std::vector<WorkSlice> orphans, const std::string& why) {
       OnWorkerDeath(std::move(orphans), why);
@@ -499,13 +508,19 @@ Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
 std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
                                                   std::vector<InstanceGroup> groups,
                                                   std::optional<Plan> plan,
-                                                  std::vector<std::shared_ptr<Worker>> workers) {
+                                                  std::vector<std::shared_ptr<Worker>> workers,
+                                                  std::vector<int64_t> batches) {
   auto set = std::make_shared<InstanceSet>();
   set->generation = generation;
   set->target_rows = BatchTarget(groups);
   set->groups = std::move(groups);
   set->plan = std::move(plan);
   set->workers = std::move(workers);
+  set->batches = std::move(batches);
+  if (set->batches.size() != set->workers.size()) {
+    set->batches.clear();
+    for (const auto& w : set->workers) set->batches.push_back(w->batch);
+  }
   if (generative()) return set;  // sequences go to decoders directly (Generate)
   std::vector<InstanceExecutor*> executors;
   for (const auto& w : set->workers) executors.push_back(w->instance.get());
@@ -514,9 +529,12 @@ std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
   const bool layered = config_.batching.mode == BatchingMode::kLayered;
   const int inflight =
       layered ? static_cast<int>(executors.size()) : config_.batching.max_inflight_batches;
-  set->dispatcher = std::make_shared<Dispatcher>(executors, inflight, [this] {
-    if (scheduler_) scheduler_->Notify();
-  });
+  set->dispatcher = std::make_shared<Dispatcher>(
+      executors, inflight,
+      [this] {
+        if (scheduler_) scheduler_->Notify();
+      },
+      set->batches);
   set->dispatcher->set_whole_batches(layered);
   set->dispatcher->set_observer(MakeDispatchObserver());
   return set;
@@ -560,7 +578,7 @@ Status ServedModel::Load() {
     return status;
   }
 
-  std::shared_ptr<InstanceSet> set = MakeSet(generation, groups, plan, std::move(workers));
+  std::shared_ptr<InstanceSet> set = MakeSet(generation, groups, plan, std::move(workers), {});
   BatchAggregator::Options batching;
   batching.target_rows = set->target_rows;
   batching.max_delay = std::chrono::microseconds(
@@ -744,17 +762,42 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   if (!old) return FailedPrecondition("model '" + config_.name + "' is not serving");
   RETURN_IF_ERROR(PrepareLayered(groups));
 
-  // Keep live instances whose shape the new plan also has; start the rest.
+  // Keep live instances whose shape the new plan also has; then, where slices may outgrow the
+  // b an instance started with (SliceCapacity), live ones of the same thread count at the new
+  // b (only the dispatcher's cut changes: no runtime starts, the switch is immediate); start
+  // the rest.
   std::map<std::pair<int, int64_t>, int> wanted;
   for (const InstanceGroup& g : groups) wanted[{g.threads, g.batch}] += g.count;
   std::vector<std::shared_ptr<Worker>> kept;
+  std::vector<int64_t> kept_batches;
   std::vector<int> kept_cpus;
-  for (const auto& w : old->workers) {
-    int& n = wanted[{w->threads, w->batch}];
-    if (n > 0 && w->alive()) {
+  std::vector<bool> taken(old->workers.size(), false);
+  auto keep = [&](size_t i, int64_t b) {
+    const std::shared_ptr<Worker>& w = old->workers[i];
+    taken[i] = true;
+    kept.push_back(w);
+    kept_batches.push_back(b);
+    kept_cpus.insert(kept_cpus.end(), w->placement.cpus.begin(), w->placement.cpus.end());
+  };
+  for (size_t i = 0; i < old->workers.size(); ++i) {
+    int& n = wanted[{old->workers[i]->threads, old->batches[i]}];
+    if (n > 0 && old->workers[i]->alive()) {
       --n;
-      kept.push_back(w);
-      kept_cpus.insert(kept_cpus.end(), w->placement.cpus.begin(), w->placement.cpus.end());
+      keep(i, old->batches[i]);
+    }
+  }
+  size_t resized = 0;
+  for (const InstanceGroup& g : groups) {
+    int& n = wanted[{g.threads, g.batch}];
+    for (size_t i = 0; i < old->workers.size() && n > 0; ++i) {
+      const Worker& w = *old->workers[i];
+      if (taken[i] || !w.alive() || !w.instance || w.threads != g.threads ||
+          w.instance->batch_size() < g.batch) {
+        continue;
+      }
+      --n;
+      ++resized;
+      keep(i, g.batch);
     }
   }
   std::vector<std::pair<int, int64_t>> shapes;
@@ -762,7 +805,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     int& n = wanted[{g.threads, g.batch}];
     for (; n > 0; --n) shapes.emplace_back(g.threads, g.batch);
   }
-  if (shapes.empty() && kept.size() == old->workers.size()) {
+  if (shapes.empty() && resized == 0 && kept.size() == old->workers.size()) {
     if (!plan || (old->plan && old->plan->latency_ms == plan->latency_ms)) {
       return Status::Ok();  // already serving exactly this plan
     }
@@ -770,13 +813,19 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   const uint64_t generation = next_generation_++;
   PACKRAT_LOG(INFO) << "model '" << config_.name << "': reconfiguring (" << reason << ") from "
                     << GroupsString(old->groups) << " to " << GroupsString(groups) << ": keeping "
-                    << kept.size() << ", starting " << shapes.size() << ", stopping "
-                    << old->workers.size() - kept.size() << " instance(s)";
+                    << kept.size() << " (" << resized << " at a new batch size), starting "
+                    << shapes.size() << ", stopping " << old->workers.size() - kept.size()
+                    << " instance(s)";
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Worker>> fresh,
                    StartWorkers(shapes, kept_cpus, generation));
   std::vector<std::shared_ptr<Worker>> workers = kept;
-  workers.insert(workers.end(), fresh.begin(), fresh.end());
-  std::shared_ptr<InstanceSet> next = MakeSet(generation, groups, plan, std::move(workers));
+  std::vector<int64_t> batches = kept_batches;
+  for (const auto& w : fresh) {
+    workers.push_back(w);
+    batches.push_back(w->batch);
+  }
+  std::shared_ptr<InstanceSet> next =
+      MakeSet(generation, groups, plan, std::move(workers), std::move(batches));
 
   // Switch: batches cut from now on go to the new set.
   {
@@ -916,8 +965,7 @@ void ServedModel::Tick(SteadyTime now) {
   }
   const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
-  const double slowdown = Slowdown();
-  auto planned = PlanWithCapacity(*decision, slowdown);
+  auto planned = PlanWithCapacity(*decision);
   if (!planned) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision;
     return;
@@ -974,19 +1022,36 @@ void ServedModel::Tick(SteadyTime now) {
   }
 }
 
-double ServedModel::Slowdown() const {
-  // Capacities are never taken above the profile's (1 before any slice was measured).
-  return std::max(1.0, slowdown_.load(std::memory_order_relaxed));
+double ServedModel::Slowdown(int threads) const {
+  std::lock_guard<std::mutex> lock(slowdown_mu_);
+  if (slowdowns_.empty()) return 1.0;  // nothing measured yet: the profile's figures
+  auto it = slowdowns_.find(threads);
+  double s = 0;
+  if (it != slowdowns_.end()) {
+    s = it->second;
+  } else {
+    // Never measured: as slow as the slowest measured (a thread count not served yet may run
+    // beside others that interfere more; optimism here would move to a plan that falls behind).
+    for (const auto& [t, v] : slowdowns_) s = std::max(s, v);
+  }
+  // Capacities are never taken above the profile's.
+  return std::max(1.0, s);
 }
 
-std::optional<std::pair<Plan, double>> ServedModel::PlanWithCapacity(int64_t b,
-                                                                     double slowdown) const {
+std::optional<std::pair<Plan, double>> ServedModel::PlanWithCapacity(int64_t b) const {
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
   auto plan = optimizer_->Solve(threads, static_cast<int>(b));
   if (!plan.ok()) return std::nullopt;
-  const double capacity = plan->latency_ms > 0
-                              ? static_cast<double>(b) * 1e3 / (plan->latency_ms * slowdown)
-                              : std::numeric_limits<double>::infinity();
+  // The batch takes as long as its slowest group: each group's profiled latency for its b, at
+  // the slowdown measured for its thread count.
+  double latency_ms = 0;
+  for (const InstanceGroup& g : plan->groups) {
+    const double profiled =
+        optimizer_->profile().Latency(g.threads, g.batch).value_or(plan->latency_ms);
+    latency_ms = std::max(latency_ms, profiled * Slowdown(g.threads));
+  }
+  const double capacity = latency_ms > 0 ? static_cast<double>(b) * 1e3 / latency_ms
+                                         : std::numeric_limits<double>::infinity();
   return std::make_pair(std::move(plan).value(), capacity);
 }
 
@@ -997,24 +1062,26 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   // Rows must be piling up beyond one batch: a rate that only looks high over a short window
   // (arrivals are random) while the plan keeps up changes nothing.
   if (estimator_.ewma() <= static_cast<double>(current) || load <= current) return false;
-  const double slowdown = Slowdown();
   std::map<int64_t, std::optional<std::pair<Plan, double>>> plans;
   auto capacity = [&](int64_t b) -> std::optional<double> {
     auto it = plans.find(b);
-    if (it == plans.end()) it = plans.emplace(b, PlanWithCapacity(b, slowdown)).first;
+    if (it == plans.end()) it = plans.emplace(b, PlanWithCapacity(b)).first;
     if (!it->second) return std::nullopt;
     return it->second->second;
   };
   const std::optional<double> serving = capacity(current);
   if (!serving) return false;
   // The arrivals over the window, and over twice and four times it (a smaller excess takes
-  // longer to tell from chance), against what the plan serves fully busy.
+  // longer to tell from chance), against what the plan serves at max_utilization: the busy
+  // share that the moves (BatchForRate) and the estimator's steps down plan for. A plan run
+  // busier than that — the estimator's queue depth may settle on one — queues every burst.
+  const double bar = *serving * config_.reconfiguration.max_utilization;
   std::optional<double> rate;
   for (int64_t ms = window_ms; ms <= 4 * window_ms && !rate; ms *= 2) {
     const std::optional<double> r = arrival_rate_.Over(std::chrono::milliseconds(ms));
     if (!r) break;
     const double seconds = static_cast<double>(ms) / 1e3;
-    if (ArrivalsExceedCapacity(*r * seconds, seconds, *serving)) rate = r;
+    if (ArrivalsExceedCapacity(*r * seconds, seconds, bar)) rate = r;
   }
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
   const std::optional<int64_t> b = BatchForRate(*rate, current, config_.batching.max_batch,
@@ -1055,7 +1122,7 @@ void ServedModel::OnWorkerDeath(std::vector<WorkSlice> orphans, const std::strin
     RuntimeInstance* target = nullptr;
     if (!slice.retried) {
       for (const auto& w : live) {
-        if (w->instance && w->batch >= slice.rows &&
+        if (w->instance && w->instance->batch_size() >= slice.rows &&
             (!target || w->instance->load() < target->load())) {
           target = w->instance.get();
         }

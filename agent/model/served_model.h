@@ -6,8 +6,10 @@
 //
 // Reconfiguration (packrat-paper §3.7). A new plan is served by a new instance set, generation
 // N+1. Instances whose ⟨threads, batch⟩ also appear in the new plan are kept (adding or removing
-// instances of one shape touches only those); the rest of the new set — for a change of thread
-// counts, all of it — is started as a shadow set beside the serving one, on its own cores where
+// instances of one shape touches only those), and so are, for `instances: auto` models, those
+// whose thread count appears at another batch size (their slabs hold batching.max_batch rows:
+// SliceCapacity); the rest of the new set — for a change of thread counts, all of it — is
+// started as a shadow set beside the serving one, on its own cores where
 // free ones exist, else overlapping. Only when every shadow runtime has warmed up does the
 // scheduler switch to the new dispatcher; the old set then finishes its running batches, and
 // its instances that are not kept stop and leave their cgroups. A failed start leaves the old
@@ -170,9 +172,11 @@ class ServedModel {
   // Generative models: starts the decode runtimes of `workers` (placed, with cgroups).
   StatusOr<std::vector<std::shared_ptr<Worker>>> StartDecoders(
       std::vector<std::shared_ptr<Worker>> workers, uint64_t generation);
+  // `batches`: each worker's b in this plan (empty: the b each was started for).
   std::shared_ptr<InstanceSet> MakeSet(uint64_t generation, std::vector<InstanceGroup> groups,
                                        std::optional<Plan> plan,
-                                       std::vector<std::shared_ptr<Worker>> workers);
+                                       std::vector<std::shared_ptr<Worker>> workers,
+                                       std::vector<int64_t> batches);
   // Control thread only. Serves `groups` as the next generation (see the class comment).
   // `restart`: replacing dead runtimes, not a plan change.
   Status Reconfigure(std::vector<InstanceGroup> groups, std::optional<Plan> plan,
@@ -188,17 +192,22 @@ class ServedModel {
   int64_t BatchTarget(const std::vector<InstanceGroup>& groups) const;
   Status ValidatePlan(const std::vector<InstanceGroup>& groups) const;
   int ThreadBudget() const;
+  // The most rows a slice to a new runtime started for `batch` may carry: for `instances:
+  // auto` models (whole slices, not layered; not generative) batching.max_batch, so that a
+  // later plan with the same thread count keeps the runtime at a larger b; else `batch`.
+  int64_t SliceCapacity(int64_t batch) const;
 
   void ControlLoop();
   void Post(std::function<void()> job);
   // Samples the load for the estimator and acts on its decision. Control thread only.
   void Tick(SteadyTime now);
-  // How much slower serving runs than the profile predicts (>= 1): the profile times one
-  // instance alone. Any thread.
-  double Slowdown() const;
-  // The optimizer's plan for B = `b` and the rows/s it serves with full batches at `slowdown`;
-  // nullopt where the optimizer has no plan. Control thread only.
-  std::optional<std::pair<Plan, double>> PlanWithCapacity(int64_t b, double slowdown) const;
+  // How much slower instances of `threads` threads serve than the profile predicts (>= 1):
+  // the profile times one instance alone. A thread count not measured yet is taken as the
+  // slowest measured; 1 before any slice was measured. Any thread.
+  double Slowdown(int threads) const;
+  // The optimizer's plan for B = `b` and the rows/s it serves with full batches, each group at
+  // its thread count's slowdown; nullopt where the optimizer has no plan. Control thread only.
+  std::optional<std::pair<Plan, double>> PlanWithCapacity(int64_t b) const;
   // The overload fast path (reconfiguration.overload_window_ms): reconfigures and returns true
   // when the rows arriving outrun the serving plan. Control thread only; blocks while it
   // reconfigures.
@@ -225,10 +234,11 @@ class ServedModel {
   std::unique_ptr<BatchScheduler> scheduler_;           // set once by Load()
   metrics::CallbackHandle queue_rows_metric_;           // set once by Load()
   std::atomic<double> measured_batch_seconds_{0};       // EWMA of batch latency
-  // EWMA of slice compute time / the profile's prediction for its rows (0 = none measured);
-  // written by the runtimes' completion threads.
-  std::atomic<double> slowdown_{0};
-  static constexpr int kColdSlices = 2;  // each runtime's first slices are left out of it
+  // By thread count: EWMA of slice compute time / the profile's prediction for its rows and
+  // threads; written by the runtimes' completion threads.
+  mutable std::mutex slowdown_mu_;
+  std::map<int, double> slowdowns_;  // guarded by slowdown_mu_
+  static constexpr int kColdSlices = 2;  // each runtime's first slices of a size are left out
   static constexpr double kSlowdownAlpha = 0.1;
 
   // Layered batching: the instances told how many rows are queued (the serving set's).

@@ -80,10 +80,9 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   p.segment.num_slots = options.slots;
   p.segment.ring_capacity = 8;
   while (p.segment.ring_capacity < options.slots) p.segment.ring_capacity *= 2;
-  p.segment.slot_input_bytes =
-      SlabBytes(options.inputs, options.batch, options.variable_slab_bytes);
-  p.segment.slot_output_bytes =
-      SlabBytes(options.outputs, options.batch, options.variable_slab_bytes);
+  const int64_t capacity = std::max(options.batch, options.capacity);
+  p.segment.slot_input_bytes = SlabBytes(options.inputs, capacity, options.variable_slab_bytes);
+  p.segment.slot_output_bytes = SlabBytes(options.outputs, capacity, options.variable_slab_bytes);
   p.startup_timeout = options.startup_timeout;
 
   LaunchSpec& spec = p.spec;

@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -47,7 +48,11 @@ struct RuntimeInstanceOptions {
   std::string runtime_path;  // packrat-runtime
   std::string model_path;
   int threads = 1;
-  int64_t batch = 1;         // b: the most rows in one slice
+  int64_t batch = 1;  // b: the slice size it is warmed up at
+  // The most rows one slice may carry (the slabs hold that many); at least `batch`. Larger
+  // lets a later plan keep this instance at a larger b (the slabs are sparse: rows never
+  // written cost no memory).
+  int64_t capacity = 0;
   std::vector<int> cores;    // pinned cores; empty = inherit the agent's affinity
   std::string cgroup_procs;  // the runtime joins this cgroup before exec; empty = none
   std::vector<TensorSpec> inputs;
@@ -80,7 +85,7 @@ class RuntimeInstance : public InstanceExecutor {
   ~RuntimeInstance() override;  // Stop()s with a short drain
 
   void Enqueue(WorkSlice slice) override;
-  int64_t batch_size() const override { return options_.batch; }
+  int64_t batch_size() const override { return std::max(options_.batch, options_.capacity); }
   size_t load() const override;
 
   // Lets in-flight and queued slices finish (up to `drain`), then stops the process and removes

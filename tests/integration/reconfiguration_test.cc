@@ -177,6 +177,7 @@ struct WorkerView {
   pid_t pid;
   std::string cpus;
   int threads;
+  int64_t batch;
   std::string state;
 };
 
@@ -195,9 +196,10 @@ ConfigView ParseConfig(const std::string& body) {
   v.batch = int64_t(doc["batch"]);
   v.estimate = int64_t(doc["estimator"]["estimate"]);
   for (simdjson::dom::element w : doc["workers"].get_array()) {
-    v.workers.push_back(
-        {static_cast<pid_t>(int64_t(w["pid"])), std::string(std::string_view(w["cpus"])),
-         static_cast<int>(int64_t(w["threads"])), std::string(std::string_view(w["state"]))});
+    v.workers.push_back({static_cast<pid_t>(int64_t(w["pid"])),
+                         std::string(std::string_view(w["cpus"])),
+                         static_cast<int>(int64_t(w["threads"])), int64_t(w["batch"]),
+                         std::string(std::string_view(w["state"]))});
   }
   return v;
 }
@@ -446,6 +448,42 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
   EXPECT_EQ(GetConfig().batch, 8);
   EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Log();
   StopAndCheckClean(all_runtimes);
+}
+
+// An `instances: auto` model whose new plan has the same thread counts at another batch size
+// keeps its runtimes: their slabs hold max_batch rows, so only the dispatcher's cut changes, up
+// and down, under load, and every answer stays right.
+TEST_F(ReconfigurationTest, BatchChangeWithTheSameThreadsKeepsTheRuntimes) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  StartAgent(Config("auto", "    auto_threads: 1\n    reconfiguration: {adaptive: false}\n"));
+  const ConfigView first = GetConfig();
+  ASSERT_EQ(first.workers.size(), 1u);
+  EXPECT_EQ(first.batch, 8);
+  const pid_t runtime = first.workers[0].pid;
+  Load load(agent_->http_port(), &samples, 3);
+  ASSERT_TRUE(load.WaitForMore(20));
+  int64_t generation = first.generation;
+  for (const int64_t b : {1, 4, 2, 8}) {
+    SCOPED_TRACE("B=" + std::to_string(b));
+    const HttpResult r = management_->Request("PUT", "/v2/models/tiny/config",
+                                              R"({"batch":)" + std::to_string(b) + "}");
+    ASSERT_EQ(r.status, 200) << r.body << agent_->Log();
+    const ConfigView now = ParseConfig(r.body);
+    EXPECT_EQ(now.generation, ++generation);
+    EXPECT_EQ(now.batch, b);
+    ASSERT_EQ(now.workers.size(), 1u) << r.body;
+    EXPECT_EQ(now.workers[0].pid, runtime);
+    EXPECT_EQ(now.workers[0].batch, b);
+    EXPECT_EQ(now.workers[0].state, "active");
+    ASSERT_TRUE(load.WaitForMore(20)) << "requests stopped flowing at B=" << b;
+  }
+  load.Stop();
+  EXPECT_TRUE(load.failures().empty())
+      << "failed requests, e.g. code " << load.failures().begin()->first;
+  EXPECT_EQ(load.wrong(), 0);
+  EXPECT_NE(agent_->Log().find("keeping 1 (1 at a new batch size), starting 0"), std::string::npos)
+      << agent_->Log();
+  StopAndCheckClean({runtime});
 }
 
 // With no idle CPU left for the shadow set (the serving set holds every usable one), the new

@@ -118,14 +118,18 @@ class DispatcherTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<Dispatcher> MakeDispatcher(int max_inflight) {
+  std::unique_ptr<Dispatcher> MakeDispatcher(int max_inflight,
+                                             std::vector<int64_t> batch_sizes = {}) {
     std::vector<InstanceExecutor*> raw;
     for (auto& e : executors_) raw.push_back(e.get());
-    return std::make_unique<Dispatcher>(raw, max_inflight, [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++batches_done_;
-      cv_.notify_all();
-    });
+    return std::make_unique<Dispatcher>(
+        raw, max_inflight,
+        [this] {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++batches_done_;
+          cv_.notify_all();
+        },
+        std::move(batch_sizes));
   }
 
   // A batch of `count` fresh requests with seeded random row counts in [1, max_rows].
@@ -225,6 +229,28 @@ TEST_F(DispatcherTest, SplitsAFullBatchByBatchSize) {
   for (auto& e : executors_) e->RunAll();
   EXPECT_TRUE(a.HasCorrectOutputs(0, 3));
   EXPECT_TRUE(b.HasCorrectOutputs(1, 11));
+  EXPECT_EQ(batches_done(), 1);
+}
+
+// A plan that keeps instances at a smaller b than they can run: the cut follows the plan's b,
+// and a b above what an executor can run is taken as its limit.
+TEST_F(DispatcherTest, CutsByThePlansBatchSizesWithinTheExecutorsLimits) {
+  MakeExecutors(Mode::kDeferred, {8, 8, 2});
+  auto dispatcher = MakeDispatcher(2, {2, 1, 4});  // runs as b = 2, 1, 2
+  Batch batch;
+  batch.id = 3;
+  Completion a;
+  batch.requests = {MakeRequest(0, 10, &a)};
+  batch.rows = 10;  // two full rounds of B = 5
+  dispatcher->Dispatch(std::move(batch));
+  EXPECT_EQ(executors_[0]->rows(), 4);
+  EXPECT_EQ(executors_[1]->rows(), 2);
+  EXPECT_EQ(executors_[2]->rows(), 4);
+  EXPECT_EQ(executors_[0]->slices(), 2u);
+  EXPECT_EQ(executors_[1]->slices(), 2u);
+  EXPECT_EQ(executors_[2]->slices(), 2u);
+  for (auto& e : executors_) e->RunAll();
+  EXPECT_TRUE(a.HasCorrectOutputs(0, 10));
   EXPECT_EQ(batches_done(), 1);
 }
 
