@@ -54,10 +54,11 @@ std::optional<Batch> BatchAggregator::Poll(SteadyTime now) {
   Batch batch;
   batch.id = next_batch_id_++;
   const InferenceRequest& first = *queue_.front();
+  const int64_t limit = std::max(options_.target_rows, options_.max_rows);
   while (!queue_.empty()) {
     const auto& next = queue_.front();
     if (!batch.requests.empty() &&
-        (batch.rows + next->rows() > options_.target_rows || !next->CompatibleWith(first))) {
+        (batch.rows + next->rows() > limit || !next->CompatibleWith(first))) {
       break;
     }
     batch.rows += next->rows();

@@ -1,5 +1,7 @@
 // The batching policy of one model: a bounded FIFO of requests that is cut into batches of B
-// rows, or fewer when the oldest request has waited max_delay.
+// rows, or fewer when the oldest request has waited max_delay; with `max_rows` above B, a batch
+// cut while more than B rows wait takes up to max_rows of them (the backlog runs in larger
+// slices instead of waiting for one B-row batch after another).
 //
 // Pure logic with the time passed in, so tests drive it with a hand-moved clock; the thread
 // that calls it is BatchScheduler's. Not thread-safe: the caller serialises all calls.
@@ -31,6 +33,7 @@ class BatchAggregator {
     int64_t target_rows = 1;                 // B
     std::chrono::microseconds max_delay{0};  // longest wait of the oldest request
     int64_t max_queue_rows = 4096;           // beyond this, Enqueue fails
+    int64_t max_rows = 0;                    // most rows of one batch; B where smaller
   };
 
   explicit BatchAggregator(Options options);
@@ -39,9 +42,9 @@ class BatchAggregator {
   Status Enqueue(std::shared_ptr<InferenceRequest> request);
 
   // The next batch, if one is due at `now`: B rows are queued, or the oldest request arrived
-  // max_delay ago. A batch takes whole requests from the front while they fit in B and have
-  // the same non-batch dims as the first; a first request larger than B goes alone (the
-  // dispatcher cuts it across instances).
+  // max_delay ago. A batch takes whole requests from the front while they fit in
+  // max(B, max_rows) and have the same non-batch dims as the first; a first request larger
+  // than that goes alone (the dispatcher cuts it across instances).
   std::optional<Batch> Poll(SteadyTime now);
 
   // When the front request's max_delay expires; nullopt when the queue is empty.

@@ -48,7 +48,8 @@ Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_infligh
     for (const InstanceExecutor* e : executors_) batch_sizes_.push_back(e->batch_size());
   }
   for (size_t i = 0; i < executors_.size(); ++i) {
-    batch_sizes_[i] = std::clamp<int64_t>(batch_sizes_[i], 1, executors_[i]->batch_size());
+    slice_limits_.push_back(executors_[i]->batch_size());
+    batch_sizes_[i] = std::clamp<int64_t>(batch_sizes_[i], 1, slice_limits_[i]);
   }
 }
 
@@ -80,7 +81,9 @@ void Dispatcher::Dispatch(Batch batch) {
     counts = PartitionRows(batch.rows, batch_sizes_, loads, rotation);
   }
 
-  // Cut the batch's rows, request by request, into slices of at most b rows per instance.
+  // Cut the batch's rows, request by request, into slices of at most what each instance can
+  // run at once (its b, unless its slabs hold more: a batch larger than B then runs in one
+  // larger slice per instance instead of several of b).
   struct Cut {
     size_t executor;
     int64_t rows;
@@ -92,7 +95,7 @@ void Dispatcher::Dispatch(Batch batch) {
     more = false;
     for (size_t i = 0; i < executors_.size(); ++i) {
       if (left[i] == 0) continue;
-      const int64_t n = std::min(left[i], batch_sizes_[i]);
+      const int64_t n = std::min(left[i], slice_limits_[i]);
       cuts.push_back({i, n});
       left[i] -= n;
       more = more || left[i] > 0;

@@ -23,7 +23,8 @@ namespace packrat {
 // How many rows each instance gets from a batch of `rows`. Full rounds of every instance's
 // batch size first; a remainder r < B is shared in proportion to the batch sizes (largest
 // remainder), ties going to the least-loaded instance, then the lowest index after `rotation`.
-// Returns one count per instance; counts beyond an instance's batch size mean several slices.
+// Returns one count per instance; counts beyond what an instance runs at once mean several
+// slices.
 std::vector<int64_t> PartitionRows(int64_t rows, const std::vector<int64_t>& batch_sizes,
                                    const std::vector<size_t>& loads, size_t rotation);
 
@@ -39,7 +40,8 @@ class Dispatcher {
   // `executors` are not owned and must outlive the Dispatcher. `on_batch_done` runs (on an
   // executor thread) each time a batch has finished, i.e. capacity was freed. `batch_sizes`:
   // each executor's b in the plan this dispatcher serves, at most its batch_size() (an instance
-  // kept across a change of b runs the new b); empty: every executor's batch_size().
+  // kept across a change of b runs the new b); empty: every executor's batch_size(). A batch is
+  // shared in proportion to b (PartitionRows) and cut into slices of at most batch_size().
   Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
              std::function<void()> on_batch_done, std::vector<int64_t> batch_sizes = {});
 
@@ -65,7 +67,8 @@ class Dispatcher {
 
  private:
   std::vector<InstanceExecutor*> executors_;
-  std::vector<int64_t> batch_sizes_;
+  std::vector<int64_t> batch_sizes_;   // the plan's b, by executor: shares of a batch
+  std::vector<int64_t> slice_limits_;  // the executors' batch_size(): the most rows of a slice
   const int max_inflight_;
   std::function<void()> on_batch_done_;
   DispatchObserver observer_;

@@ -61,7 +61,7 @@ class InstanceExecutor {
   // Queues `slice` and returns at once (never waits for the runtime). The executor delivers or
   // fails every row of the slice exactly once, then runs slice.on_done, on any thread.
   virtual void Enqueue(WorkSlice slice) = 0;
-  // The instance's batch size b: slices never carry more rows.
+  // The most rows one slice may carry (at least the instance's b in any plan that uses it).
   virtual int64_t batch_size() const = 0;
   // Slices queued or running; the dispatcher prefers instances with fewer.
   virtual size_t load() const = 0;

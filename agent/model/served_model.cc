@@ -287,11 +287,13 @@ ServingSnapshot ServedModel::Snapshot() const {
   return s;
 }
 
+bool ServedModel::FlexibleSlices() const {
+  return config_.auto_instances && !generative() &&
+         config_.batching.mode == BatchingMode::kBatched && config_.batching.max_batch > 0;
+}
+
 int64_t ServedModel::SliceCapacity(int64_t batch) const {
-  if (!config_.auto_instances || generative() || config_.batching.mode == BatchingMode::kLayered) {
-    return batch;
-  }
-  return std::max(batch, config_.batching.max_batch);
+  return FlexibleSlices() ? std::max(batch, config_.batching.max_batch) : batch;
 }
 
 int ServedModel::ThreadBudget() const {
@@ -584,6 +586,9 @@ Status ServedModel::Load() {
   batching.max_delay = std::chrono::microseconds(
       config_.batching.mode == BatchingMode::kLayered ? 0 : config_.batching.max_delay_us);
   batching.max_queue_rows = config_.batching.max_queue_rows;
+  // Rows queued beyond B run in larger slices (the runtimes' slabs hold max_batch rows) while
+  // the estimator or the overload path finds the plan for the load.
+  if (FlexibleSlices()) batching.max_rows = config_.batching.max_batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_.load() == ModelState::kStopped) {  // Stop() raced with loading
@@ -788,6 +793,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   }
   size_t resized = 0;
   for (const InstanceGroup& g : groups) {
+    if (!FlexibleSlices()) break;
     int& n = wanted[{g.threads, g.batch}];
     for (size_t i = 0; i < old->workers.size() && n > 0; ++i) {
       const Worker& w = *old->workers[i];
@@ -1072,16 +1078,15 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   const std::optional<double> serving = capacity(current);
   if (!serving) return false;
   // The arrivals over the window, and over twice and four times it (a smaller excess takes
-  // longer to tell from chance), against what the plan serves at max_utilization: the busy
-  // share that the moves (BatchForRate) and the estimator's steps down plan for. A plan run
-  // busier than that — the estimator's queue depth may settle on one — queues every burst.
-  const double bar = *serving * config_.reconfiguration.max_utilization;
+  // longer to tell from chance), against what the plan serves fully busy. Not against
+  // max_utilization: a burst the plan rides out (queued rows run in larger slices meanwhile)
+  // must not cost a switch, which on busy CPUs queues more than the burst did.
   std::optional<double> rate;
   for (int64_t ms = window_ms; ms <= 4 * window_ms && !rate; ms *= 2) {
     const std::optional<double> r = arrival_rate_.Over(std::chrono::milliseconds(ms));
     if (!r) break;
     const double seconds = static_cast<double>(ms) / 1e3;
-    if (ArrivalsExceedCapacity(*r * seconds, seconds, bar)) rate = r;
+    if (ArrivalsExceedCapacity(*r * seconds, seconds, *serving)) rate = r;
   }
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
   const std::optional<int64_t> b = BatchForRate(*rate, current, config_.batching.max_batch,

@@ -192,9 +192,12 @@ class ServedModel {
   int64_t BatchTarget(const std::vector<InstanceGroup>& groups) const;
   Status ValidatePlan(const std::vector<InstanceGroup>& groups) const;
   int ThreadBudget() const;
-  // The most rows a slice to a new runtime started for `batch` may carry: for `instances:
-  // auto` models (whole slices, not layered; not generative) batching.max_batch, so that a
-  // later plan with the same thread count keeps the runtime at a larger b; else `batch`.
+  // Whether runtimes run slices of any size up to batching.max_batch: `instances: auto` models
+  // (batched, not layered; not generative) with a max_batch. Then a plan change that keeps a
+  // thread count at another b keeps its runtimes, and batches cut from a backlog take up to
+  // max_batch rows.
+  bool FlexibleSlices() const;
+  // The most rows a slice to a new runtime started for `batch` may carry.
   int64_t SliceCapacity(int64_t batch) const;
 
   void ControlLoop();
@@ -237,7 +240,7 @@ class ServedModel {
   // By thread count: EWMA of slice compute time / the profile's prediction for its rows and
   // threads; written by the runtimes' completion threads.
   mutable std::mutex slowdown_mu_;
-  std::map<int, double> slowdowns_;  // guarded by slowdown_mu_
+  std::map<int, double> slowdowns_;      // guarded by slowdown_mu_
   static constexpr int kColdSlices = 2;  // each runtime's first slices of a size are left out
   static constexpr double kSlowdownAlpha = 0.1;
 

@@ -486,6 +486,27 @@ TEST_F(ReconfigurationTest, BatchChangeWithTheSameThreadsKeepsTheRuntimes) {
   StopAndCheckClean({runtime});
 }
 
+// A static plan's runtimes hold b rows: a change of b starts new ones, as before.
+TEST_F(ReconfigurationTest, StaticPlanBatchChangeStartsNewRuntimes) {
+  const std::vector<Sample> samples = MakeSamples(3);
+  StartAgent(Config("[{count: 1, threads: 1, batch: 8}]"));
+  const pid_t before = GetConfig().workers.at(0).pid;
+  const HttpResult r = management_->Request("PUT", "/v2/models/tiny/config",
+                                            R"({"instances":[{"count":1,"threads":1,"batch":4}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const ConfigView after = ParseConfig(r.body);
+  ASSERT_EQ(after.workers.size(), 1u);
+  EXPECT_NE(after.workers[0].pid, before);
+  EXPECT_EQ(after.workers[0].batch, 4);
+  HttpClient client("127.0.0.1", agent_->http_port());
+  for (const Sample& s : samples) {
+    const HttpResult answer = client.Post("/v2/models/tiny/infer", s.body);
+    EXPECT_EQ(answer.status, 200) << answer.body;
+    EXPECT_TRUE(Matches(answer.body, s.expected)) << answer.body;
+  }
+  StopAndCheckClean({before, after.workers[0].pid});
+}
+
 // With no idle CPU left for the shadow set (the serving set holds every usable one), the new
 // runtimes start cold instead of warming up on CPUs that serving runtimes run on; with
 // skip_warmup_on_busy_cpus: false they warm up as before. Either way the new set answers right.

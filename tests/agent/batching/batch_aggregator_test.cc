@@ -283,6 +283,31 @@ TEST_F(BatchAggregatorTest, NoDeadlinesNoExpiry) {
   EXPECT_EQ(aggregator_.queued_rows(), 2);
 }
 
+// With max_rows above B, a batch cut from a backlog takes up to max_rows rows; at B rows or fewer
+// queued it is B as before.
+TEST_F(BatchAggregatorTest, BacklogBatchesGrowToMaxRows) {
+  BatchAggregator::Options o = Options(/*target=*/2);
+  o.max_rows = 5;
+  aggregator_ = BatchAggregator(o);
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(Enqueue(1).ok());
+  std::optional<Batch> batch = aggregator_.Poll(now_);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->rows, 5);
+  EXPECT_EQ(Ids(*batch), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  batch = aggregator_.Poll(now_);  // 2 left: exactly B
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->rows, 2);
+  ASSERT_TRUE(Enqueue(1).ok());  // 1 < B: waits for its deadline, as without max_rows
+  EXPECT_FALSE(aggregator_.Poll(now_).has_value());
+  // A request that would take the batch beyond max_rows waits for the next one.
+  ASSERT_TRUE(Enqueue(3).ok());
+  ASSERT_TRUE(Enqueue(4).ok());
+  batch = aggregator_.Poll(now_);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->rows, 4);
+  EXPECT_EQ(Ids(*batch), (std::vector<int64_t>{7, 8}));
+}
+
 TEST_F(BatchAggregatorTest, NewTargetAppliesToTheNextBatch) {
   ASSERT_TRUE(Enqueue(4).ok());
   EXPECT_FALSE(aggregator_.Poll(now_).has_value());

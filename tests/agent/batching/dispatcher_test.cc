@@ -232,11 +232,12 @@ TEST_F(DispatcherTest, SplitsAFullBatchByBatchSize) {
   EXPECT_EQ(batches_done(), 1);
 }
 
-// A plan that keeps instances at a smaller b than they can run: the cut follows the plan's b,
-// and a b above what an executor can run is taken as its limit.
-TEST_F(DispatcherTest, CutsByThePlansBatchSizesWithinTheExecutorsLimits) {
+// A plan that keeps instances at a smaller b than they can run: rows are shared by the plan's b
+// (a b above what an executor can run is taken as its limit), and each executor's share runs in
+// slices as large as it can run.
+TEST_F(DispatcherTest, SharesByThePlansBatchSizesAndCutsByTheExecutorsLimits) {
   MakeExecutors(Mode::kDeferred, {8, 8, 2});
-  auto dispatcher = MakeDispatcher(2, {2, 1, 4});  // runs as b = 2, 1, 2
+  auto dispatcher = MakeDispatcher(2, {2, 1, 4});  // shares by b = 2, 1, 2
   Batch batch;
   batch.id = 3;
   Completion a;
@@ -246,8 +247,8 @@ TEST_F(DispatcherTest, CutsByThePlansBatchSizesWithinTheExecutorsLimits) {
   EXPECT_EQ(executors_[0]->rows(), 4);
   EXPECT_EQ(executors_[1]->rows(), 2);
   EXPECT_EQ(executors_[2]->rows(), 4);
-  EXPECT_EQ(executors_[0]->slices(), 2u);
-  EXPECT_EQ(executors_[1]->slices(), 2u);
+  EXPECT_EQ(executors_[0]->slices(), 1u);
+  EXPECT_EQ(executors_[1]->slices(), 1u);
   EXPECT_EQ(executors_[2]->slices(), 2u);
   for (auto& e : executors_) e->RunAll();
   EXPECT_TRUE(a.HasCorrectOutputs(0, 10));
