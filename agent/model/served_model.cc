@@ -1117,20 +1117,6 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
                                                 config_.reconfiguration.max_utilization, capacity);
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
   const auto& [plan, target_capacity] = *plans.at(*b);
-  if (ThreadCounts(plan.groups) != ThreadCounts(active.groups) &&
-      target_capacity < kRestartMinGain * *serving) {
-    // Its runtimes would start on CPUs that serve the backlog meanwhile (seconds, then cold
-    // slices): a small gain does not repay that. The serving plan runs the queue in larger
-    // slices instead (FlexibleSlices); the estimator still follows a lasting load.
-    if (refused_generation_ != active.generation) {
-      refused_generation_ = active.generation;
-      PACKRAT_LOG(INFO) << "model '" << config_.name << "': overloaded (" << *rate
-                        << " rows/s arriving, the plan for B=" << current << " serves " << *serving
-                        << "), but the plan for B=" << *b << " serves " << target_capacity
-                        << " and would start runtimes: staying";
-    }
-    return false;
-  }
   std::ostringstream reason;
   reason.precision(3);
   reason << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "

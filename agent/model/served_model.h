@@ -266,9 +266,6 @@ class ServedModel {
   SteadyTime last_restart_{};                     // control thread only
   std::optional<SteadyTime> last_overload_move_;  // control thread only
   bool backlog_ = false;  // an overload move's backlog is draining; control thread only
-  // The generation for which the overload path last declined a move (logged once); control
-  // thread only.
-  uint64_t refused_generation_ = 0;
 
   std::mutex control_mu_;
   std::condition_variable control_cv_;

@@ -22,11 +22,6 @@ using CapacityFn = std::function<std::optional<double>(int64_t b)>;
 // A switch costs seconds: a plan that serves less than this much more than the current one does
 // not repay it.
 inline constexpr double kBatchForRateMinGain = 1.05;
-// A move whose plan starts runtimes (its thread counts differ from the serving plan's) costs
-// more: they load on CPUs that serve the backlog meanwhile and run their first slices cold
-// (1.3-1.6 s per start for ResNet-50 on 2 busy cores, docs/benchmarks.md). The overload path
-// takes such a move only for at least this much more capacity.
-inline constexpr double kRestartMinGain = 1.2;
 // Capacity flattens out with b while batch latency keeps growing: plans within this share of
 // the most capacity count as the most.
 inline constexpr double kBatchForRateNearMost = 0.95;
