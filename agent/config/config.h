@@ -88,10 +88,9 @@ struct ReconfigurationConfig {
   int64_t sample_period_ms = 100;
   int64_t timeout_ms = 10'000;   // how often the smoothed B is compared with the current one
   int64_t drain_timeout_s = 60;  // an old instance set gets this long to finish its batches
-  // A smaller B is taken only if its plan would run at most this busy at the mean arrival rate
-  // of the last scale_down_delay_ms: rows in the system shrink when a better plan serves them,
-  // and without this guard that alone would trigger the step back down. A step up stops at the
-  // smallest B whose plan would run at most this busy. (0, 1]; 1 disables the guard.
+  // A smaller B is taken only if its plan would run at most this busy at the measured arrival
+  // rate: rows in the system shrink when a better plan serves them, and without this guard
+  // that alone would trigger the step back down. (0, 1]; 1 disables the guard.
   double max_utilization = 0.8;
   // Overload: when the rows arriving over this span (or twice or four times it) exceed what
   // the serving plan runs fully busy by two Poisson standard deviations while rows queue

@@ -969,38 +969,8 @@ void ServedModel::Tick(SteadyTime now) {
                       << "); the estimator starts afresh";
     return;
   }
-  std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
+  const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
-  const int64_t period = config_.reconfiguration.sample_period_ms;
-  const auto window =
-      std::chrono::milliseconds(std::max<int64_t>(1, config_.reconfiguration.window - 1) * period);
-  std::string capped;
-  if (*decision > active->target_rows && !generative()) {
-    // The queue depth that moves B up also counts rows that queued behind a burst: at a rate
-    // that a smaller step up already serves, its plan (smaller batches, lower latency) is the
-    // one to take. Where none would keep up, the queue depth decides.
-    if (const std::optional<double> rate = arrival_rate_.Over(window)) {
-      std::map<int64_t, std::optional<double>> capacities;
-      auto capacity = [&](int64_t b) -> std::optional<double> {
-        auto it = capacities.find(b);
-        if (it == capacities.end()) {
-          auto p = PlanWithCapacity(b);
-          it = capacities.emplace(b, p ? std::optional<double>(p->second) : std::nullopt).first;
-        }
-        return it->second;
-      };
-      const std::optional<int64_t> enough = BatchForRate(
-          *rate, active->target_rows, *decision, config_.reconfiguration.max_utilization, capacity);
-      if (enough && *enough < *decision) {
-        std::ostringstream why;
-        why.precision(3);
-        why << ", capped at " << *enough << ": its plan serves " << *capacity(*enough)
-            << " rows/s, " << *rate << " arriving";
-        capped = why.str();
-        decision = enough;
-      }
-    }
-  }
   auto planned = PlanWithCapacity(*decision);
   if (!planned) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision;
@@ -1027,25 +997,31 @@ void ServedModel::Tick(SteadyTime now) {
   }
   if (*decision < active->target_rows) {
     // Fewer rows in the system may only mean that the serving plan keeps up: a smaller B is
-    // taken only if its plan would too, at most max_utilization busy at the mean rate of the
-    // last scale_down_delay_ms (or the estimator's window, if longer). Between that and the
-    // overload path's bar (fully busy, plus two standard deviations) B stays where it is.
-    // Not the peak of short windows: a Poisson load's 2 s peaks run far above its mean, and a
-    // burst that a smaller plan meets runs in larger slices (FlexibleSlices).
+    // taken only if its plan would too, at the peak rate of any overload window within the
+    // last scale_down_delay_ms (or the estimator's window, if longer): a mean near the smaller
+    // plan's capacity would soon trigger the overload path and move B back up.
+    const int64_t period = config_.reconfiguration.sample_period_ms;
+    const auto window = std::chrono::milliseconds(
+        std::max<int64_t>(1, config_.reconfiguration.window - 1) * period);
+    const auto peak_window =
+        config_.reconfiguration.overload_window_ms > 0
+            ? std::chrono::milliseconds(config_.reconfiguration.overload_window_ms)
+            : window;
     const auto span = std::max<std::chrono::milliseconds>(
         window, std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms));
-    const double rate = arrival_rate_.Over(span).value_or(arrival_rate_.Over(window).value_or(0));
+    const double rate =
+        arrival_rate_.PeakOver(peak_window, span).value_or(arrival_rate_.Over(window).value_or(0));
     const double capacity = planned->second;
     if (rate > config_.reconfiguration.max_utilization * capacity) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
                         << ": the plan for B=" << *decision << " serves " << capacity
-                        << " rows/s, too few for the " << rate << " rows/s arriving";
+                        << " rows/s, too few for the peak of " << rate << " rows/s arriving";
       return;
     }
   }
   const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
                              std::to_string(*decision) + " (load EWMA " +
-                             std::to_string(estimator_.ewma()) + capped + ")";
+                             std::to_string(estimator_.ewma()) + ")";
   if (Status s = Reconfigure(plan.groups, plan, reason, false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();

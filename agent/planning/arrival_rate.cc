@@ -30,4 +30,21 @@ std::optional<double> ArrivalRate::Over(Duration span) const {
   return std::nullopt;
 }
 
+std::optional<double> ArrivalRate::PeakOver(Duration window, Duration span) const {
+  if (samples_.size() < 2 || window <= Duration::zero()) return std::nullopt;
+  const SteadyTime newest = samples_.back().first;
+  std::optional<double> peak;
+  size_t start = 0;  // the newest sample at least `window` before samples_[end]
+  for (size_t end = 1; end < samples_.size(); ++end) {
+    while (start + 1 < end && samples_[end].first - samples_[start + 1].first >= window) ++start;
+    const auto& [t0, n0] = samples_[start];
+    const auto& [t1, n1] = samples_[end];
+    if (t1 - t0 < window || newest - t1 > span) continue;
+    const double rate =
+        static_cast<double>(n1 - n0) / std::chrono::duration<double>(t1 - t0).count();
+    if (!peak || rate > *peak) peak = rate;
+  }
+  return peak;
+}
+
 }  // namespace packrat

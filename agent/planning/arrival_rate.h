@@ -37,6 +37,11 @@ class ArrivalRate {
   // nullopt while the samples do not yet cover `span` (or span exceeds the horizon).
   std::optional<double> Over(Duration span) const;
 
+  // The highest rate over any stretch of at least `window` (between two samples, the shortest
+  // such) that ends at a sample within the last `span`: the peak a plan must absorb, where
+  // Over(span) is the mean. Nullopt while no stretch of `window` fits.
+  std::optional<double> PeakOver(Duration window, Duration span) const;
+
   // Forgets every sample (as after construction).
   void Restart() { samples_.clear(); }
 

@@ -37,6 +37,25 @@ TEST(ArrivalRateTest, SlopeOverTheNewestSamplesThatCoverTheSpan) {
   EXPECT_NEAR(*rate.Over(4s), (80 + 20) / 4.0, 1e-9);
 }
 
+TEST(ArrivalRateTest, PeakOverTheWindowsWithinTheSpan) {
+  ArrivalRate rate(60s);
+  EXPECT_FALSE(rate.PeakOver(1s, 10s));
+  // 10 rows/s, then a burst of 30 rows/s for 2 s, then 10 rows/s for 20 s; samples every 100 ms.
+  int64_t total = 0;
+  SteadyTime t = kT0;
+  auto run = [&](int samples, int rows_per_sample) {
+    for (int i = 0; i < samples; ++i, t += 100ms, total += rows_per_sample) rate.Sample(t, total);
+  };
+  run(50, 1);
+  run(20, 3);
+  run(200, 1);
+  rate.Sample(t, total);
+  EXPECT_DOUBLE_EQ(*rate.PeakOver(2s, 30s), 30);   // the burst, 20 s ago
+  EXPECT_DOUBLE_EQ(*rate.PeakOver(2s, 10s), 10);   // not within the last 10 s
+  EXPECT_NEAR(*rate.PeakOver(4s, 30s), 20, 1e-9);  // a longer window dilutes it
+  EXPECT_FALSE(rate.PeakOver(100s, 30s));
+}
+
 TEST(ArrivalRateTest, ForgetsBeyondTheHorizonAndOnRestart) {
   ArrivalRate rate(2s);
   for (int i = 0; i <= 100; ++i) rate.Sample(kT0 + i * 100ms, i * 3);
