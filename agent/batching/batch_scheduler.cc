@@ -64,11 +64,6 @@ void BatchScheduler::SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t ta
   cv_.notify_one();
 }
 
-int64_t BatchScheduler::rows_in_system() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return aggregator_.queued_rows() + dispatcher_->inflight_rows();
-}
-
 std::vector<std::shared_ptr<InferenceRequest>> BatchScheduler::TakeFront(
     const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit) {
   std::lock_guard<std::mutex> lock(mu_);

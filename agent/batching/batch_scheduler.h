@@ -54,8 +54,6 @@ class BatchScheduler {
   void set_queue_observer(std::function<void(int64_t rows)> observer) {
     queue_observer_ = std::move(observer);
   }
-  // Rows queued plus rows of batches running on the current dispatcher.
-  int64_t rows_in_system() const;
 
  private:
   void Loop();

@@ -105,12 +105,10 @@ void Dispatcher::Dispatch(Batch batch) {
   // Counts slices still running; the last one to finish frees the batch's capacity.
   auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
   inflight_.fetch_add(1, std::memory_order_acq_rel);
-  inflight_rows_.fetch_add(batch.rows, std::memory_order_acq_rel);
   const SteadyTime start = std::chrono::steady_clock::now();
   if (observer_.dispatched) observer_.dispatched(batch, start);
   auto slice_done = [this, remaining, start, rows = batch.rows] {
     if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      inflight_rows_.fetch_sub(rows, std::memory_order_acq_rel);
       if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lock(idle_mu_);  // orders the wake-up after WaitIdle's check
         idle_cv_.notify_all();

@@ -61,8 +61,6 @@ class Dispatcher {
   bool WaitIdle(SteadyTime deadline);
 
   int inflight_batches() const { return inflight_.load(std::memory_order_acquire); }
-  // Rows of the batches running now (the batch-size estimator's load signal).
-  int64_t inflight_rows() const { return inflight_rows_.load(std::memory_order_acquire); }
   const std::vector<InstanceExecutor*>& executors() const { return executors_; }
 
  private:
@@ -74,7 +72,6 @@ class Dispatcher {
   DispatchObserver observer_;
   bool whole_batches_ = false;
   std::atomic<int> inflight_{0};
-  std::atomic<int64_t> inflight_rows_{0};
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   std::atomic<size_t> rotation_{0};

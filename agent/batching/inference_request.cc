@@ -68,6 +68,7 @@ void InferenceRequest::FailRows(int64_t count, const Status& status) {
 }
 
 void InferenceRequest::FinishRows(int64_t count) {
+  if (rows_finished_) rows_finished_(count);
   if (rows_pending_.fetch_sub(count, std::memory_order_acq_rel) != count) return;
   Status final_status;
   {

@@ -36,6 +36,13 @@ class InferenceRequest {
   // nullopt = no timeout. Set before the request is shared.
   std::optional<SteadyTime> deadline() const { return deadline_; }
   void set_deadline(SteadyTime deadline) { deadline_ = deadline; }
+  // Runs with the count each time rows are finished (delivered or failed), on the thread that
+  // finished them, before the completion callback can run: a count of rows still in the system
+  // that it decrements never includes rows whose client already has its answer (and may have
+  // sent the next request). Must not block. Set before the request is shared.
+  void set_rows_finished_observer(std::function<void(int64_t rows)> observer) {
+    rows_finished_ = std::move(observer);
+  }
 
   // True if both requests' inputs have equal non-batch dims, so their rows can share a batch.
   bool CompatibleWith(const InferenceRequest& other) const;
@@ -58,6 +65,7 @@ class InferenceRequest {
   const Callback done_;
   const SteadyTime arrival_;
   std::optional<SteadyTime> deadline_;
+  std::function<void(int64_t)> rows_finished_;
   std::atomic<int64_t> rows_pending_;
   std::mutex mu_;
   std::vector<Tensor> outputs_;  // guarded by mu_ until rows_pending_ reaches 0

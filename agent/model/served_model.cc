@@ -631,7 +631,15 @@ Status ServedModel::Submit(std::shared_ptr<InferenceRequest> request) {
     return FailedPrecondition("model '" + config_.name + "' is not ready");
   }
   const int64_t rows = request->rows();
-  RETURN_IF_ERROR(scheduler_->Submit(std::move(request)));
+  request->set_rows_finished_observer([in_system = rows_in_system_](int64_t n) {
+    in_system->fetch_sub(n, std::memory_order_relaxed);
+  });
+  // Counted in before the scheduler can finish any of its rows.
+  rows_in_system_->fetch_add(rows, std::memory_order_relaxed);
+  if (Status s = scheduler_->Submit(std::move(request)); !s.ok()) {
+    rows_in_system_->fetch_sub(rows, std::memory_order_relaxed);  // refused: never finished
+    return s;
+  }
   rows_arrived_.fetch_add(rows, std::memory_order_relaxed);
   return Status::Ok();
 }
@@ -937,10 +945,11 @@ void ServedModel::Tick(SteadyTime now) {
     }
     return;
   }
-  // The load: rows queued or running; for a generative model, sequences queued or decoding.
+  // The load: rows queued or running and not answered yet; for a generative model, sequences
+  // queued or decoding.
   int64_t load = 0;
   if (scheduler_) {
-    load = scheduler_->rows_in_system();
+    load = rows_in_system_->load(std::memory_order_relaxed);
   } else {
     for (const auto& w : active->workers) {
       if (w->decoder) load += static_cast<int64_t>(w->decoder->load());

@@ -261,6 +261,9 @@ class ServedModel {
   bool adaptive_ = false;                 // guarded by mu_
   uint64_t next_generation_ = 1;          // control thread (and Load) only
   std::atomic<int64_t> rows_arrived_{0};  // rows accepted by Submit, ever
+  // Rows accepted by Submit and not answered yet: the estimator's load. Shared with each
+  // request's rows-finished observer (it counts rows out before their client is answered).
+  std::shared_ptr<std::atomic<int64_t>> rows_in_system_ = std::make_shared<std::atomic<int64_t>>(0);
   // Rows accepted by Submit, sampled with the estimator's samples; control thread only.
   ArrivalRate arrival_rate_;
   SteadyTime last_restart_{};                     // control thread only

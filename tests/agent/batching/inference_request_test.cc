@@ -1,0 +1,74 @@
+// InferenceRequest's row accounting: the rows-finished observer sees every row exactly once,
+// delivered or failed, and always before the completion callback (which answers the client).
+#include "agent/batching/inference_request.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "tests/agent/batching/fake_executor.h"
+
+namespace packrat {
+namespace {
+
+using batching_test::MakeDecoded;
+
+// The output view of a fake 1-column INT64 model over `rows` rows.
+std::vector<TensorView> Outputs(const std::vector<int64_t>& values) {
+  TensorView v;
+  v.name = "y";
+  v.datatype = DataType::kInt64;
+  v.shape = {static_cast<int64_t>(values.size()), 1};
+  v.data = reinterpret_cast<const uint8_t*>(values.data());
+  v.byte_size = values.size() * sizeof(int64_t);
+  return {v};
+}
+
+TEST(InferenceRequestTest, ObserverCountsEveryRowBeforeTheCallbackRuns) {
+  std::atomic<int64_t> in_system{5};
+  int64_t seen_by_callback = -1;
+  int calls = 0;
+  InferenceRequest request(
+      MakeDecoded(1, 5),
+      [&](const Status& s, InferenceRequest&) {
+        EXPECT_TRUE(s.ok()) << s.ToString();
+        seen_by_callback = in_system.load();
+        ++calls;
+      },
+      SteadyTime{});
+  request.set_rows_finished_observer([&](int64_t n) { in_system -= n; });
+  const std::vector<int64_t> values = {10, 11, 12, 13, 14};
+  request.DeliverRows(0, 2, Outputs(values), 0);
+  EXPECT_EQ(in_system.load(), 3);
+  EXPECT_EQ(calls, 0);
+  request.DeliverRows(2, 3, Outputs(values), 2);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen_by_callback, 0);  // no row of an answered request is still counted
+}
+
+TEST(InferenceRequestTest, FailedRowsAreCountedOutToo) {
+  std::atomic<int64_t> in_system{4};
+  std::atomic<int> calls{0};
+  InferenceRequest request(
+      MakeDecoded(2, 4),
+      [&](const Status& s, InferenceRequest&) {
+        EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+        EXPECT_EQ(in_system.load(), 0);
+        ++calls;
+      },
+      SteadyTime{});
+  request.set_rows_finished_observer([&](int64_t n) { in_system -= n; });
+  // Slices finish on different completion threads at once.
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] { request.FailRows(1, Unavailable("the instance died")); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(in_system.load(), 0);
+}
+
+}  // namespace
+}  // namespace packrat
