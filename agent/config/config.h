@@ -101,6 +101,12 @@ struct ReconfigurationConfig {
   // fast, down slowly (as Kubernetes' autoscaler's stabilization window), since a rate near a
   // plan's capacity would otherwise move B down and up again, seconds of switching each time.
   int64_t scale_down_delay_ms = 30'000;
+  // A plan that needs new runtimes (thread counts the serving set lacks) is taken only if it
+  // predicts batches more than this fraction faster than the best plan on the serving runtimes
+  // (Optimizer::SolveOnInstances), both at the measured slowdowns: a start costs seconds of the
+  // CPUs the serving runtimes need (docs/benchmarks.md). `instances: auto` batched models,
+  // whose runtimes run any b up to max_batch. 0 always takes the optimizer's plan.
+  double restart_margin = 0.1;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under

@@ -47,6 +47,18 @@ BatchSizeEstimator::Options EstimatorOptions(const ModelConfig& config) {
   return o;
 }
 
+// Why a plan on the serving runtimes was taken instead of the optimizer's; "" if it was not.
+std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
+                           double margin) {
+  if (!passed_over) return "";
+  std::ostringstream note;
+  note.precision(3);
+  note << "; " << taken.ConfigString() << " on the serving runtimes (" << taken.latency_ms
+       << " ms profiled): " << passed_over->ConfigString() << " (" << passed_over->latency_ms
+       << " ms) would start runtimes for batches at most " << margin * 100 << "% faster";
+  return note.str();
+}
+
 std::string GroupsString(const std::vector<InstanceGroup>& groups) {
   std::string out;
   for (const InstanceGroup& g : groups) {
@@ -980,12 +992,12 @@ void ServedModel::Tick(SteadyTime now) {
   }
   const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
-  auto planned = PlanWithCapacity(*decision);
+  auto planned = PlanWithCapacity(*decision, *active);
   if (!planned) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision;
     return;
   }
-  const Plan& plan = planned->first;
+  const Plan& plan = planned->plan;
   if (generative() && *decision < active->target_rows &&
       ThreadCounts(plan.groups) == ThreadCounts(active->groups)) {
     // A decode step runs the active sequences only (the runtime compacts them into the first
@@ -1020,7 +1032,7 @@ void ServedModel::Tick(SteadyTime now) {
         window, std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms));
     const double rate =
         arrival_rate_.PeakOver(peak_window, span).value_or(arrival_rate_.Over(window).value_or(0));
-    const double capacity = planned->second;
+    const double capacity = planned->capacity;
     if (rate > config_.reconfiguration.max_utilization * capacity) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
                         << ": the plan for B=" << *decision << " serves " << capacity
@@ -1028,9 +1040,10 @@ void ServedModel::Tick(SteadyTime now) {
       return;
     }
   }
-  const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
-                             std::to_string(*decision) + " (load EWMA " +
-                             std::to_string(estimator_.ewma()) + ")";
+  const std::string reason =
+      "estimator: B " + std::to_string(active->target_rows) + " -> " + std::to_string(*decision) +
+      " (load EWMA " + std::to_string(estimator_.ewma()) + ")" +
+      PassedOverNote(planned->plan, planned->passed_over, config_.reconfiguration.restart_margin);
   if (Status s = Reconfigure(plan.groups, plan, reason, false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();
@@ -1053,21 +1066,42 @@ double ServedModel::Slowdown(int threads) const {
   return std::max(1.0, s);
 }
 
-std::optional<std::pair<Plan, double>> ServedModel::PlanWithCapacity(int64_t b) const {
+std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
+    int64_t b, const InstanceSet& serving) const {
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
-  auto plan = optimizer_->Solve(threads, static_cast<int>(b));
-  if (!plan.ok()) return std::nullopt;
+  auto best = optimizer_->Solve(threads, static_cast<int>(b));
+  if (!best.ok()) return std::nullopt;
   // The batch takes as long as its slowest group: each group's profiled latency for its b, at
   // the slowdown measured for its thread count.
-  double latency_ms = 0;
-  for (const InstanceGroup& g : plan->groups) {
-    const double profiled =
-        optimizer_->profile().Latency(g.threads, g.batch).value_or(plan->latency_ms);
-    latency_ms = std::max(latency_ms, profiled * Slowdown(g.threads));
+  auto latency_ms = [&](const Plan& plan) {
+    double latency = 0;
+    for (const InstanceGroup& g : plan.groups) {
+      const double profiled =
+          optimizer_->profile().Latency(g.threads, g.batch).value_or(plan.latency_ms);
+      latency = std::max(latency, profiled * Slowdown(g.threads));
+    }
+    return latency;
+  };
+  PlanChoice choice{std::move(best).value(), 0, std::nullopt};
+  double latency = latency_ms(choice.plan);
+  const std::vector<int> running = ThreadCounts(serving.groups);
+  const std::vector<int> needed = ThreadCounts(choice.plan.groups);
+  if (FlexibleSlices() && !running.empty() &&
+      !std::includes(running.begin(), running.end(), needed.begin(), needed.end())) {
+    // The optimizer's plan starts runtimes; the serving ones can run any b up to max_batch.
+    auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
+    if (kept.ok()) {
+      const double kept_latency = latency_ms(*kept);
+      if (kept_latency <= (1 + config_.reconfiguration.restart_margin) * latency) {
+        choice.passed_over = std::move(choice.plan);
+        choice.plan = std::move(kept).value();
+        latency = kept_latency;
+      }
+    }
   }
-  const double capacity = latency_ms > 0 ? static_cast<double>(b) * 1e3 / latency_ms
-                                         : std::numeric_limits<double>::infinity();
-  return std::make_pair(std::move(plan).value(), capacity);
+  choice.capacity = latency > 0 ? static_cast<double>(b) * 1e3 / latency
+                                : std::numeric_limits<double>::infinity();
+  return choice;
 }
 
 bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
@@ -1077,12 +1111,12 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   // Rows must be piling up beyond one batch: a rate that only looks high over a short window
   // (arrivals are random) while the plan keeps up changes nothing.
   if (estimator_.ewma() <= static_cast<double>(current) || load <= current) return false;
-  std::map<int64_t, std::optional<std::pair<Plan, double>>> plans;
+  std::map<int64_t, std::optional<PlanChoice>> plans;
   auto capacity = [&](int64_t b) -> std::optional<double> {
     auto it = plans.find(b);
-    if (it == plans.end()) it = plans.emplace(b, PlanWithCapacity(b)).first;
+    if (it == plans.end()) it = plans.emplace(b, PlanWithCapacity(b, active)).first;
     if (!it->second) return std::nullopt;
-    return it->second->second;
+    return it->second->capacity;
   };
   const std::optional<double> serving = capacity(current);
   if (!serving) return false;
@@ -1101,11 +1135,13 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   const std::optional<int64_t> b = BatchForRate(*rate, current, config_.batching.max_batch,
                                                 config_.reconfiguration.max_utilization, capacity);
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
-  const auto& [plan, target_capacity] = *plans.at(*b);
+  const PlanChoice& target = *plans.at(*b);
+  const Plan& plan = target.plan;
   std::ostringstream reason;
   reason.precision(3);
   reason << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
-         << *serving << "; B " << current << " -> " << *b << " serves " << target_capacity;
+         << *serving << "; B " << current << " -> " << *b << " serves " << target.capacity
+         << PassedOverNote(plan, target.passed_over, config_.reconfiguration.restart_margin);
   // Either way the next try waits for a new window.
   arrival_rate_.Restart();
   if (Status s = Reconfigure(plan.groups, plan, reason.str(), false); !s.ok()) {

@@ -208,9 +208,19 @@ class ServedModel {
   // the profile times one instance alone. A thread count not measured yet is taken as the
   // slowest measured; 1 before any slice was measured. Any thread.
   double Slowdown(int threads) const;
-  // The optimizer's plan for B = `b` and the rows/s it serves with full batches, each group at
-  // its thread count's slowdown; nullopt where the optimizer has no plan. Control thread only.
-  std::optional<std::pair<Plan, double>> PlanWithCapacity(int64_t b) const;
+  // A plan for B = `b` and the rows/s it serves with full batches, each group at its thread
+  // count's slowdown.
+  struct PlanChoice {
+    Plan plan;
+    double capacity = 0;
+    // The optimizer's plan where `plan` was taken instead: it needed new runtimes and
+    // predicted batches at most reconfiguration.restart_margin faster.
+    std::optional<Plan> passed_over;
+  };
+  // The optimizer's plan for B = `b`; with FlexibleSlices(), the best plan on the runtimes of
+  // `serving` instead where the optimizer's needs new runtimes and is not faster by more than
+  // restart_margin. Nullopt where the optimizer has no plan. Control thread only.
+  std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving) const;
   // The overload fast path (reconfiguration.overload_window_ms): reconfigures and returns true
   // when the rows arriving outrun the serving plan. Control thread only; blocks while it
   // reconfigures.

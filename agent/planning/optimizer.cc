@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <numeric>
 
 namespace packrat {
 namespace {
@@ -220,6 +221,96 @@ StatusOr<std::vector<Plan>> Optimizer::SolveAll(int threads, int max_batch) cons
   std::lock_guard<std::mutex> lock(mu_);
   for (const Plan& plan : result) cache_.emplace(std::pair(threads, plan.batch), plan);
   return result;
+}
+
+StatusOr<Plan> Optimizer::SolveOnInstances(const std::vector<int>& instance_threads,
+                                           int batch) const {
+  if (instance_threads.empty()) return InvalidArgument("no instances to plan on");
+  if (*std::min_element(instance_threads.begin(), instance_threads.end()) < 1) {
+    return InvalidArgument("every instance needs threads >= 1");
+  }
+  const int total = std::accumulate(instance_threads.begin(), instance_threads.end(), 0);
+  RETURN_IF_ERROR(CheckArguments(total, batch));
+  if ((int64_t{batch} + 1) * static_cast<int64_t>(instance_threads.size()) > kMaxCells) {
+    return InvalidArgument("too many instances to plan on");
+  }
+  const size_t n = instance_threads.size();
+  const size_t width = static_cast<size_t>(batch) + 1;
+  // The profiled ⟨b, latency⟩ of each instance's thread count, b ≤ batch.
+  std::map<int, std::vector<std::pair<int, double>>> options;
+  std::vector<double> thresholds;
+  for (int t : instance_threads) {
+    if (options.count(t)) continue;
+    auto& points = options[t];
+    for (const ProfilePoint& p : profile_.points()) {
+      if (p.threads != t || p.batch > batch) continue;
+      points.emplace_back(p.batch, p.latency_ms);
+      thresholds.push_back(p.latency_ms);
+    }
+  }
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+
+  // busy[k*width + r]: the fewest busy instances among the first k covering r rows, each at a
+  // latency ≤ the threshold; choice[...] the b instance k-1 runs there (0 = idle).
+  std::vector<int32_t> busy(width * (n + 1));
+  std::vector<int32_t> choice(width * (n + 1));
+  auto feasible = [&](double threshold) {
+    std::fill(busy.begin(), busy.begin() + width, kUnreachable);
+    busy[0] = 0;
+    for (size_t k = 1; k <= n; ++k) {
+      const int32_t* prev = &busy[(k - 1) * width];
+      int32_t* cur = &busy[k * width];
+      int32_t* pick = &choice[k * width];
+      std::copy(prev, prev + width, cur);
+      std::fill(pick, pick + width, 0);
+      for (const auto& [b, latency] : options[instance_threads[k - 1]]) {
+        if (latency > threshold) continue;
+        for (int r = b; r <= batch; ++r) {
+          if (prev[r - b] == kUnreachable || prev[r - b] + 1 >= cur[r]) continue;
+          cur[r] = prev[r - b] + 1;
+          pick[r] = b;
+        }
+      }
+    }
+    return busy[n * width + batch] != kUnreachable;
+  };
+  // Feasibility only grows with the threshold: the least one is found by bisection.
+  size_t low = 0, high = thresholds.size();
+  while (low < high) {
+    const size_t mid = (low + high) / 2;
+    if (feasible(thresholds[mid])) {
+      high = mid;
+    } else {
+      low = mid + 1;
+    }
+  }
+  if (low == thresholds.size()) {
+    std::string what =
+        "no plan for batch=" + std::to_string(batch) + " on the instances' threads {";
+    std::vector<int> sorted = instance_threads;
+    std::sort(sorted.begin(), sorted.end());
+    what += JoinInts(sorted, 16);
+    return NotFound(what + "}: no split into their profiled batch sizes covers it");
+  }
+  feasible(thresholds[low]);  // the tables of the least threshold, for the walk back
+  std::map<std::pair<int, int>, int> counts;  // ⟨threads,batch⟩ -> instances
+  Plan plan;
+  plan.threads_total = total;
+  plan.batch = batch;
+  for (size_t k = n, r = static_cast<size_t>(batch); k > 0; --k) {
+    const int b = choice[k * width + r];
+    if (b == 0) continue;
+    const int t = instance_threads[k - 1];
+    ++counts[{t, b}];
+    plan.latency_ms = std::max(plan.latency_ms, *profile_.Latency(t, b));
+    r -= static_cast<size_t>(b);
+  }
+  for (auto it = counts.rbegin(); it != counts.rend(); ++it) {  // threads desc, batch desc
+    plan.groups.push_back(InstanceGroup{it->second, it->first.first, it->first.second});
+  }
+  plan.fat_latency_ms = profile_.Latency(total, batch);
+  return plan;
 }
 
 }  // namespace packrat

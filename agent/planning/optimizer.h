@@ -95,6 +95,15 @@ class Optimizer {
   // cover are left out; kNotFound if that is every B. kInvalidArgument as for Solve().
   StatusOr<std::vector<Plan>> SolveAll(int threads, int max_batch) const;
 
+  // The best plan on instances that exist already: one entry per instance, its thread count.
+  // Each instance runs a profiled ⟨t,b⟩ at its own t or stays idle; the busy ones cover exactly
+  // `batch` rows with the least max latency, then with the fewest busy instances (remaining
+  // ties by a fixed order). For a server weighing a plan that keeps its running instances
+  // against one that starts new ones. Not cached; cost O(instances · batch · profiled batch
+  // sizes · log(profiled points)). kInvalidArgument for no instances, a thread count < 1 or
+  // batch < 1 (or beyond kMaxCells); kNotFound if no assignment covers `batch`.
+  StatusOr<Plan> SolveOnInstances(const std::vector<int>& instance_threads, int batch) const;
+
   const Profile& profile() const { return profile_; }
   size_t CachedPlanCount() const;
 

@@ -13,8 +13,10 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -216,6 +218,34 @@ std::vector<std::string> CgroupsOf(pid_t pid) {
   return out;
 }
 
+// Replaces the latencies of every profile the agent stored in `dir` with `latency(threads,
+// batch)`; returns the rows rewritten, or -1 if a row has no replacement.
+int RewriteProfiles(const std::string& dir,
+                    const std::function<std::optional<double>(int, int)>& latency) {
+  int rewritten = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".csv") continue;
+    std::ifstream in(e.path());
+    std::string line, out;
+    std::getline(in, line);
+    out = line + "\n";
+    while (std::getline(in, line)) {
+      int threads = 0, batch = 0;
+      char comma;
+      std::istringstream fields(line);
+      fields >> threads >> comma >> batch;
+      const std::optional<double> l = latency(threads, batch);
+      if (!l) return -1;
+      const std::string ms = std::to_string(*l);
+      out += std::to_string(threads) + "," + std::to_string(batch) + "," + ms + "," + ms + "," +
+             ms + ",5\n";
+      ++rewritten;
+    }
+    std::ofstream(e.path()) << out;
+  }
+  return rewritten;
+}
+
 class ReconfigurationTest : public ::testing::Test {
  protected:
   void StartAgent(const std::string& config) {
@@ -388,26 +418,9 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
 
   // Slow latencies for the profile the agent measured: capacity 10, 16.7, 26.7, 40 rows/s.
   const std::map<int, double> slow = {{1, 100}, {2, 120}, {4, 150}, {8, 200}};
-  int rewritten = 0;
-  for (const auto& e : std::filesystem::directory_iterator(profiles.path())) {
-    if (e.path().extension() != ".csv") continue;
-    std::ifstream in(e.path());
-    std::string line, out;
-    std::getline(in, line);
-    out = line + "\n";
-    while (std::getline(in, line)) {
-      int threads = 0, batch = 0;
-      char comma;
-      std::istringstream fields(line);
-      fields >> threads >> comma >> batch;
-      ASSERT_EQ(slow.count(batch), 1u) << line;
-      const std::string ms = std::to_string(slow.at(batch));
-      out += std::to_string(threads) + "," + std::to_string(batch) + "," + ms + "," + ms + "," +
-             ms + ",5\n";
-      ++rewritten;
-    }
-    std::ofstream(e.path()) << out;
-  }
+  const int rewritten = RewriteProfiles(profiles.path(), [&](int, int batch) {
+    return slow.count(batch) ? std::optional<double>(slow.at(batch)) : std::nullopt;
+  });
   ASSERT_EQ(rewritten, 4);
 
   StartAgent(config);
@@ -447,6 +460,71 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
       << agent_->Log();
   EXPECT_EQ(GetConfig().batch, 8);
   EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Log();
+  StopAndCheckClean(all_runtimes);
+}
+
+// A move whose best plan would start runtimes stays on the serving ones when their best plan
+// predicts batches within reconfiguration.restart_margin (10%) of it: for B = 8 the profile
+// below makes two one-thread instances (47.5 ms) 5% faster than the serving two-thread one
+// (50 ms), so the overload move to B = 8 runs ⟨1,2,8⟩ on the runtime that serves B = 1.
+TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFaster) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  testing::TempDir profiles("packrat-profiles");
+  const std::string config =
+      "server: {profile_dir: " + profiles.path() + ", " +
+      Config("auto",
+             "    auto_threads: 2\n"
+             "    reconfiguration: {sample_period_ms: 10, window: 100, timeout_ms: 1000, "
+             "overload_window_ms: 200, scale_down_delay_ms: 600000}\n")
+          .substr(std::string("server: {").size());
+  StartAgent(config);
+  std::set<pid_t> all_runtimes;
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+  // One thread: 7.5 ms + 10 ms per row; two threads: 10 ms + 5 ms per row. B = 1 runs on two
+  // threads (15 ms); B = 8 serves the most rows/s (160 on two threads).
+  const int rewritten = RewriteProfiles(profiles.path(), [](int threads, int batch) {
+    return std::optional<double>(threads == 1 ? 7.5 + 10.0 * batch : 10.0 + 5.0 * batch);
+  });
+  ASSERT_EQ(rewritten, 8);
+
+  StartAgent(config);
+  ASSERT_TRUE(agent_->WaitForLog("using stored profile")) << agent_->Log();
+  HttpResult r =
+      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const ConfigView one = GetConfig();
+  ASSERT_EQ(one.batch, 1);
+  ASSERT_EQ(one.workers.size(), 1u);
+  ASSERT_EQ(one.workers[0].threads, 2);
+  all_runtimes.insert(one.workers[0].pid);
+  {
+    Load load(agent_->http_port(), &samples, 4);
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 160")) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLog(
+        "<1,2,8> on the serving runtimes (50 ms profiled): <2,1,4> (47.5 ms) would start runtimes"))
+        << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2));
+    const ConfigView eight = GetConfig();
+    EXPECT_EQ(eight.batch, 8);
+    ASSERT_EQ(eight.workers.size(), 1u);
+    EXPECT_EQ(eight.workers[0].pid, one.workers[0].pid);  // no runtime started
+    EXPECT_EQ(eight.workers[0].batch, 8);
+    ASSERT_TRUE(load.WaitForMore(50));
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty());
+    EXPECT_EQ(load.wrong(), 0);
+  }
+  // The management API's B is the optimizer's plan, whatever runs.
+  r = management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":8})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const ConfigView thin = ParseConfig(r.body);
+  ASSERT_EQ(thin.workers.size(), 2u) << r.body;
+  for (const auto& w : thin.workers) {
+    EXPECT_EQ(w.threads, 1);
+    all_runtimes.insert(w.pid);
+  }
   StopAndCheckClean(all_runtimes);
 }
 

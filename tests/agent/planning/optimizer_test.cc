@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -485,6 +486,95 @@ TEST(OptimizerTest, SharedProfilesNeverLoseToTheFatInstance) {
     ASSERT_TRUE(all.ok());
     EXPECT_EQ(all->size(), 1024u);
   }
+}
+
+TEST(OptimizerTest, SolveOnInstancesKeepsTheGivenInstances) {
+  const Profile profile = MakeProfile(
+      {P(1, 1, 6), P(1, 2, 12), P(1, 4, 24), P(2, 1, 5), P(2, 2, 10), P(2, 4, 20), P(2, 8, 40)});
+  Optimizer optimizer(profile);
+  // Two one-thread instances are faster for B = 4 (12 ms), but one two-thread instance runs.
+  ASSERT_EQ(optimizer.Solve(2, 4)->ConfigString(), "<2,1,2>");
+  StatusOr<Plan> fat = optimizer.SolveOnInstances({2}, 4);
+  ASSERT_TRUE(fat.ok()) << fat.status().ToString();
+  EXPECT_EQ(fat->ConfigString(), "<1,2,4>");
+  EXPECT_EQ(fat->latency_ms, 20);
+  EXPECT_EQ(fat->threads_total, 2);
+  EXPECT_EQ(fat->fat_latency_ms, 20);
+  // The instances' own thread counts, each at its own b: ⟨2,2⟩ (10 ms) + ⟨1,1⟩ (6 ms).
+  EXPECT_EQ(optimizer.SolveOnInstances({1, 2}, 3)->ConfigString(), "<1,2,2> <1,1,1>");
+  // An instance may idle: B = 1 on two runs on one of them.
+  StatusOr<Plan> one = optimizer.SolveOnInstances({1, 1}, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->ConfigString(), "<1,1,1>");
+  EXPECT_EQ(one->latency_ms, 6);
+  // B = 16 does not fit two one-thread instances profiled up to b = 4.
+  EXPECT_EQ(optimizer.SolveOnInstances({1, 1}, 16).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(optimizer.SolveOnInstances({}, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(optimizer.SolveOnInstances({0}, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(optimizer.SolveOnInstances({1}, 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Every instance idles or runs one profiled b at its thread count: the least max latency over
+// all such assignments covering `rows`, and the fewest busy instances at it.
+void BruteForceOnInstances(const Profile& profile, const std::vector<int>& threads, size_t k,
+                           int rows, double latency, int busy,
+                           std::optional<std::pair<double, int>>* best) {
+  if (k == threads.size()) {
+    if (rows == 0 && (!*best || std::make_pair(latency, busy) < **best)) {
+      *best = std::make_pair(latency, busy);
+    }
+    return;
+  }
+  BruteForceOnInstances(profile, threads, k + 1, rows, latency, busy, best);
+  for (const ProfilePoint& p : profile.points()) {
+    if (p.threads != threads[k] || p.batch > rows) continue;
+    BruteForceOnInstances(profile, threads, k + 1, rows - p.batch, std::max(latency, p.latency_ms),
+                          busy + 1, best);
+  }
+}
+
+TEST(OptimizerTest, SolveOnInstancesMatchesBruteForceOnRandomProfiles) {
+  std::mt19937 rng(20261123);
+  int compared = 0, infeasible = 0;
+  for (int round = 0; round < 200; ++round) {
+    const Profile profile = RandomProfile(rng, 3, 8, round % 2 == 0);
+    Optimizer optimizer(profile);
+    std::vector<int> threads(1 + round % 4);
+    for (int& t : threads) t = 1 + static_cast<int>(rng() % 3);
+    for (int b = 1; b <= 12; ++b) {
+      SCOPED_TRACE("round " + std::to_string(round) + " B=" + std::to_string(b) + "\n" +
+                   profile.ToCsv());
+      std::optional<std::pair<double, int>> expected;
+      BruteForceOnInstances(profile, threads, 0, b, 0, 0, &expected);
+      StatusOr<Plan> plan = optimizer.SolveOnInstances(threads, b);
+      if (!expected) {
+        ASSERT_FALSE(plan.ok());
+        EXPECT_EQ(plan.status().code(), StatusCode::kNotFound);
+        ++infeasible;
+        continue;
+      }
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      EXPECT_EQ(plan->threads_total, std::accumulate(threads.begin(), threads.end(), 0));
+      EXPECT_EQ(plan->batch, b);
+      int rows = 0;
+      double latency = 0;
+      for (const InstanceGroup& g : plan->groups) {
+        rows += g.count * g.batch;
+        latency = std::max(latency, profile.Latency(g.threads, g.batch).value_or(kInf));
+      }
+      EXPECT_EQ(rows, b);
+      EXPECT_EQ(plan->latency_ms, latency);
+      EXPECT_EQ(plan->latency_ms, expected->first);
+      EXPECT_EQ(plan->InstanceCount(), expected->second);
+      // Busy instances only of the thread counts given, no more of each than there are.
+      std::map<int, int> left;
+      for (int t : threads) ++left[t];
+      for (const InstanceGroup& g : plan->groups) EXPECT_GE(left[g.threads] -= g.count, 0);
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 1000);
+  EXPECT_GT(infeasible, 50);
 }
 
 TEST(OptimizerTest, ThreadBudgetBeyondTheProfile) {
