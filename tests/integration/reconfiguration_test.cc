@@ -272,6 +272,31 @@ class ReconfigurationTest : public ::testing::Test {
     EXPECT_TRUE(CgroupsOf(pid).empty());
   }
 
+  // Starts the agent once so that it measures and stores the tiny model's profile (at
+  // `auto_threads`) in `profile_dir`, stops it, replaces the stored latencies with
+  // `latency(threads, batch)` (failing the test unless `rows` rows were replaced), and starts it
+  // again on them, with a fast overload path and no step down for 10 minutes after an overload
+  // move. Adds every runtime started to `runtimes`.
+  void StartOnRewrittenProfile(const std::string& profile_dir, int auto_threads,
+                               const std::function<std::optional<double>(int, int)>& latency,
+                               int rows, std::set<pid_t>* runtimes) {
+    const std::string config =
+        "server: {profile_dir: " + profile_dir + ", " +
+        Config("auto",
+               "    auto_threads: " + std::to_string(auto_threads) +
+                   "\n"
+                   "    reconfiguration: {sample_period_ms: 10, window: 100, timeout_ms: 1000, "
+                   "overload_window_ms: 200, scale_down_delay_ms: 600000}\n")
+            .substr(std::string("server: {").size());
+    StartAgent(config);
+    for (const auto& w : GetConfig().workers) runtimes->insert(w.pid);
+    StopAndCheckClean(*runtimes);
+    ASSERT_EQ(RewriteProfiles(profile_dir, latency), rows);
+    StartAgent(config);
+    ASSERT_TRUE(agent_->WaitForLog("using stored profile")) << agent_->Log();
+    for (const auto& w : GetConfig().workers) runtimes->insert(w.pid);
+  }
+
   std::unique_ptr<AgentProcess> agent_;
   std::unique_ptr<HttpClient> management_;
   bool cgroups_ = false;
@@ -404,27 +429,16 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
 TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
-  const std::string config =
-      "server: {profile_dir: " + profiles.path() + ", " +
-      Config("auto",
-             "    auto_threads: 1\n"
-             "    reconfiguration: {sample_period_ms: 10, window: 100, timeout_ms: 1000, "
-             "overload_window_ms: 200, scale_down_delay_ms: 600000}\n")
-          .substr(std::string("server: {").size());
-  StartAgent(config);
   std::set<pid_t> all_runtimes;
-  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
-  StopAndCheckClean(all_runtimes);
-
   // Slow latencies for the profile the agent measured: capacity 10, 16.7, 26.7, 40 rows/s.
   const std::map<int, double> slow = {{1, 100}, {2, 120}, {4, 150}, {8, 200}};
-  const int rewritten = RewriteProfiles(profiles.path(), [&](int, int batch) {
-    return slow.count(batch) ? std::optional<double>(slow.at(batch)) : std::nullopt;
-  });
-  ASSERT_EQ(rewritten, 4);
-
-  StartAgent(config);
-  ASSERT_TRUE(agent_->WaitForLog("using stored profile")) << agent_->Log();
+  StartOnRewrittenProfile(
+      profiles.path(), 1,
+      [&](int, int batch) {
+        return slow.count(batch) ? std::optional<double>(slow.at(batch)) : std::nullopt;
+      },
+      4, &all_runtimes);
+  if (HasFatalFailure()) return;
   const HttpResult r =
       management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -470,26 +484,16 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
 TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFaster) {
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
-  const std::string config =
-      "server: {profile_dir: " + profiles.path() + ", " +
-      Config("auto",
-             "    auto_threads: 2\n"
-             "    reconfiguration: {sample_period_ms: 10, window: 100, timeout_ms: 1000, "
-             "overload_window_ms: 200, scale_down_delay_ms: 600000}\n")
-          .substr(std::string("server: {").size());
-  StartAgent(config);
   std::set<pid_t> all_runtimes;
-  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
-  StopAndCheckClean(all_runtimes);
   // One thread: 7.5 ms + 10 ms per row; two threads: 10 ms + 5 ms per row. B = 1 runs on two
   // threads (15 ms); B = 8 serves the most rows/s (160 on two threads).
-  const int rewritten = RewriteProfiles(profiles.path(), [](int threads, int batch) {
-    return std::optional<double>(threads == 1 ? 7.5 + 10.0 * batch : 10.0 + 5.0 * batch);
-  });
-  ASSERT_EQ(rewritten, 8);
-
-  StartAgent(config);
-  ASSERT_TRUE(agent_->WaitForLog("using stored profile")) << agent_->Log();
+  StartOnRewrittenProfile(
+      profiles.path(), 2,
+      [](int threads, int batch) {
+        return std::optional<double>(threads == 1 ? 7.5 + 10.0 * batch : 10.0 + 5.0 * batch);
+      },
+      8, &all_runtimes);
+  if (HasFatalFailure()) return;
   HttpResult r =
       management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
   ASSERT_EQ(r.status, 200) << r.body;
