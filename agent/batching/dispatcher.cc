@@ -59,8 +59,7 @@ bool Dispatcher::HasCapacity() const {
 
 bool Dispatcher::WaitIdle(SteadyTime deadline) {
   std::unique_lock<std::mutex> lock(idle_mu_);
-  return idle_cv_.wait_until(lock, deadline,
-                             [&] { return inflight_.load(std::memory_order_acquire) == 0; });
+  return idle_cv_.wait_until(lock, deadline, [&] { return unfinished_ == 0; });
 }
 
 void Dispatcher::Dispatch(Batch batch) {
@@ -105,17 +104,22 @@ void Dispatcher::Dispatch(Batch batch) {
   // Counts slices still running; the last one to finish frees the batch's capacity.
   auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
   inflight_.fetch_add(1, std::memory_order_acq_rel);
+  {
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    ++unfinished_;
+  }
   const SteadyTime start = std::chrono::steady_clock::now();
   if (observer_.dispatched) observer_.dispatched(batch, start);
   auto slice_done = [this, remaining, start, rows = batch.rows] {
-    if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(idle_mu_);  // orders the wake-up after WaitIdle's check
-        idle_cv_.notify_all();
-      }
-      if (observer_.finished) observer_.finished(rows, std::chrono::steady_clock::now() - start);
-      if (on_batch_done_) on_batch_done_();
-    }
+    if (remaining->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // Capacity first, so that the scheduler woken by on_batch_done_ sees it.
+    inflight_.fetch_sub(1, std::memory_order_acq_rel);
+    if (observer_.finished) observer_.finished(rows, std::chrono::steady_clock::now() - start);
+    if (on_batch_done_) on_batch_done_();
+    // Last, and nothing after it touches `this`: once WaitIdle sees no unfinished batch, the
+    // owner may destroy this dispatcher (a reconfiguration that kept this executor does).
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    if (--unfinished_ == 0) idle_cv_.notify_all();
   };
 
   size_t req = 0;

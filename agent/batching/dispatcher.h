@@ -56,8 +56,11 @@ class Dispatcher {
   // Splits `batch` into slices and enqueues them. Never blocks.
   void Dispatch(Batch batch);
 
-  // Blocks until no batch is running or `deadline`; true if idle. Callers make sure nothing
-  // dispatches meanwhile (BatchScheduler::SwapDispatcher), or the answer is stale at once.
+  // Blocks until no batch is running or `deadline`; true if idle. Idle means every batch's
+  // completion hooks (observer, on_batch_done) have returned too: after a true answer no
+  // executor thread touches this dispatcher, which its owner may then destroy while the
+  // executors live on. Callers make sure nothing dispatches meanwhile
+  // (BatchScheduler::SwapDispatcher), or the answer is stale at once.
   bool WaitIdle(SteadyTime deadline);
 
   int inflight_batches() const { return inflight_.load(std::memory_order_acquire); }
@@ -71,9 +74,10 @@ class Dispatcher {
   std::function<void()> on_batch_done_;
   DispatchObserver observer_;
   bool whole_batches_ = false;
-  std::atomic<int> inflight_{0};
+  std::atomic<int> inflight_{0};  // batches holding capacity (HasCapacity)
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
+  int unfinished_ = 0;  // batches whose completion hooks have not all returned; guarded by idle_mu_
   std::atomic<size_t> rotation_{0};
 };
 

@@ -240,7 +240,7 @@ class AgentIntegrationTest : public ::testing::Test {
  protected:
   void StartAgent(const std::string& config) {
     agent_ = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, config);
-    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
   }
 
   // SIGTERM; the agent must exit 0 and leave no runtime process and no segment behind.
@@ -248,8 +248,8 @@ class AgentIntegrationTest : public ::testing::Test {
     const pid_t pid = agent_->pid();
     const std::vector<pid_t> runtimes = agent_->RuntimePids();
     const auto status = agent_->Stop(SIGTERM);
-    ASSERT_TRUE(status.has_value()) << "agent did not exit\n" << agent_->Log();
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Log();
+    ASSERT_TRUE(status.has_value()) << "agent did not exit\n" << agent_->Digest();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Digest();
     for (pid_t r : runtimes) EXPECT_FALSE(testing::ProcessExists(r)) << "runtime " << r;
     EXPECT_TRUE(testing::SegmentsOf(pid).empty());
   }
@@ -436,10 +436,10 @@ TEST_F(AgentIntegrationTest, ShutdownAnswersQueuedRequests) {
       statuses[t] = client.Post("/v2/models/cnn/infer", body, headers).status;
     });
   }
-  ASSERT_TRUE(agent_->WaitForLogCount("for model 'cnn'", kClients)) << agent_->Log();
+  ASSERT_TRUE(agent_->WaitForLogCount("for model 'cnn'", kClients)) << agent_->Digest();
   StopAgentAndCheckClean();
   for (auto& c : clients) c.join();
-  for (int s : statuses) EXPECT_EQ(s, 200) << agent_->Log();
+  for (int s : statuses) EXPECT_EQ(s, 200) << agent_->Digest();
 }
 
 TEST_F(AgentIntegrationTest, ShutdownTurnsReadinessOffAndKeepsServingDuringTheDrainDelay) {
@@ -449,7 +449,7 @@ TEST_F(AgentIntegrationTest, ShutdownTurnsReadinessOffAndKeepsServingDuringTheDr
   ASSERT_EQ(client.Get("/v2/health/ready").status, 200);
   const pid_t pid = agent_->pid();
   kill(pid, SIGTERM);
-  ASSERT_TRUE(agent_->WaitForLog("not ready from now on")) << agent_->Log();
+  ASSERT_TRUE(agent_->WaitForLog("not ready from now on")) << agent_->Digest();
   EXPECT_EQ(client.Get("/v2/health/ready").status, 400);
   EXPECT_EQ(client.Get("/v2/models/cnn/ready").status, 400);
   EXPECT_EQ(client.Get("/v2/health/live").status, 200);

@@ -44,7 +44,7 @@ class AgentMetricsIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     agent_ = std::make_unique<testing::AgentProcess>(PACKRAT_AGENT_PATH, Config());
-    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
     testing::HttpClient client("127.0.0.1", agent_->http_port());
     for (int i = 0; i < 5; ++i) {
       ASSERT_EQ(client.Post("/v2/models/cnn/infer", Image(1 + i % 3)).status, 200);

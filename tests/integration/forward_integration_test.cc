@@ -158,8 +158,8 @@ class ForwardIntegrationTest : public ::testing::Test {
 
   void StartAgent() {
     agent_ = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, TinyConfig(socket_));
-    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Log();
-    ASSERT_TRUE(agent_->WaitForLog(" unix=" + socket_)) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLog(" unix=" + socket_)) << agent_->Digest();
   }
 
   // Starts packrat-forward on 127.0.0.1:0 and reads its port from --port-file.
@@ -261,8 +261,8 @@ TEST_F(ForwardIntegrationTest, AgentThatStopsIsAnswered503) {
   HttpClient client("127.0.0.1", forward_port_);
   EXPECT_EQ(client.Get("/v2/health/live").status, 200);
   const auto status = agent_->Stop(SIGTERM);
-  ASSERT_TRUE(status.has_value()) << agent_->Log();
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Log();
+  ASSERT_TRUE(status.has_value()) << agent_->Digest();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Digest();
   EXPECT_FALSE(std::filesystem::exists(socket_));  // the agent removed its socket
   const HttpResult r = client.Get("/v2/health/live");
   EXPECT_EQ(r.status, 503) << r.error;

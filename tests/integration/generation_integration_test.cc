@@ -84,7 +84,7 @@ double Metric(const std::string& page, const std::string& series) {
 
 TEST(GenerationIntegrationTest, ConcurrentGreedyRequestsEqualEachAloneAndNoneStarves) {
   AgentProcess agent(PACKRAT_AGENT_PATH, Config(3, "half"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient client("127.0.0.1", agent.http_port());
   // Alone: one at a time.
   constexpr int kRequests = 10;
@@ -134,12 +134,12 @@ TEST(GenerationIntegrationTest, ConcurrentGreedyRequestsEqualEachAloneAndNoneSta
   EXPECT_GT(Metric(page, "packrat_time_to_first_token_seconds_count{model=\"gpt\"}"), 20);
   const auto status = agent.Stop(SIGTERM);
   ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Digest();
 }
 
 TEST(GenerationIntegrationTest, StopIdsSamplingAndBadRequests) {
   AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "step"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient client("127.0.0.1", agent.http_port());
   // Greedy output, then the same with its fourth token as a stop id: it ends there.
   const HttpResult full = client.Post("/v2/models/gpt/generate", Body({5, 6, 7}, 12));
@@ -223,19 +223,19 @@ std::string Post(const std::string& target, const std::string& body) {
 TEST(GenerationIntegrationTest, AClientThatGoesAwayFreesItsSlot) {
   // One decode slot, the static policy: a sequence holding the slot blocks every other one.
   AgentProcess agent(PACKRAT_AGENT_PATH, Config(1, "static"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient metrics("127.0.0.1", agent.metrics_port());
   // A stream of 100 tokens, abandoned after its third event.
   ReadUntilThenHangUp(agent.http_port(),
                       Post("/v2/models/gpt/generate_stream", Body({1, 2, 3}, 100)), "\"index\":2");
-  ASSERT_TRUE(agent.WaitForLogCount("cancelled", 1, std::chrono::seconds(30))) << agent.Log();
+  ASSERT_TRUE(agent.WaitForLogCount("cancelled", 1, std::chrono::seconds(30))) << agent.Digest();
   // A plain request abandoned at once, while another long one holds the slot.
   HttpClient keep("127.0.0.1", agent.http_port());
   std::thread holder([&] {
     EXPECT_EQ(OutputIds(keep.Post("/v2/models/gpt/generate", Body({9}, 60)).body).size(), 60u);
   });
   ReadUntilThenHangUp(agent.http_port(), Post("/v2/models/gpt/generate", Body({8, 8}, 90)), "");
-  ASSERT_TRUE(agent.WaitForLogCount("cancelled", 2, std::chrono::seconds(30))) << agent.Log();
+  ASSERT_TRUE(agent.WaitForLogCount("cancelled", 2, std::chrono::seconds(30))) << agent.Digest();
   // The slot is free again: a short request completes, long before 100 tokens.
   HttpClient client("127.0.0.1", agent.http_port());
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({4, 5}, 5)).body).size(), 5u);
@@ -247,7 +247,7 @@ TEST(GenerationIntegrationTest, AClientThatGoesAwayFreesItsSlot) {
 
 TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
   AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "half", 2));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   std::vector<std::thread> threads;
   std::mutex mu;
   int ok = 0;
@@ -269,8 +269,8 @@ TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
 TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) {
   // The optimizer's profile of a generative model is per decode step: L[t,b] with b sequences.
   AgentProcess agent(PACKRAT_AGENT_PATH, AutoConfig(2, "{adaptive: false}"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
-  ASSERT_TRUE(agent.WaitForLog("plan for T=2, B=4")) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  ASSERT_TRUE(agent.WaitForLog("plan for T=2, B=4")) << agent.Digest();
   HttpClient management("127.0.0.1", agent.management_port());
   const std::string config = management.Get("/v2/models/gpt/config").body;
   simdjson::dom::parser parser;
@@ -292,16 +292,16 @@ TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWoul
   // decode slots; idle slots cost a decode step nothing, and restarting the runtime would.
   AgentProcess agent(PACKRAT_AGENT_PATH,
                      AutoConfig(1, "{sample_period_ms: 10, window: 10, timeout_ms: 300}"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   // Idle: the estimator wants B = 1; the four-slot instance stays.
   ASSERT_TRUE(agent.WaitForLogCount("keeping B=4: the plan for B=1 has the same thread counts", 2))
-      << agent.Log();
-  EXPECT_EQ(agent.Log().find("reconfiguring (estimator"), std::string::npos) << agent.Log();
+      << agent.Digest();
+  EXPECT_EQ(agent.Log().find("reconfiguring (estimator"), std::string::npos) << agent.Digest();
   HttpClient client("127.0.0.1", agent.http_port());
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({3, 4}, 9)).body).size(), 9u);
   const auto status = agent.Stop(SIGTERM);
   ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Digest();
 }
 
 }  // namespace

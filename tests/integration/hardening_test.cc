@@ -106,7 +106,7 @@ TEST(HardeningTest, SlowClientsAreDisconnectedAndOthersServed) {
                      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
                      "idle_timeout_s: 1, read_timeout_s: 1}\n" +
                          TinyModel("{max_batch: 8}", "[{count: 1, threads: 1, batch: 4}]"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   // Headers that never finish, and a body that never finishes.
   RawConnection slow_headers(agent.http_port());
   RawConnection slow_body(agent.http_port());
@@ -129,7 +129,7 @@ TEST(HardeningTest, ConnectionsBeyondTheCapGet503) {
                      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
                      "max_connections: 3}\n" +
                          TinyModel("{max_batch: 8}", "[{count: 1, threads: 1, batch: 4}]"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   std::vector<std::unique_ptr<HttpClient>> clients;
   for (int i = 0; i < 3; ++i) {
     clients.push_back(std::make_unique<HttpClient>("127.0.0.1", agent.http_port()));
@@ -151,7 +151,7 @@ TEST(HardeningTest, OverloadBeyondTheQueueIs429AndNothingIsLost) {
           TinyModel("{max_batch: 8, max_queue_rows: 8, max_delay_us: 200000, "
                     "max_inflight_batches: 1}",
                     "[{count: 1, threads: 1, batch: 64}]"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   constexpr int kClients = 24;
   std::mutex mu;
   std::map<int, int> codes;
@@ -196,7 +196,7 @@ TEST(HardeningTest, RequestsThatExpireInTheQueueAre504AndNeverRun) {
                          "timeout_ms: 30000}\n"
                          "    instances: [{count: 1, threads: 1, batch: 8}]\n"
                          "    warmup_iterations: 1\n");
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   auto image_body = [](int rows, const std::string& params) {
     std::string data = "[";
     for (int i = 0; i < rows * 3 * 224 * 224; ++i) data += (i ? ",0" : "0");
@@ -213,7 +213,7 @@ TEST(HardeningTest, RequestsThatExpireInTheQueueAre504AndNeverRun) {
     HttpClient client("127.0.0.1", agent.http_port());
     big_status = client.Post("/v2/models/cnn/infer", big).status;
   });
-  ASSERT_TRUE(agent.WaitForLog("queued request 'big'")) << agent.Log();
+  ASSERT_TRUE(agent.WaitForLog("queued request 'big'")) << agent.Digest();
   constexpr int kSmall = 6;
   std::vector<int> small_status(kSmall);
   std::vector<std::thread> smalls;
@@ -243,7 +243,7 @@ TEST(HardeningTest, AgentKilledWithSigkillLeavesNothingAfterTheNextStart) {
       "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n" +
       TinyModel("{max_batch: 8}", "[{count: 2, threads: 1, batch: 4}]");
   auto first = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, config);
-  ASSERT_TRUE(first->WaitUntilServing()) << first->Log();
+  ASSERT_TRUE(first->WaitUntilServing()) << first->Digest();
   const pid_t dead_agent = first->pid();
   const std::vector<pid_t> runtimes = first->RuntimePids();
   ASSERT_EQ(runtimes.size(), 2u);
@@ -268,7 +268,7 @@ TEST(HardeningTest, AgentKilledWithSigkillLeavesNothingAfterTheNextStart) {
   }
 
   AgentProcess second(PACKRAT_AGENT_PATH, config);
-  ASSERT_TRUE(second.WaitUntilServing()) << second.Log();
+  ASSERT_TRUE(second.WaitUntilServing()) << second.Digest();
   EXPECT_TRUE(testing::SegmentsOf(dead_agent).empty());
   EXPECT_NE(second.Log().find("removed stale shared-memory segment packrat." +
                               std::to_string(dead_agent)),

@@ -107,8 +107,8 @@ class LayeredIntegrationTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(LayeredIntegrationTest, ConcurrentClientsGetTheModelsOutputsAndRowsJoinRunningBatches) {
   const std::vector<Sample> samples = MakeSamples(24);
   AgentProcess agent(PACKRAT_AGENT_PATH, Config(GetParam()));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
-  ASSERT_TRUE(agent.WaitForLog("layered batching at 1 thread(s): 4 stages")) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  ASSERT_TRUE(agent.WaitForLog("layered batching at 1 thread(s): 4 stages")) << agent.Digest();
 
   // The stage profile's figures are on the metadata.
   HttpClient management("127.0.0.1", agent.management_port());
@@ -163,7 +163,7 @@ TEST_P(LayeredIntegrationTest, ConcurrentClientsGetTheModelsOutputsAndRowsJoinRu
 
   const auto status = agent.Stop(SIGTERM);
   ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Digest();
 }
 
 INSTANTIATE_TEST_SUITE_P(Instances, LayeredIntegrationTest,
@@ -185,7 +185,7 @@ TEST(LayeredConfigTest, AModelWithoutStagesFailsToLoadWithTheReason) {
           "    batching: {mode: layered, latency_budget_ms: 100, profile_repeats: 1}\n"
           "    instances: [{count: 1, threads: 1, batch: 2}]\n"
           "    warmup_iterations: 1\n");
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient management("127.0.0.1", agent.management_port());
   const HttpResult meta = management.Get("/v2/models/flat");
   EXPECT_NE(meta.body.find("FAILED"), std::string::npos) << meta.body;

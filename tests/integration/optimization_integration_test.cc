@@ -65,7 +65,7 @@ TEST(OptimizationIntegrationTest, OptimisedFallbackAndStrictModels) {
                          CnnModel("strict",
                                   "    optimize: {precision: bf16}\n"
                                   "    accuracy: {samples: 4, max_rel_error: 0, strict: true}\n"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient client("127.0.0.1", agent.http_port());
   simdjson::dom::parser parser;
 

@@ -112,13 +112,13 @@ TEST(ProfileIntegrationTest, AutoInstancesProfilePlanAndServe) {
   std::string plan_line;
   for (int start = 0; start < 2; ++start) {
     testing::AgentProcess agent(PACKRAT_AGENT_PATH, CnnConfig(store));
-    ASSERT_TRUE(agent.WaitUntilServing()) << agent.Log();
+    ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
     if (start == 0) {
-      EXPECT_TRUE(agent.WaitForLog("profiling")) << agent.Log();
+      EXPECT_TRUE(agent.WaitForLog("profiling")) << agent.Digest();
     } else {
-      EXPECT_TRUE(agent.WaitForLog("using stored profile")) << agent.Log();
+      EXPECT_TRUE(agent.WaitForLog("using stored profile")) << agent.Digest();
     }
-    ASSERT_TRUE(agent.WaitForLog("plan for T=")) << agent.Log();
+    ASSERT_TRUE(agent.WaitForLog("plan for T=")) << agent.Digest();
 
     testing::HttpClient management("127.0.0.1", agent.management_port());
     const auto meta = management.Get("/v2/models/cnn");

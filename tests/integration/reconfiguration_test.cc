@@ -132,6 +132,12 @@ class Load {
             if (!Matches(r.body, s.expected)) ++wrong_;
           } else {
             ++failed_by_code_[r.status];
+            if (first_failure_.empty()) {
+              first_failure_ = std::to_string(r.status);
+              first_failure_ += ' ';
+              first_failure_.append(r.body, 0, 300);
+              first_failure_ += r.error;
+            }
           }
           cv_.notify_all();
         }
@@ -164,6 +170,16 @@ class Load {
     std::lock_guard<std::mutex> lock(mu_);
     return failed_by_code_;
   }
+  // For failure messages: the counts and the first failed answer.
+  std::string Describe() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::ostringstream out;
+    out << "answered " << answered_ << ", wrong " << wrong_ << ", failed by code {";
+    for (const auto& [code, n] : failed_by_code_) out << " " << code << ": " << n;
+    out << " }";
+    if (!first_failure_.empty()) out << ", first failure: " << first_failure_;
+    return out.str();
+  }
 
  private:
   std::atomic<bool> stop_{false};
@@ -172,6 +188,7 @@ class Load {
   int64_t answered_ = 0;                   // guarded by mu_
   int64_t wrong_ = 0;                      // guarded by mu_
   std::map<int, int64_t> failed_by_code_;  // guarded by mu_
+  std::string first_failure_;              // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
@@ -250,7 +267,7 @@ class ReconfigurationTest : public ::testing::Test {
  protected:
   void StartAgent(const std::string& config) {
     agent_ = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, config);
-    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
     cgroups_ = agent_->Log().find("runtimes get cpuset cgroups") != std::string::npos;
     management_ = std::make_unique<HttpClient>("127.0.0.1", agent_->management_port());
   }
@@ -265,11 +282,13 @@ class ReconfigurationTest : public ::testing::Test {
   void StopAndCheckClean(const std::set<pid_t>& runtimes) {
     const pid_t pid = agent_->pid();
     const auto status = agent_->Stop(SIGTERM);
-    ASSERT_TRUE(status.has_value()) << agent_->Log();
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Log();
-    for (pid_t r : runtimes) EXPECT_FALSE(testing::ProcessExists(r)) << "runtime " << r;
-    EXPECT_TRUE(testing::SegmentsOf(pid).empty());
-    EXPECT_TRUE(CgroupsOf(pid).empty());
+    ASSERT_TRUE(status.has_value()) << agent_->Digest();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Digest();
+    for (pid_t r : runtimes) {
+      EXPECT_FALSE(testing::ProcessExists(r)) << "runtime " << r << agent_->Digest();
+    }
+    EXPECT_TRUE(testing::SegmentsOf(pid).empty()) << agent_->Digest();
+    EXPECT_TRUE(CgroupsOf(pid).empty()) << agent_->Digest();
   }
 
   // Starts the agent once so that it measures and stores the tiny model's profile (at
@@ -293,7 +312,7 @@ class ReconfigurationTest : public ::testing::Test {
     StopAndCheckClean(*runtimes);
     ASSERT_EQ(RewriteProfiles(profile_dir, latency), rows);
     StartAgent(config);
-    ASSERT_TRUE(agent_->WaitForLog("using stored profile")) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLog("using stored profile")) << agent_->Digest();
     for (const auto& w : GetConfig().workers) runtimes->insert(w.pid);
   }
 
@@ -313,11 +332,11 @@ TEST_F(ReconfigurationTest, TwentyForcedReconfigurationsUnderLoadLoseNothing) {
   for (const auto& w : before.workers) all_runtimes.insert(w.pid);
 
   Load load(agent_->http_port(), &samples, 4);
-  ASSERT_TRUE(load.WaitForMore(20));
+  ASSERT_TRUE(load.WaitForMore(20)) << load.Describe() << agent_->Digest();
   for (int k = 0; k < 20; ++k) {
     const bool to_fat = k % 2 == 0;
     const HttpResult r = management_->Request("PUT", "/v2/models/tiny/config", to_fat ? fat : thin);
-    ASSERT_EQ(r.status, 200) << r.body << agent_->Log();
+    ASSERT_EQ(r.status, 200) << r.body << agent_->Digest();
     const ConfigView after = ParseConfig(r.body);
     EXPECT_EQ(after.generation, before.generation + 1);
     EXPECT_EQ(after.batch, 8);
@@ -337,13 +356,13 @@ TEST_F(ReconfigurationTest, TwentyForcedReconfigurationsUnderLoadLoseNothing) {
       EXPECT_EQ(CgroupsOf(agent_->pid()).size(), after.workers.size());
     }
     before = after;
-    ASSERT_TRUE(load.WaitForMore(10)) << "requests stopped flowing after reconfiguration " << k;
+    ASSERT_TRUE(load.WaitForMore(10)) << load.Describe() << agent_->Digest()
+                                      << "requests stopped flowing after reconfiguration " << k;
   }
   load.Stop();
   EXPECT_GT(load.answered(), 200);
-  EXPECT_TRUE(load.failures().empty())
-      << "failed requests, e.g. code " << load.failures().begin()->first;
-  EXPECT_EQ(load.wrong(), 0);
+  EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+  EXPECT_EQ(load.wrong(), 0) << load.Describe();
   EXPECT_EQ(all_runtimes.size(), 2u + 10 * 1 + 10 * 2);
   StopAndCheckClean(all_runtimes);
 }
@@ -395,20 +414,20 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
   std::set<pid_t> all_runtimes;
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   // Idle: B falls from max_batch (8) to 1.
-  ASSERT_TRUE(agent_->WaitForLog("reconfiguring (estimator: B 8 -> 1")) << agent_->Log();
+  ASSERT_TRUE(agent_->WaitForLog("reconfiguring (estimator: B 8 -> 1")) << agent_->Digest();
   {
     // Four closed-loop clients keep about four rows in the system: B rises again.
     Load load(agent_->http_port(), &samples, 4);
-    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (estimator: B 1 -> ")) << agent_->Log();
-    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2));
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (estimator: B 1 -> ")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
     const ConfigView busy = GetConfig();
     EXPECT_GT(busy.batch, 1);
     EXPECT_GE(busy.estimate, 2);
     for (const auto& w : busy.workers) all_runtimes.insert(w.pid);
-    ASSERT_TRUE(load.WaitForMore(50));
+    ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
     load.Stop();
-    EXPECT_TRUE(load.failures().empty());
-    EXPECT_EQ(load.wrong(), 0);
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
   }
   // Metrics show the reconfigurations.
   HttpClient metrics("127.0.0.1", agent_->metrics_port());
@@ -452,28 +471,28 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
       if (s.expected.size() == 8) single_rows.push_back(s);  // 1 row × 8 outputs
     }
     Load one(agent_->http_port(), &single_rows, 1);
-    ASSERT_TRUE(one.WaitForMore(300));
+    ASSERT_TRUE(one.WaitForMore(300)) << one.Describe() << agent_->Digest();
     one.Stop();
-    EXPECT_EQ(agent_->Log().find("overloaded"), std::string::npos) << agent_->Log();
+    EXPECT_EQ(agent_->Log().find("overloaded"), std::string::npos) << agent_->Digest();
   }
   {
     Load load(agent_->http_port(), &samples, 4);
-    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Log();
-    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 40")) << agent_->Log();
-    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2));
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 40")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
     EXPECT_EQ(GetConfig().batch, 8);
     for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
-    ASSERT_TRUE(load.WaitForMore(50));
+    ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
     load.Stop();
-    EXPECT_TRUE(load.failures().empty());
-    EXPECT_EQ(load.wrong(), 0);
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
   }
   // Idle now: the estimator starts afresh once the backlog is gone, wants B = 1 and waits.
-  ASSERT_TRUE(agent_->WaitForLog("the backlog has drained")) << agent_->Log();
+  ASSERT_TRUE(agent_->WaitForLog("the backlog has drained")) << agent_->Digest();
   ASSERT_TRUE(agent_->WaitForLog("keeping B=8: the overload move to it was less than 600000 ms"))
-      << agent_->Log();
+      << agent_->Digest();
   EXPECT_EQ(GetConfig().batch, 8);
-  EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Log();
+  EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Digest();
   StopAndCheckClean(all_runtimes);
 }
 
@@ -504,21 +523,21 @@ TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFa
   all_runtimes.insert(one.workers[0].pid);
   {
     Load load(agent_->http_port(), &samples, 4);
-    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Log();
-    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 160")) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 160")) << agent_->Digest();
     ASSERT_TRUE(agent_->WaitForLog(
         "<1,2,8> on the serving runtimes (50 ms profiled): <2,1,4> (47.5 ms) would start runtimes"))
-        << agent_->Log();
-    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2));
+        << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
     const ConfigView eight = GetConfig();
     EXPECT_EQ(eight.batch, 8);
     ASSERT_EQ(eight.workers.size(), 1u);
     EXPECT_EQ(eight.workers[0].pid, one.workers[0].pid);  // no runtime started
     EXPECT_EQ(eight.workers[0].batch, 8);
-    ASSERT_TRUE(load.WaitForMore(50));
+    ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
     load.Stop();
-    EXPECT_TRUE(load.failures().empty());
-    EXPECT_EQ(load.wrong(), 0);
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
   }
   // The management API's B is the optimizer's plan, whatever runs.
   r = management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":8})");
@@ -543,28 +562,28 @@ TEST_F(ReconfigurationTest, BatchChangeWithTheSameThreadsKeepsTheRuntimes) {
   EXPECT_EQ(first.batch, 8);
   const pid_t runtime = first.workers[0].pid;
   Load load(agent_->http_port(), &samples, 3);
-  ASSERT_TRUE(load.WaitForMore(20));
+  ASSERT_TRUE(load.WaitForMore(20)) << load.Describe() << agent_->Digest();
   int64_t generation = first.generation;
   for (const int64_t b : {1, 4, 2, 8}) {
     SCOPED_TRACE("B=" + std::to_string(b));
     const HttpResult r = management_->Request("PUT", "/v2/models/tiny/config",
                                               R"({"batch":)" + std::to_string(b) + "}");
-    ASSERT_EQ(r.status, 200) << r.body << agent_->Log();
+    ASSERT_EQ(r.status, 200) << r.body << agent_->Digest();
     const ConfigView now = ParseConfig(r.body);
-    EXPECT_EQ(now.generation, ++generation);
+    EXPECT_EQ(now.generation, ++generation) << r.body << agent_->Digest();
     EXPECT_EQ(now.batch, b);
-    ASSERT_EQ(now.workers.size(), 1u) << r.body;
-    EXPECT_EQ(now.workers[0].pid, runtime);
+    ASSERT_EQ(now.workers.size(), 1u) << r.body << agent_->Digest();
+    EXPECT_EQ(now.workers[0].pid, runtime) << r.body << agent_->Digest();
     EXPECT_EQ(now.workers[0].batch, b);
-    EXPECT_EQ(now.workers[0].state, "active");
-    ASSERT_TRUE(load.WaitForMore(20)) << "requests stopped flowing at B=" << b;
+    EXPECT_EQ(now.workers[0].state, "active") << r.body;
+    ASSERT_TRUE(load.WaitForMore(20))
+        << load.Describe() << agent_->Digest() << "requests stopped flowing at B=" << b;
   }
   load.Stop();
-  EXPECT_TRUE(load.failures().empty())
-      << "failed requests, e.g. code " << load.failures().begin()->first;
-  EXPECT_EQ(load.wrong(), 0);
+  EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+  EXPECT_EQ(load.wrong(), 0) << load.Describe();
   EXPECT_NE(agent_->Log().find("keeping 1 (1 at a new batch size), starting 0"), std::string::npos)
-      << agent_->Log();
+      << agent_->Digest();
   StopAndCheckClean({runtime});
 }
 
@@ -608,8 +627,8 @@ TEST_F(ReconfigurationTest, ShadowSetOnBusyCpusStartsCold) {
         management_->Request("PUT", "/v2/models/tiny/config",
                              R"({"instances":[{"count":1,"threads":)" + cpus + R"(,"batch":4}]})");
     ASSERT_EQ(r.status, 200) << r.body;
-    ASSERT_TRUE(agent_->WaitForLog("generation 2 serving")) << agent_->Log();
-    EXPECT_EQ(agent_->Log().find("starts cold") != std::string::npos, skip) << agent_->Log();
+    ASSERT_TRUE(agent_->WaitForLog("generation 2 serving")) << agent_->Digest();
+    EXPECT_EQ(agent_->Log().find("starts cold") != std::string::npos, skip) << agent_->Digest();
     HttpClient client("127.0.0.1", agent_->http_port());
     for (const Sample& s : samples) {
       const HttpResult answer = client.Post("/v2/models/tiny/infer", s.body);
@@ -628,15 +647,15 @@ TEST_F(ReconfigurationTest, KilledRuntimeIsRetriedAndRestarted) {
   ASSERT_EQ(before.workers.size(), 2u);
   std::set<pid_t> all_runtimes;
   Load load(agent_->http_port(), &samples, 4);
-  ASSERT_TRUE(load.WaitForMore(50));
+  ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
   const pid_t victim = before.workers[0].pid;
   ASSERT_EQ(kill(victim, SIGKILL), 0);
-  ASSERT_TRUE(agent_->WaitForLog("restarting dead runtimes")) << agent_->Log();
-  ASSERT_TRUE(agent_->WaitForLog("drained", std::chrono::seconds(60))) << agent_->Log();
-  ASSERT_TRUE(load.WaitForMore(50));
+  ASSERT_TRUE(agent_->WaitForLog("restarting dead runtimes")) << agent_->Digest();
+  ASSERT_TRUE(agent_->WaitForLog("drained", std::chrono::seconds(60))) << agent_->Digest();
+  ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
   load.Stop();
   // Every request got an answer: right, or 503 for rows that could not be retried.
-  EXPECT_EQ(load.wrong(), 0);
+  EXPECT_EQ(load.wrong(), 0) << load.Describe();
   for (const auto& [code, n] : load.failures()) EXPECT_EQ(code, 503) << n << " answered " << code;
   const ConfigView after = GetConfig();
   ASSERT_EQ(after.workers.size(), 2u);

@@ -139,6 +139,27 @@ std::string AgentProcess::Log() const {
   return out;
 }
 
+std::string AgentProcess::Digest() const {
+  constexpr size_t kStory = 60;
+  constexpr size_t kTail = 15;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const std::string*> story;
+  for (const auto& l : lines_) {
+    if (l.rfind("D ", 0) != 0) story.push_back(&l);
+  }
+  std::string out = "\n--- agent log: " + std::to_string(lines_.size()) + " lines; the last " +
+                    std::to_string(std::min(story.size(), kStory)) + " of its " +
+                    std::to_string(story.size()) + " non-DEBUG lines:\n";
+  for (size_t i = story.size() > kStory ? story.size() - kStory : 0; i < story.size(); ++i) {
+    out += *story[i] + "\n";
+  }
+  out += "--- its last lines:\n";
+  for (size_t i = lines_.size() > kTail ? lines_.size() - kTail : 0; i < lines_.size(); ++i) {
+    out += lines_[i] + "\n";
+  }
+  return out + "--- end of agent log\n";
+}
+
 bool ProcessExists(pid_t pid) {
   if (kill(pid, 0) != 0) return false;
   // A zombie still answers kill(); look at its state.

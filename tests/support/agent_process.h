@@ -42,6 +42,10 @@ class AgentProcess {
   // on timeout.
   std::optional<int> Stop(int signal, std::chrono::milliseconds timeout = std::chrono::seconds(60));
   std::string Log() const;
+  // For failure messages: the line count, the last 60 lines that are not DEBUG (the agent's
+  // story: plans, reconfigurations, warnings) and the last 15 lines of all. A test's whole
+  // DEBUG log (a line per request) can run to megabytes, which buries the failure itself.
+  std::string Digest() const;
   const std::string& dir() const { return dir_.path(); }
 
  private:

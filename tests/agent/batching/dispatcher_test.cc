@@ -342,6 +342,42 @@ TEST_F(DispatcherTest, ConcurrentCompletionsOnExecutorThreads) {
   ExpectEveryRowSentOnce();
 }
 
+// A reconfiguration that keeps an instance destroys the old set's dispatcher once WaitIdle says
+// it is idle, while the kept instance's thread lives on: idle must mean that the last batch's
+// hooks have returned, not only that its capacity came back. Here the observer's hook is still
+// running when this thread starts waiting.
+TEST_F(DispatcherTest, WaitIdleReturnsOnlyOnceTheLastBatchsHooksHaveReturned) {
+  MakeExecutors(Mode::kDeferred, {2});
+  auto dispatcher = MakeDispatcher(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool waiting = false;  // guarded by mu
+  DispatchObserver observer;
+  observer.finished = [&](int64_t, std::chrono::duration<double>) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return waiting; });
+  };
+  dispatcher->set_observer(std::move(observer));
+  Completion completion;
+  Batch batch;
+  batch.id = 1;
+  batch.requests = {MakeRequest(0, 2, &completion)};
+  batch.rows = 2;
+  dispatcher->Dispatch(std::move(batch));
+  std::thread executor_thread([&] { executors_[0]->RunAll(); });
+  EXPECT_TRUE(completion.Wait());  // the rows are delivered; the hooks come after
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    waiting = true;
+  }
+  cv.notify_all();
+  EXPECT_TRUE(dispatcher->WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(batches_done(), 1) << "WaitIdle returned before on_batch_done ran";
+  dispatcher.reset();  // under ASan: the executor thread must not touch it any more
+  executor_thread.join();
+  EXPECT_TRUE(completion.HasCorrectOutputs(0, 2));
+}
+
 TEST_F(DispatcherTest, RotatesSingleRowsOverIdleInstances) {
   MakeExecutors(Mode::kInline, {1, 1, 1});
   auto dispatcher = MakeDispatcher(1);
