@@ -41,8 +41,8 @@ Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_infligh
                        std::function<void()> on_batch_done, std::vector<int64_t> batch_sizes)
     : executors_(std::move(executors)),
       batch_sizes_(std::move(batch_sizes)),
-      max_inflight_(std::max(1, max_inflight_batches)),
-      on_batch_done_(std::move(on_batch_done)) {
+      max_inflight_(std::max(1, max_inflight_batches)) {
+  state_->on_batch_done = std::move(on_batch_done);
   if (batch_sizes_.size() != executors_.size()) {
     batch_sizes_.clear();
     for (const InstanceExecutor* e : executors_) batch_sizes_.push_back(e->batch_size());
@@ -54,12 +54,12 @@ Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_infligh
 }
 
 bool Dispatcher::HasCapacity() const {
-  return !executors_.empty() && inflight_.load(std::memory_order_acquire) < max_inflight_;
+  return !executors_.empty() && state_->inflight.load(std::memory_order_acquire) < max_inflight_;
 }
 
 bool Dispatcher::WaitIdle(SteadyTime deadline) {
-  std::unique_lock<std::mutex> lock(idle_mu_);
-  return idle_cv_.wait_until(lock, deadline, [&] { return unfinished_ == 0; });
+  std::unique_lock<std::mutex> lock(state_->idle_mu);
+  return state_->idle_cv.wait_until(lock, deadline, [&] { return state_->unfinished == 0; });
 }
 
 void Dispatcher::Dispatch(Batch batch) {
@@ -103,23 +103,24 @@ void Dispatcher::Dispatch(Batch batch) {
 
   // Counts slices still running; the last one to finish frees the batch's capacity.
   auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
-  inflight_.fetch_add(1, std::memory_order_acq_rel);
+  state_->inflight.fetch_add(1, std::memory_order_acq_rel);
   {
-    std::lock_guard<std::mutex> lock(idle_mu_);
-    ++unfinished_;
+    std::lock_guard<std::mutex> lock(state_->idle_mu);
+    ++state_->unfinished;
   }
   const SteadyTime start = std::chrono::steady_clock::now();
-  if (observer_.dispatched) observer_.dispatched(batch, start);
-  auto slice_done = [this, remaining, start, rows = batch.rows] {
+  if (state_->observer.dispatched) state_->observer.dispatched(batch, start);
+  // Captures no `this`: the dispatcher may be gone by the time a slice finishes.
+  auto slice_done = [state = state_, remaining, start, rows = batch.rows] {
     if (remaining->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    // Capacity first, so that the scheduler woken by on_batch_done_ sees it.
-    inflight_.fetch_sub(1, std::memory_order_acq_rel);
-    if (observer_.finished) observer_.finished(rows, std::chrono::steady_clock::now() - start);
-    if (on_batch_done_) on_batch_done_();
-    // Last, and nothing after it touches `this`: once WaitIdle sees no unfinished batch, the
-    // owner may destroy this dispatcher (a reconfiguration that kept this executor does).
-    std::lock_guard<std::mutex> lock(idle_mu_);
-    if (--unfinished_ == 0) idle_cv_.notify_all();
+    // Capacity first, so that the scheduler woken by on_batch_done sees it.
+    state->inflight.fetch_sub(1, std::memory_order_acq_rel);
+    if (state->observer.finished) {
+      state->observer.finished(rows, std::chrono::steady_clock::now() - start);
+    }
+    if (state->on_batch_done) state->on_batch_done();
+    std::lock_guard<std::mutex> lock(state->idle_mu);
+    if (--state->unfinished == 0) state->idle_cv.notify_all();
   };
 
   size_t req = 0;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -46,7 +47,7 @@ class Dispatcher {
              std::function<void()> on_batch_done, std::vector<int64_t> batch_sizes = {});
 
   // Installs metrics hooks; call before the first Dispatch().
-  void set_observer(DispatchObserver observer) { observer_ = std::move(observer); }
+  void set_observer(DispatchObserver observer) { state_->observer = std::move(observer); }
   // Layered batching: each batch goes whole to the least-loaded instance (in slices of at most
   // its batch size) instead of being shared by all. Call before the first Dispatch().
   void set_whole_batches(bool whole) { whole_batches_ = whole; }
@@ -57,13 +58,14 @@ class Dispatcher {
   void Dispatch(Batch batch);
 
   // Blocks until no batch is running or `deadline`; true if idle. Idle means every batch's
-  // completion hooks (observer, on_batch_done) have returned too: after a true answer no
-  // executor thread touches this dispatcher, which its owner may then destroy while the
-  // executors live on. Callers make sure nothing dispatches meanwhile
-  // (BatchScheduler::SwapDispatcher), or the answer is stale at once.
+  // completion hooks (observer, on_batch_done) have returned too. Callers make sure nothing
+  // dispatches meanwhile (BatchScheduler::SwapDispatcher), or the answer is stale at once.
+  // The dispatcher may be destroyed whether or not it is idle: its slices hold what their
+  // completion needs (a reconfiguration that kept an instance drops the old set's dispatcher
+  // while the instance lives on, after a drain timeout even with its slices still queued).
   bool WaitIdle(SteadyTime deadline);
 
-  int inflight_batches() const { return inflight_.load(std::memory_order_acquire); }
+  int inflight_batches() const { return state_->inflight.load(std::memory_order_acquire); }
   const std::vector<InstanceExecutor*>& executors() const { return executors_; }
 
  private:
@@ -71,13 +73,17 @@ class Dispatcher {
   std::vector<int64_t> batch_sizes_;   // the plan's b, by executor: shares of a batch
   std::vector<int64_t> slice_limits_;  // the executors' batch_size(): the most rows of a slice
   const int max_inflight_;
-  std::function<void()> on_batch_done_;
-  DispatchObserver observer_;
   bool whole_batches_ = false;
-  std::atomic<int> inflight_{0};  // batches holding capacity (HasCapacity)
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
-  int unfinished_ = 0;  // batches whose completion hooks have not all returned; guarded by idle_mu_
+  // What finishing a batch touches, shared with every slice in flight.
+  struct CompletionState {
+    std::function<void()> on_batch_done;
+    DispatchObserver observer;
+    std::atomic<int> inflight{0};  // batches holding capacity (HasCapacity)
+    std::mutex idle_mu;
+    std::condition_variable idle_cv;
+    int unfinished = 0;  // batches whose hooks have not all returned; guarded by idle_mu
+  };
+  const std::shared_ptr<CompletionState> state_ = std::make_shared<CompletionState>();
   std::atomic<size_t> rotation_{0};
 };
 

@@ -57,8 +57,10 @@ class HttpServer {
   class Impl;
 
  private:
-  explicit HttpServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit HttpServer(std::shared_ptr<Impl> impl);
+  // Shared with every connection: a connection that a responder or stream keeps past the
+  // server's destruction still has its io_context (which no thread runs any more).
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace packrat

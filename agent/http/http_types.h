@@ -36,7 +36,8 @@ class HttpStream {
  public:
   virtual ~HttpStream() = default;
   // Queues `data` as the next piece. False once the client is gone (a write failed or the
-  // connection closed): the producer should stop.
+  // connection closed) or the server stopped: the producer should stop. A stream may outlive
+  // its server, like a responder.
   virtual bool Write(std::string data) = 0;
   // Ends the body after the queued pieces. Call once; Write() after it is ignored.
   virtual void Finish() = 0;
@@ -53,9 +54,9 @@ struct HttpResponse {
 };
 
 // Sends the response for one request. Call exactly once, from any thread; never blocks.
-// Lifetime: a responder refers to its connection, which belongs to the server that issued it;
-// call it or destroy it before that server is destroyed (HttpServer::Stop waits for the answers
-// of every request it handed out, up to its deadline).
+// Lifetime: a responder keeps its connection (and the server's I/O context) alive; it may be
+// called or destroyed after the server stopped or was destroyed, when its answer is dropped.
+// HttpServer::Stop waits for the answers of every request it handed out, up to its deadline.
 using HttpResponder = std::function<void(HttpResponse)>;
 
 class HttpHandler {

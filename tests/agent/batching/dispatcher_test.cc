@@ -378,6 +378,24 @@ TEST_F(DispatcherTest, WaitIdleReturnsOnlyOnceTheLastBatchsHooksHaveReturned) {
   EXPECT_TRUE(completion.HasCorrectOutputs(0, 2));
 }
 
+// After a drain timeout the old set's dispatcher is dropped with slices still queued on an
+// instance that a reconfiguration kept: they finish later, and answer their requests.
+TEST_F(DispatcherTest, SlicesFinishAfterTheirDispatcherIsGone) {
+  MakeExecutors(Mode::kDeferred, {2});
+  auto dispatcher = MakeDispatcher(1);
+  Completion completion;
+  Batch batch;
+  batch.id = 1;
+  batch.requests = {MakeRequest(0, 3, &completion)};
+  batch.rows = 3;
+  dispatcher->Dispatch(std::move(batch));
+  EXPECT_FALSE(dispatcher->WaitIdle(std::chrono::steady_clock::now()));
+  dispatcher.reset();  // under ASan: the slices must not refer to it
+  executors_[0]->RunAll();
+  EXPECT_TRUE(completion.HasCorrectOutputs(0, 3));
+  EXPECT_EQ(batches_done(), 1);
+}
+
 TEST_F(DispatcherTest, RotatesSingleRowsOverIdleInstances) {
   MakeExecutors(Mode::kInline, {1, 1, 1});
   auto dispatcher = MakeDispatcher(1);

@@ -48,10 +48,21 @@ class StreamingHandler : public HttpHandler {
       };
       return respond(std::move(r));
     }
+    if (request.target == "/keep-stream") {
+      HttpResponse r;
+      r.content_type = "text/event-stream";
+      r.stream = [this](std::shared_ptr<HttpStream> stream) {
+        std::lock_guard<std::mutex> lock(mu_);
+        kept_streams_.push_back(std::move(stream));
+        cv_.notify_all();
+      };
+      return respond(std::move(r));
+    }
     if (request.target == "/hold") {
       {
         std::lock_guard<std::mutex> lock(mu_);
         held_.push_back(respond);  // answered when the test ends
+        cv_.notify_all();
       }
       request.on_disconnect([this] {
         std::lock_guard<std::mutex> lock(mu_);
@@ -70,6 +81,26 @@ class StreamingHandler : public HttpHandler {
   bool WaitGone(int n) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return gone_ >= n; });
+  }
+  // Blocks until `held` /hold requests and `streams` /keep-stream streams are kept.
+  bool WaitKept(size_t held, size_t streams) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10),
+                        [&] { return held_.size() >= held && kept_streams_.size() >= streams; });
+  }
+  // Writes to the kept streams, finishes them and lets them go; true if every write failed.
+  bool WriteKeptStreamsAndRelease() {
+    std::vector<std::shared_ptr<HttpStream>> streams;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      streams.swap(kept_streams_);
+    }
+    bool all_failed = true;
+    for (auto& s : streams) {
+      all_failed = !s->Write("late;") && all_failed;
+      s->Finish();
+    }
+    return all_failed;
   }
   bool WaitWriterSawClose() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -95,9 +126,10 @@ class StreamingHandler : public HttpHandler {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  int gone_ = 0;                     // guarded by mu_
-  bool writer_saw_close_ = false;    // guarded by mu_
-  std::vector<HttpResponder> held_;  // guarded by mu_
+  int gone_ = 0;                                           // guarded by mu_
+  bool writer_saw_close_ = false;                          // guarded by mu_
+  std::vector<HttpResponder> held_;                        // guarded by mu_
+  std::vector<std::shared_ptr<HttpStream>> kept_streams_;  // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
@@ -114,7 +146,7 @@ class HttpStreamTest : public ::testing::Test {
   }
   void TearDown() override {
     handler_.AnswerHeld();
-    server_->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    if (server_) server_->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
 
   // A raw connection: sends `request` and returns the socket.
@@ -147,6 +179,20 @@ TEST_F(HttpStreamTest, StreamedBodyArrivesWholeAndTheConnectionIsKeptAlive) {
   EXPECT_EQ(r.body, want);
   EXPECT_EQ(client.Get("/plain").body, "ok");  // the same connection goes on
   EXPECT_EQ(client.Get("/stream/0").body, "");
+}
+
+// A handler may hold a responder or a stream past the server's end (the agent's generation
+// streams finish on their own threads): using and dropping them then is safe and sends nothing.
+// Under ASan this checks that no connection touches the destroyed server.
+TEST_F(HttpStreamTest, RespondersAndStreamsMayOutliveTheServer) {
+  const int held = Send(Get("/hold"));
+  const int streamed = Send(Get("/keep-stream"));
+  ASSERT_TRUE(handler_.WaitKept(1, 1));
+  server_.reset();
+  EXPECT_TRUE(handler_.WriteKeptStreamsAndRelease());
+  handler_.AnswerHeld();
+  close(held);
+  close(streamed);
 }
 
 TEST_F(HttpStreamTest, AClientThatLeavesIsNoticedBeforeItsAnswer) {
