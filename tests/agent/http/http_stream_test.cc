@@ -106,7 +106,7 @@ class StreamingHandler : public HttpHandler {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return writer_saw_close_; });
   }
-  // Answers the /hold requests (503): responders must not outlive the server.
+  // Answers the /hold requests (503); after the server stopped the answers are dropped.
   void AnswerHeld() {
     std::vector<HttpResponder> held;
     {
