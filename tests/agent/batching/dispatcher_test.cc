@@ -132,6 +132,15 @@ class DispatcherTest : public ::testing::Test {
         std::move(batch_sizes));
   }
 
+  // Batch 1: one request (id 0) of `rows` rows, reported to `completion`.
+  static Batch OneRequest(int64_t rows, Completion* completion) {
+    Batch batch;
+    batch.id = 1;
+    batch.requests = {MakeRequest(0, rows, completion)};
+    batch.rows = rows;
+    return batch;
+  }
+
   // A batch of `count` fresh requests with seeded random row counts in [1, max_rows].
   Batch RandomBatch(std::mt19937& rng, int count, int64_t max_rows) {
     Batch batch;
@@ -359,11 +368,7 @@ TEST_F(DispatcherTest, WaitIdleReturnsOnlyOnceTheLastBatchsHooksHaveReturned) {
   };
   dispatcher->set_observer(std::move(observer));
   Completion completion;
-  Batch batch;
-  batch.id = 1;
-  batch.requests = {MakeRequest(0, 2, &completion)};
-  batch.rows = 2;
-  dispatcher->Dispatch(std::move(batch));
+  dispatcher->Dispatch(OneRequest(2, &completion));
   std::thread executor_thread([&] { executors_[0]->RunAll(); });
   EXPECT_TRUE(completion.Wait());  // the rows are delivered; the hooks come after
   {
@@ -384,11 +389,7 @@ TEST_F(DispatcherTest, SlicesFinishAfterTheirDispatcherIsGone) {
   MakeExecutors(Mode::kDeferred, {2});
   auto dispatcher = MakeDispatcher(1);
   Completion completion;
-  Batch batch;
-  batch.id = 1;
-  batch.requests = {MakeRequest(0, 3, &completion)};
-  batch.rows = 3;
-  dispatcher->Dispatch(std::move(batch));
+  dispatcher->Dispatch(OneRequest(3, &completion));
   EXPECT_FALSE(dispatcher->WaitIdle(std::chrono::steady_clock::now()));
   dispatcher.reset();  // under ASan: the slices must not refer to it
   executors_[0]->RunAll();
@@ -450,10 +451,7 @@ TEST_F(DispatcherTest, FailingInstanceOnDeferredSlicesFailsEachRequestOnce) {
   MakeExecutors(Mode::kDeferred, {2, 2}, {false, true});
   auto dispatcher = MakeDispatcher(2);
   Completion c;
-  Batch batch;
-  batch.id = 1;
-  batch.requests = {MakeRequest(0, 4, &c)};
-  batch.rows = 4;
+  Batch batch = OneRequest(4, &c);
   dispatcher->Dispatch(std::move(batch));
   executors_[0]->RunAll();
   EXPECT_EQ(c.calls(), 0);
