@@ -1,9 +1,10 @@
 // Times batches of B rows through a running agent: one request of B rows at a time (binary
-// tensor extension), `iterations` times after `warmup`, and prints "p50_ms mean_ms min_ms".
-// Used by bench/plan_vs_fat.sh to measure a plan's real batch latency.
+// tensor extension), `iterations` times after `warmup`, and prints "p50_ms mean_ms min_ms",
+// followed with `--samples 1` by every timed request's latency (ms) in the order sent.
+// Used by bench/plan_vs_fat.sh and bench/run to measure a plan's real batch latency.
 //
 //   batch_latency --port P --model M --input NAME:DTYPE:d1,d2,... --batch B
-//                 [--iterations 10] [--warmup 2]
+//                 [--iterations 10] [--warmup 2] [--samples 1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
       c2 == std::string::npos) {
     std::fprintf(stderr,
                  "usage: batch_latency --port P --model M --input NAME:DTYPE:d1,d2 "
-                 "--batch B [--iterations N] [--warmup N]\n");
+                 "--batch B [--iterations N] [--warmup N] [--samples 1]\n");
     return 2;
   }
   const std::string name = spec.substr(0, c1);
@@ -85,8 +86,13 @@ int main(int argc, char** argv) {
     }
     if (i >= warmup) ms.push_back(d);
   }
+  const std::vector<double> in_order = ms;
   std::sort(ms.begin(), ms.end());
   const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size();
-  std::printf("%.3f %.3f %.3f\n", ms[ms.size() / 2], mean, ms.front());
+  std::printf("%.3f %.3f %.3f", ms[ms.size() / 2], mean, ms.front());
+  if (flags["--samples"] == "1") {
+    for (const double d : in_order) std::printf(" %.3f", d);
+  }
+  std::printf("\n");
   return 0;
 }
