@@ -26,6 +26,7 @@ constexpr FlagSpec kProfileFlags[] = {
     {"runtime", "PATH", "packrat-runtime (default: next to this binary)"},
     {"target-error", "FRACTION", "stop timing a point when the 95% interval is within this"},
     {"max-seconds-per-point", "SECONDS", "time limit per point (default 20)"},
+    {"alone", "", "time each instance alone, not next to busy neighbours on the other cores"},
     {"help", "", "print this help"},
 };
 
@@ -121,7 +122,9 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
   }
 
   const std::string path(*flags->Get("out"));
-  auto key = ComputeProfileKey(model->path, options.runtime_path, options.model.kernel.Key());
+  options.neighbours = !flags->Has("alone");
+  auto key = ComputeProfileKey(model->path, options.runtime_path, options.model.kernel.Key(),
+                               ProfileLoad(options));
   if (!key.ok()) {
     err << "error: " << key.status().message() << "\n";
     return kExitError;

@@ -328,6 +328,8 @@ StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan(std::optional<Plan
   const int profiled = std::min<int>(
       threads, profiling.cores.empty() ? threads : static_cast<int>(profiling.cores.size()));
   for (int t = 1; t <= profiled; ++t) profiling.threads.push_back(t);
+  // Neighbours fill the plan's cores, not cores it leaves to others.
+  if (static_cast<int>(profiling.cores.size()) > profiled) profiling.cores.resize(profiled);
   profiling.batches = PowersOfTwoUpTo(batch);
   ASSIGN_OR_RETURN(Profile profile,
                    LoadOrMeasureProfile(options_.profile_dir, profiling, launcher_, nullptr));

@@ -69,7 +69,7 @@ StatusOr<std::string> HashFile(const std::string& path) {
 
 std::string ProfileKey::ToString() const {
   return "model=" + model_hash + " cpu=" + cpu_model + " cores=" + std::to_string(usable_cores) +
-         " libtorch=" + libtorch + " kernel=" + kernel;
+         " libtorch=" + libtorch + " kernel=" + kernel + " load=" + load;
 }
 
 std::string ProfileKey::Digest() const {
@@ -78,9 +78,11 @@ std::string ProfileKey::Digest() const {
 }
 
 StatusOr<ProfileKey> ComputeProfileKey(const std::string& model_path,
-                                       const std::string& runtime_path, const std::string& kernel) {
+                                       const std::string& runtime_path, const std::string& kernel,
+                                       const std::string& load) {
   ProfileKey key;
   key.kernel = kernel;
+  key.load = load;
   ASSIGN_OR_RETURN(key.model_hash, HashFile(model_path));
   key.cpu_model = CpuModel();
   key.usable_cores = static_cast<int>(AffinityCpus().size());

@@ -1,6 +1,7 @@
-// What a profile is valid for: the model file, the machine and the kernel settings. A stored
-// profile is reused only when all three match, and redone when any changes (a new CPU, fewer
-// usable cores, another libtorch, another model file).
+// What a profile is valid for: the model file, the machine, the kernel settings and how it was
+// timed. A stored profile is reused only when all match, and redone when any changes (a new
+// CPU, fewer usable cores, another libtorch, another model file, instances timed alone instead
+// of next to busy neighbours).
 #pragma once
 
 #include <string>
@@ -15,17 +16,20 @@ struct ProfileKey {
   int usable_cores = 0;         // this process's affinity mask
   std::string libtorch;         // `packrat-runtime --version`
   std::string kernel = "fp32";  // kernel settings (precision, layout) the runtime runs with
+  std::string load = "alone";   // ProfileLoad(): "neighbours" or "alone"
 
-  // One line, stable: "model=… cpu=… cores=… libtorch=… kernel=…".
+  // One line, stable: "model=… cpu=… cores=… libtorch=… kernel=… load=…".
   std::string ToString() const;
   // 16 hex digits identifying ToString(); used in file names.
   std::string Digest() const;
 };
 
 // Computes the key for `model_path` on this machine, asking `runtime_path` for its libtorch.
-// `kernel` is KernelSettings::Key() of the settings the runtimes will use.
+// `kernel` is KernelSettings::Key() of the settings the runtimes will use; `load` how the
+// points are timed (ProfileLoad()).
 StatusOr<ProfileKey> ComputeProfileKey(const std::string& model_path,
-                                       const std::string& runtime_path, const std::string& kernel);
+                                       const std::string& runtime_path, const std::string& kernel,
+                                       const std::string& load);
 
 // FNV-1a 64 of a file's bytes as 16 hex digits. kNotFound if unreadable.
 StatusOr<std::string> HashFile(const std::string& path);

@@ -39,8 +39,9 @@ StatusOr<Profile> LoadOrMeasureProfile(
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal("cannot create profile folder '" + dir + "': " + ec.message());
-  ASSIGN_OR_RETURN(ProfileKey key, ComputeProfileKey(options.model.path, options.runtime_path,
-                                                     options.model.kernel.Key()));
+  ASSIGN_OR_RETURN(ProfileKey key,
+                   ComputeProfileKey(options.model.path, options.runtime_path,
+                                     options.model.kernel.Key(), ProfileLoad(options)));
   const std::string path = dir + "/" + options.model.name + "-" + key.Digest() + ".csv";
   bool reused = false;
   ASSIGN_OR_RETURN(Profile profile, LoadProfileIfCurrent(path, key, &reused));

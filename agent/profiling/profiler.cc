@@ -1,12 +1,14 @@
 #include "agent/profiling/profiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "agent/batching/inference_request.h"
 #include "agent/pool/decode_instance.h"
@@ -81,16 +83,72 @@ class PointMeter {
 
 namespace {
 
+// Keeps each of `instances` busy with batches of `decoded`, back to back, one thread per
+// instance, from construction until Stop(). Neither is owned; both must outlive this object.
+class NeighbourLoad {
+ public:
+  NeighbourLoad(const std::vector<std::unique_ptr<RuntimeInstance>>& instances,
+                const DecodedRequest& decoded) {
+    for (const auto& instance : instances) {
+      threads_.emplace_back([this, runtime = instance.get(), &decoded] {
+        while (!stopping_.load(std::memory_order_relaxed)) {
+          StatusOr<double> took = TimeOneBatch(runtime, decoded);
+          if (!took.ok()) {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (failed_.ok()) failed_ = took.status();
+            return;
+          }
+        }
+      });
+    }
+  }
+  ~NeighbourLoad() { Join(); }
+
+  // Blocks until every neighbour finished its batch in flight. Returns the first error a
+  // neighbour met (it stopped there), or OK.
+  Status Stop() {
+    Join();
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
+  }
+
+ private:
+  void Join() {
+    stopping_.store(true);
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  std::atomic<bool> stopping_{false};
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  Status failed_;  // guarded by mu_
+};
+
 // Batches of b synthetic rows through a batch runtime, timed whole, until the mean is known to
-// the target error (or the iteration / time bounds).
+// the target error (or the iteration / time bounds); `neighbours` (may be empty) run batches
+// of b meanwhile.
 class BatchMeter : public PointMeter {
  public:
-  BatchMeter(const ProfilerOptions& options, std::unique_ptr<RuntimeInstance> instance)
-      : options_(options), instance_(std::move(instance)) {}
-  ~BatchMeter() override { instance_->Stop(std::chrono::seconds(10)); }
+  BatchMeter(const ProfilerOptions& options, std::unique_ptr<RuntimeInstance> instance,
+             std::vector<std::unique_ptr<RuntimeInstance>> neighbours)
+      : options_(options), instance_(std::move(instance)), neighbours_(std::move(neighbours)) {}
+  ~BatchMeter() override {
+    for (auto& n : neighbours_) n->Stop(std::chrono::seconds(10));
+    instance_->Stop(std::chrono::seconds(10));
+  }
 
   StatusOr<std::vector<double>> Measure(int b) override {
     ASSIGN_OR_RETURN(DecodedRequest decoded, SyntheticRequest(options_.model.inputs, b));
+    NeighbourLoad load(neighbours_, decoded);
+    ASSIGN_OR_RETURN(std::vector<double> ms, TimeBatches(decoded));
+    RETURN_IF_ERROR(load.Stop());
+    return ms;
+  }
+
+ private:
+  StatusOr<std::vector<double>> TimeBatches(const DecodedRequest& decoded) {
     const auto start = Clock::now();
     for (int i = 0; i < options_.warmup_iterations; ++i) {
       RETURN_IF_ERROR(TimeOneBatch(instance_.get(), decoded).status());
@@ -109,9 +167,9 @@ class BatchMeter : public PointMeter {
     }
   }
 
- private:
   const ProfilerOptions& options_;
   std::unique_ptr<RuntimeInstance> instance_;
+  std::vector<std::unique_ptr<RuntimeInstance>> neighbours_;
 };
 
 // Decode steps with b sequences: b greedy sequences decoded together by a decode runtime; the
@@ -230,24 +288,59 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
     ASSIGN_OR_RETURN(std::unique_ptr<DecodeInstance> decoder, DecodeInstance::Start(o, launcher_));
     return std::unique_ptr<PointMeter>(new DecodeMeter(options_, steps, std::move(decoder)));
   }
-  RuntimeInstanceOptions o;
-  o.model_name = options_.model.name + "-profile";
-  o.index = threads;
-  o.runtime_path = options_.runtime_path;
-  o.model_path = options_.model.path;
-  o.threads = threads;
-  o.batch = max_batch;
-  o.cores = cores;
-  o.inputs = options_.model.inputs;
-  o.outputs = options_.model.outputs;
-  o.warmup_iterations = 1;
-  o.kernel = options_.model.kernel;
-  o.accuracy = options_.model.accuracy;
-  o.accuracy.samples = 0;  // the guard runs when serving; profiling measures speed only
-  o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
-  o.slots = 1;
-  ASSIGN_OR_RETURN(std::unique_ptr<RuntimeInstance> instance, RuntimeInstance::Start(o, launcher_));
-  return std::unique_ptr<PointMeter>(new BatchMeter(options_, std::move(instance)));
+  // The measured runtime on the first `threads` cores; neighbour j on the j-th next slice.
+  auto start = [&](int slice) {
+    RuntimeInstanceOptions o;
+    o.model_name = options_.model.name + (slice == 0 ? "-profile" : "-neighbour");
+    o.index = slice == 0 ? threads : threads * 1000 + slice;
+    o.runtime_path = options_.runtime_path;
+    o.model_path = options_.model.path;
+    o.threads = threads;
+    o.batch = max_batch;
+    o.cores.assign(options_.cores.begin() + slice * threads,
+                   options_.cores.begin() + (slice + 1) * threads);
+    o.inputs = options_.model.inputs;
+    o.outputs = options_.model.outputs;
+    o.warmup_iterations = 1;
+    o.kernel = options_.model.kernel;
+    o.accuracy = options_.model.accuracy;
+    o.accuracy.samples = 0;  // the guard runs when serving; profiling measures speed only
+    o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
+    o.slots = 1;
+    return RuntimeInstance::Start(o, launcher_);
+  };
+  const int slices =
+      options_.neighbours ? std::max(1, static_cast<int>(options_.cores.size()) / threads) : 1;
+  std::vector<std::future<StatusOr<std::unique_ptr<RuntimeInstance>>>> starts;
+  for (int slice = 0; slice < slices; ++slice) {
+    starts.push_back(std::async(std::launch::async, start, slice));
+  }
+  std::vector<std::unique_ptr<RuntimeInstance>> started;
+  Status failed;
+  for (auto& f : starts) {
+    StatusOr<std::unique_ptr<RuntimeInstance>> one = f.get();
+    if (one.ok()) {
+      started.push_back(std::move(*one));
+    } else if (failed.ok()) {
+      failed = one.status();
+    }
+  }
+  if (!failed.ok()) {
+    for (auto& r : started) r->Stop(std::chrono::seconds(10));
+    return failed;
+  }
+  if (slices > 1) {
+    PACKRAT_LOG(INFO) << "profiling '" << options_.model.name << "' at t=" << threads << " next to "
+                      << slices - 1 << " busy neighbour(s) of " << threads << " thread(s)";
+  }
+  std::unique_ptr<RuntimeInstance> measured = std::move(started.front());
+  started.erase(started.begin());
+  return std::unique_ptr<PointMeter>(
+      new BatchMeter(options_, std::move(measured), std::move(started)));
+}
+
+std::string ProfileLoad(const ProfilerOptions& options) {
+  return options.neighbours && !options.model.generation.enabled ? "neighbours" : "alone";
 }
 
 Status Profiler::Run(Profile* profile, const std::function<Status(const Profile&)>& checkpoint,

@@ -10,6 +10,13 @@
 // runtime per t serves every b (its slab is sized for the largest); that is the same pinned process
 // a ⟨t,b⟩ instance would be, started once instead of once per b.
 //
+// The paper times each instance alone. Thin instances are served side by side, though, and share
+// the memory bandwidth and last-level cache: on our 2-core machine two 1-thread instances ran
+// each batch ~10% slower than one did alone, enough to make the optimizer pick two thin
+// instances where the fat one was faster. So by default (`neighbours`) a batch model's ⟨t,b⟩ is
+// timed with ⌊cores/t⌋−1 more runtimes of t threads on the following cores, each running
+// batches of b back to back: the load the plan ⟨⌊cores/t⌋,t,b⟩ puts on the machine.
+//
 // Thread-safety: one Run() at a time. Blocking: Run() takes as long as the measurements.
 #pragma once
 
@@ -33,6 +40,9 @@ struct ProfilerOptions {
   std::vector<int> threads;  // thread counts to profile
   std::vector<int> batches;  // batch sizes to profile
   std::vector<int> cores;    // usable cores; an instance of t threads gets the first t
+  // Time batch models next to busy neighbours (see above); false: alone, as in the paper.
+  // Generative models are always timed alone.
+  bool neighbours = true;
   double target_rel_error = 0.02;
   int warmup_iterations = 3;
   int min_iterations = 5;
@@ -77,9 +87,11 @@ class Profiler {
 // Half-width of the 95% confidence interval of the mean of `ms`, relative to the mean (1 for
 // fewer than two values).
 double RelativeError(const std::vector<double>& ms);
+// "neighbours" or "alone": how `options` times its points, for the profile's key.
+std::string ProfileLoad(const ProfilerOptions& options);
 // One request of `rows` synthetic rows (normal floats, zero integers) matching `inputs`.
 StatusOr<DecodedRequest> SyntheticRequest(const std::vector<TensorSpec>& inputs, int rows);
-// Runs one batch of `decoded` on `instance` (alone) and returns its wall time in ms.
+// Runs one batch of `decoded` on `instance` and returns its wall time in ms.
 StatusOr<double> TimeOneBatch(RuntimeInstance* instance, const DecodedRequest& decoded);
 
 // "1-4" -> {1,2,3,4}; "1,2,8" -> {1,2,8}; "1-4,8" -> {1,2,3,4,8}. kInvalidArgument otherwise.

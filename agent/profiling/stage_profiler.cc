@@ -74,7 +74,7 @@ StatusOr<StageProfile> LoadOrMeasureStageProfile(const std::string& dir,
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal("cannot create profile folder '" + dir + "': " + ec.message());
   ASSIGN_OR_RETURN(ProfileKey key, ComputeProfileKey(options.model.path, options.runtime_path,
-                                                     options.model.kernel.Key()));
+                                                     options.model.kernel.Key(), "alone"));
   const std::string path = dir + "/" + options.model.name + "-" + key.Digest() + "-stages-t" +
                            std::to_string(options.threads) + ".csv";
   std::ifstream key_in(path + ".key");

@@ -1,5 +1,6 @@
 // profile -> plan -> serve: `packrat profile` with real runtimes, and an agent whose model has
 // `instances: auto` (profiles at start-up, reuses the stored profile on the next start).
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -88,6 +89,52 @@ TEST(ProfileIntegrationTest, ProfileCommandWritesAResumableProfile) {
   EXPECT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("\"instances\":[{\"count\":1,\"threads\":1,\"batch\":4}]"), std::string::npos)
       << log;
+}
+
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// By default a thin instance is timed next to busy neighbours on the other cores (the load its
+// plan puts on the machine); --alone times it by itself. The two are different profiles: one is
+// never resumed as the other.
+TEST(ProfileIntegrationTest, ProfileCommandTimesNextToNeighboursOrAlone) {
+  TempDir dir;
+  const std::string config = dir.path() + "/config.yaml";
+  std::ofstream(config) << CnnConfig(dir.path() + "/store");
+  const std::string out = dir.path() + "/cnn.csv";
+  const std::string base = std::string(PACKRAT_CLI_PATH) + " profile --config " + config +
+                           " --model cnn --out " + out +
+                           " --threads 1 --batches 2 --max-seconds-per-point 1";
+
+  auto [rc, log] = RunCommand(base + " --alone");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(FirstLine(out + ".key").find(" load=alone"), std::string::npos);
+  EXPECT_EQ(log.find("neighbour"), std::string::npos) << log;
+
+  std::tie(rc, log) = RunCommand(base);
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_EQ(log.find("resuming"), std::string::npos) << log;
+  EXPECT_NE(log.find("1/1 <t=1,b=2>"), std::string::npos) << log;
+  EXPECT_NE(FirstLine(out + ".key").find(" load=neighbours"), std::string::npos);
+  if (UsableCores() >= 2) {
+    const std::string neighbours =
+        "next to " + std::to_string(UsableCores() - 1) + " busy neighbour(s) of 1 thread(s)";
+    EXPECT_NE(log.find(neighbours), std::string::npos) << log;
+    EXPECT_NE(log.find("cnn-neighbour"), std::string::npos) << log;
+  }
+  auto profile = Profile::LoadCsv(out);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  EXPECT_EQ(profile->size(), 1u);
 }
 
 TEST(ProfileIntegrationTest, ProfileCommandRejectsBadFlags) {
