@@ -1,6 +1,7 @@
 #include "agent/model/served_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 #include <limits>
 #include <map>
@@ -992,8 +993,36 @@ void ServedModel::Tick(SteadyTime now) {
                       << "); the estimator starts afresh";
     return;
   }
-  const std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
+  std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
+  std::string capped;  // a note for the log where the step up stops short of the estimate
+  if (*decision > active->target_rows && !generative()) {
+    // A generative model's idle decode slots cost nothing; a batch model's larger batch costs
+    // every row a longer wait, worth it only while it serves more rows per second.
+    std::map<int64_t, std::optional<double>> capacities;
+    const std::optional<int64_t> step =
+        StepUpBatch(active->target_rows, *decision, [&](int64_t b) -> std::optional<double> {
+          auto planned = PlanWithCapacity(b, *active);
+          return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
+        });
+    auto rows_per_s = [&](int64_t b) {
+      return capacities[b] ? std::to_string(*capacities[b]) : std::string("?");
+    };
+    if (!step) {
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
+                        << " (" << rows_per_s(active->target_rows)
+                        << " rows/s): up to the estimate B=" << *decision << " no plan serves "
+                        << std::lround((kBatchForRateMinGain - 1) * 100)
+                        << "% more (B=" << *decision << ": " << rows_per_s(*decision) << " rows/s)";
+      return;
+    }
+    if (*step != *decision) {
+      capped = "; the estimate " + std::to_string(*decision) + " would serve " +
+               rows_per_s(*decision) + " rows/s, " + std::to_string(*step) + " serves " +
+               rows_per_s(*step);
+      decision = step;
+    }
+  }
   auto planned = PlanWithCapacity(*decision, *active);
   if (!planned) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision;
@@ -1044,7 +1073,7 @@ void ServedModel::Tick(SteadyTime now) {
   }
   const std::string reason =
       "estimator: B " + std::to_string(active->target_rows) + " -> " + std::to_string(*decision) +
-      " (load EWMA " + std::to_string(estimator_.ewma()) + ")" +
+      " (load EWMA " + std::to_string(estimator_.ewma()) + capped + ")" +
       PassedOverNote(planned->plan, planned->passed_over, config_.reconfiguration.restart_margin);
   if (Status s = Reconfigure(plan.groups, plan, reason, false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "

@@ -6,28 +6,55 @@
 #include <vector>
 
 namespace packrat {
+namespace {
+
+// The powers of two above `current_b`, and `max_b` itself, up to `max_b`, ascending.
+std::vector<int64_t> LargerBatches(int64_t current_b, int64_t max_b) {
+  std::vector<int64_t> out;
+  for (int64_t b = 1;; b = b > max_b / 2 ? max_b : b * 2) {
+    if (b > current_b) out.push_back(b);
+    if (b >= max_b) break;
+  }
+  return out;
+}
+
+// Among `candidates` (ascending b, with capacities): the smallest b whose capacity is within
+// kBatchForRateNearMost of the highest, if the highest exceeds `current` by
+// kBatchForRateMinGain; nullopt otherwise.
+std::optional<int64_t> SmallestNearMost(const std::vector<std::pair<int64_t, double>>& candidates,
+                                        double current) {
+  double most = 0;
+  for (const auto& [b, c] : candidates) most = std::max(most, c);
+  if (candidates.empty() || most < kBatchForRateMinGain * current) return std::nullopt;
+  for (const auto& [b, c] : candidates) {
+    if (c >= kBatchForRateNearMost * most) return b;
+  }
+  return std::nullopt;  // not reached: the highest capacity is a candidate
+}
+
+}  // namespace
 
 std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_b,
                                     double max_utilization, const CapacityFn& capacity) {
   std::vector<std::pair<int64_t, double>> candidates;  // ascending b
-  for (int64_t b = 1;; b = b > max_b / 2 ? max_b : b * 2) {
-    if (b > current_b) {
-      const std::optional<double> c = capacity(b);
-      if (c && *c > 0) {
-        if (rate <= max_utilization * *c) return b;
-        candidates.emplace_back(b, *c);
-      }
+  for (int64_t b : LargerBatches(current_b, max_b)) {
+    const std::optional<double> c = capacity(b);
+    if (c && *c > 0) {
+      if (rate <= max_utilization * *c) return b;
+      candidates.emplace_back(b, *c);
     }
-    if (b >= max_b) break;
   }
-  double most = 0;
-  for (const auto& [b, c] : candidates) most = std::max(most, c);
-  const double current = capacity(current_b).value_or(0);
-  if (most < kBatchForRateMinGain * current) return std::nullopt;
-  for (const auto& [b, c] : candidates) {
-    if (c >= kBatchForRateNearMost * most) return b;
+  return SmallestNearMost(candidates, capacity(current_b).value_or(0));
+}
+
+std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b,
+                                   const CapacityFn& capacity) {
+  std::vector<std::pair<int64_t, double>> candidates;  // ascending b
+  for (int64_t b : LargerBatches(current_b, wanted_b)) {
+    const std::optional<double> c = capacity(b);
+    if (c && *c > 0) candidates.emplace_back(b, *c);
   }
-  return std::nullopt;  // not reached: the largest capacity is a candidate
+  return SmallestNearMost(candidates, capacity(current_b).value_or(0));
 }
 
 bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity) {

@@ -496,6 +496,38 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
   StopAndCheckClean(all_runtimes);
 }
 
+// A larger batch is worth its longer wait only while it serves more rows per second: with a
+// profile whose capacity is flat in b (100 rows/s at every batch size), the rows that four
+// closed-loop clients keep in the system make the estimator ask for a larger B, and the model
+// stays at B = 1.
+TEST_F(ReconfigurationTest, EstimatorStaysWhereALargerBatchServesNoMore) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  testing::TempDir profiles("packrat-profiles");
+  std::set<pid_t> all_runtimes;
+  StartOnRewrittenProfile(
+      profiles.path(), 1, [](int, int batch) { return std::optional<double>(10.0 * batch); }, 4,
+      &all_runtimes);
+  if (HasFatalFailure()) return;
+  const HttpResult r =
+      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  {
+    Load load(agent_->http_port(), &samples, 4);
+    ASSERT_TRUE(agent_->WaitForLog("keeping B=1 (100.0")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLog("no plan serves 5% more")) << agent_->Digest();
+    ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
+  }
+  EXPECT_EQ(GetConfig().batch, 1);
+  EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Digest();
+  EXPECT_EQ(agent_->Log().find("reconfiguring (overloaded"), std::string::npos)
+      << agent_->Digest();
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+}
+
 // A move whose best plan would start runtimes stays on the serving ones when their best plan
 // predicts batches within reconfiguration.restart_margin (10%) of it: for B = 8 the profile
 // below makes two one-thread instances (47.5 ms) 5% faster than the serving two-thread one

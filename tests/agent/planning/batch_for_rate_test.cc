@@ -54,6 +54,25 @@ TEST(BatchForRateTest, SkipsBatchesWithoutAPlanAndEndsAtMaxBatch) {
   EXPECT_EQ(asked, candidates);
 }
 
+TEST(BatchForRateTest, StepUpStopsWhereCapacityStopsGrowing) {
+  // The estimate is 64: B = 8 serves 18.6 rows/s, within 5% of B = 64's 19.1, in batches an
+  // eighth as long.
+  EXPECT_EQ(StepUpBatch(1, 64, Table(kResNet)), 8);
+  EXPECT_EQ(StepUpBatch(4, 64, Table(kResNet)), 8);
+  // Up to the estimate only: B = 2's 16.1 is within 5% of B = 4's 16.5.
+  EXPECT_EQ(StepUpBatch(1, 4, Table(kResNet)), 2);
+  // Where capacity grows all the way, the estimate itself.
+  EXPECT_EQ(StepUpBatch(1, 8, Table({{1, 10}, {2, 12}, {4, 20}, {8, 30}})), 8);
+}
+
+TEST(BatchForRateTest, NoStepUpWhenNoLargerBatchServesFivePercentMore) {
+  EXPECT_EQ(StepUpBatch(8, 64, Table(kResNet)), std::nullopt);  // 19.1 < 1.05 × 18.6
+  EXPECT_EQ(StepUpBatch(16, 32, Table(kResNet)), std::nullopt);
+  EXPECT_EQ(StepUpBatch(8, 8, Table(kResNet)), std::nullopt);
+  // A current batch without a plan counts as serving nothing.
+  EXPECT_EQ(StepUpBatch(3, 8, Table({{4, 10}, {8, 10.2}})), 4);
+}
+
 TEST(BatchForRateTest, ArrivalsExceedCapacityOnlyBeyondTwoSigmas) {
   // 2 s at a capacity of 7.3 rows/s: 14.6 expected, the bar is 14.6 + 2·√14.6 = 22.2 rows.
   EXPECT_FALSE(ArrivalsExceedCapacity(15, 2, 7.3));  // the rate (7.5/s) is above capacity
