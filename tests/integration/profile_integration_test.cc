@@ -50,6 +50,19 @@ std::pair<int, std::string> RunCommand(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
 TEST(ProfileIntegrationTest, ProfileCommandWritesAResumableProfile) {
   TempDir dir;
   const std::string config = dir.path() + "/config.yaml";
@@ -66,9 +79,7 @@ TEST(ProfileIntegrationTest, ProfileCommandWritesAResumableProfile) {
   const auto first = *profile->Find(1, 2);
   EXPECT_GT(first.latency_ms, 0);
   EXPECT_GE(first.iterations.value_or(0), 5);
-  std::ifstream key(out + ".key");
-  std::string key_text;
-  std::getline(key, key_text);
+  const std::string key_text = FirstLine(out + ".key");
   EXPECT_NE(key_text.find("cores="), std::string::npos);
   EXPECT_NE(key_text.find("libtorch="), std::string::npos);
 
@@ -89,19 +100,6 @@ TEST(ProfileIntegrationTest, ProfileCommandWritesAResumableProfile) {
   EXPECT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("\"instances\":[{\"count\":1,\"threads\":1,\"batch\":4}]"), std::string::npos)
       << log;
-}
-
-int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-}
-
-std::string FirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
 }
 
 // By default a thin instance is timed next to busy neighbours on the other cores (the load its
