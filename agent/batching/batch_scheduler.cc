@@ -54,12 +54,14 @@ void BatchScheduler::Stop() {
   for (auto& r : orphans) r->FailRows(r->rows(), Unavailable("the model is shutting down"));
 }
 
-void BatchScheduler::SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t target_rows) {
+void BatchScheduler::SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t target_rows,
+                                    int64_t max_rows) {
   std::unique_lock<std::shared_mutex> dispatching(dispatch_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     dispatcher_ = std::move(next);
     aggregator_.set_target_rows(target_rows);
+    aggregator_.set_max_rows(max_rows);
   }
   cv_.notify_one();
 }

@@ -118,6 +118,7 @@ std::string ModelConfigJson(const ServedModel& model) {
   AppendJsonString(out, model.name());
   out += ",\"generation\":" + std::to_string(s.generation);
   out += ",\"batch\":" + std::to_string(s.batch);
+  out += ",\"backlog_batch\":" + std::to_string(s.backlog_batch);
   out += ",\"instances\":[";
   for (size_t i = 0; i < s.groups.size(); ++i) {
     if (i) out += ',';

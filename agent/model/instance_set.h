@@ -52,6 +52,10 @@ struct InstanceSet {
   std::vector<InstanceGroup> groups;
   std::optional<Plan> plan;  // the optimizer's, when it made this one
   int64_t target_rows = 0;   // B = Σ count·batch
+  // The most rows of one batch cut while more than B wait (BatchAggregator::Options::max_rows;
+  // 0: B): for `instances: auto` batch models, where the profile says capacity stops growing
+  // on these instances (BacklogBatch).
+  int64_t backlog_rows = 0;
   std::vector<std::shared_ptr<Worker>> workers;
   std::vector<int64_t> batches;            // each worker's b in this plan, by position
   std::shared_ptr<Dispatcher> dispatcher;  // null for a generative model

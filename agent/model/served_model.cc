@@ -26,6 +26,12 @@ int64_t FloorPowerOfTwo(int64_t x) {
   return p;
 }
 
+// For the log: how large a batch cut from a backlog of `set` may be, where more than B.
+std::string BacklogNote(const InstanceSet& set) {
+  if (set.backlog_rows <= set.target_rows) return "";
+  return " (a backlog runs in batches of up to " + std::to_string(set.backlog_rows) + ")";
+}
+
 // The instances' thread counts, one entry per instance, ascending.
 std::vector<int> ThreadCounts(const std::vector<InstanceGroup>& groups) {
   std::vector<int> threads;
@@ -292,6 +298,7 @@ ServingSnapshot ServedModel::Snapshot() const {
   if (active_) {
     s.generation = active_->generation;
     s.batch = active_->target_rows;
+    s.backlog_batch = std::max(active_->target_rows, active_->backlog_rows);
     s.groups = active_->groups;
     s.plan = active_->plan;
     add(*active_, false);
@@ -303,6 +310,18 @@ ServingSnapshot ServedModel::Snapshot() const {
 bool ServedModel::FlexibleSlices() const {
   return config_.auto_instances && !generative() &&
          config_.batching.mode == BatchingMode::kBatched && config_.batching.max_batch > 0;
+}
+
+int64_t ServedModel::BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target) const {
+  if (!FlexibleSlices() || !optimizer_) return 0;
+  const std::vector<int> threads = ThreadCounts(groups);
+  return BacklogBatch(target, config_.batching.max_batch, [&](int64_t b) -> std::optional<double> {
+    auto plan = optimizer_->SolveOnInstances(threads, static_cast<int>(b));
+    if (!plan.ok()) return std::nullopt;
+    const double latency = PredictedLatencyMs(*plan);
+    return latency > 0 ? std::optional<double>(static_cast<double>(b) * 1e3 / latency)
+                       : std::nullopt;
+  });
 }
 
 int64_t ServedModel::SliceCapacity(int64_t batch) const {
@@ -530,6 +549,7 @@ std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
   auto set = std::make_shared<InstanceSet>();
   set->generation = generation;
   set->target_rows = BatchTarget(groups);
+  set->backlog_rows = BacklogRows(groups, set->target_rows);
   set->groups = std::move(groups);
   set->plan = std::move(plan);
   set->workers = std::move(workers);
@@ -601,9 +621,10 @@ Status ServedModel::Load() {
   batching.max_delay = std::chrono::microseconds(
       config_.batching.mode == BatchingMode::kLayered ? 0 : config_.batching.max_delay_us);
   batching.max_queue_rows = config_.batching.max_queue_rows;
-  // Rows queued beyond B run in larger slices (the runtimes' slabs hold max_batch rows) while
-  // the estimator or the overload path finds the plan for the load.
-  if (FlexibleSlices()) batching.max_rows = config_.batching.max_batch;
+  // Rows queued beyond B run in larger slices (the runtimes' slabs hold max_batch rows), as
+  // large as still serves more rows per second, while the estimator or the overload path
+  // finds the plan for the load.
+  batching.max_rows = set->backlog_rows;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_.load() == ModelState::kStopped) {  // Stop() raced with loading
@@ -633,7 +654,8 @@ Status ServedModel::Load() {
     control_thread_ = std::thread([this] { ControlLoop(); });
   }
   PACKRAT_LOG(INFO) << "model '" << config_.name << "' ready: " << set->workers.size()
-                    << " instance(s) " << GroupsString(groups) << ", B=" << set->target_rows;
+                    << " instance(s) " << GroupsString(groups) << ", B=" << set->target_rows
+                    << BacklogNote(*set);
   return Status::Ok();
 }
 
@@ -863,7 +885,9 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     active_ = next;
     PublishInstancesLocked();
   }
-  if (scheduler_) scheduler_->SwapDispatcher(next->dispatcher, next->target_rows);
+  if (scheduler_) {
+    scheduler_->SwapDispatcher(next->dispatcher, next->target_rows, next->backlog_rows);
+  }
   if (config_.batching.mode == BatchingMode::kLayered) SetHintTargets(*next);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
   if (metrics::ModelMetrics* m = options_.metrics) {
@@ -878,8 +902,8 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     }
   }
   PACKRAT_LOG(INFO) << "model '" << config_.name << "': generation " << generation << " serving "
-                    << GroupsString(groups) << ", B=" << next->target_rows << " after "
-                    << static_cast<int64_t>(took.count() * 1000) << " ms";
+                    << GroupsString(groups) << ", B=" << next->target_rows << BacklogNote(*next)
+                    << " after " << static_cast<int64_t>(took.count() * 1000) << " ms";
 
   // Drain: the old set's running batches finish; then its instances that were not kept stop.
   const auto drain_deadline = std::chrono::steady_clock::now() +
@@ -1097,24 +1121,25 @@ double ServedModel::Slowdown(int threads) const {
   return std::max(1.0, s);
 }
 
+double ServedModel::PredictedLatencyMs(const Plan& plan) const {
+  // The batch takes as long as its slowest group: each group's profiled latency for its b, at
+  // the slowdown measured for its thread count.
+  double latency = 0;
+  for (const InstanceGroup& g : plan.groups) {
+    const double profiled =
+        optimizer_->profile().Latency(g.threads, g.batch).value_or(plan.latency_ms);
+    latency = std::max(latency, profiled * Slowdown(g.threads));
+  }
+  return latency;
+}
+
 std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
     int64_t b, const InstanceSet& serving) const {
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
   auto best = optimizer_->Solve(threads, static_cast<int>(b));
   if (!best.ok()) return std::nullopt;
-  // The batch takes as long as its slowest group: each group's profiled latency for its b, at
-  // the slowdown measured for its thread count.
-  auto latency_ms = [&](const Plan& plan) {
-    double latency = 0;
-    for (const InstanceGroup& g : plan.groups) {
-      const double profiled =
-          optimizer_->profile().Latency(g.threads, g.batch).value_or(plan.latency_ms);
-      latency = std::max(latency, profiled * Slowdown(g.threads));
-    }
-    return latency;
-  };
   PlanChoice choice{std::move(best).value(), 0, std::nullopt};
-  double latency = latency_ms(choice.plan);
+  double latency = PredictedLatencyMs(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
   const std::vector<int> needed = ThreadCounts(choice.plan.groups);
   if (FlexibleSlices() && !running.empty() &&
@@ -1122,7 +1147,7 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
     // The optimizer's plan starts runtimes; the serving ones can run any b up to max_batch.
     auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
     if (kept.ok()) {
-      const double kept_latency = latency_ms(*kept);
+      const double kept_latency = PredictedLatencyMs(*kept);
       if (kept_latency <= (1 + config_.reconfiguration.restart_margin) * latency) {
         choice.passed_over = std::move(choice.plan);
         choice.plan = std::move(kept).value();

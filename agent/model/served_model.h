@@ -100,7 +100,8 @@ struct LayeredInfo {
 
 struct ServingSnapshot {
   uint64_t generation = 0;
-  int64_t batch = 0;  // B of the serving set
+  int64_t batch = 0;          // B of the serving set
+  int64_t backlog_batch = 0;  // the most rows of a batch cut from a backlog (>= batch)
   std::vector<InstanceGroup> groups;
   std::optional<Plan> plan;
   std::vector<WorkerInfo> workers;  // serving set first, then draining ones
@@ -194,9 +195,16 @@ class ServedModel {
   int ThreadBudget() const;
   // Whether runtimes run slices of any size up to batching.max_batch: `instances: auto` models
   // (batched, not layered; not generative) with a max_batch. Then a plan change that keeps a
-  // thread count at another b keeps its runtimes, and batches cut from a backlog take up to
-  // max_batch rows.
+  // thread count at another b keeps its runtimes, and batches cut from a backlog take more
+  // than B rows, up to BacklogRows().
   bool FlexibleSlices() const;
+  // With FlexibleSlices(), the most rows of one batch cut from a backlog on instances of
+  // `groups` serving B = `target`: where the profile says their capacity stops growing
+  // (BacklogBatch), at the measured slowdowns. 0 (B) otherwise.
+  int64_t BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target) const;
+  // A plan's batch latency: its slowest group's profiled latency at that thread count's
+  // Slowdown(). Needs optimizer_.
+  double PredictedLatencyMs(const Plan& plan) const;
   // The most rows a slice to a new runtime started for `batch` may carry.
   int64_t SliceCapacity(int64_t batch) const;
 

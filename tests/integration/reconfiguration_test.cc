@@ -7,6 +7,7 @@
 #include <simdjson.h>
 #include <sys/wait.h>
 
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -203,6 +204,7 @@ struct WorkerView {
 struct ConfigView {
   int64_t generation = 0;
   int64_t batch = 0;
+  int64_t backlog_batch = 0;
   std::vector<WorkerView> workers;
   int64_t estimate = 0;
 };
@@ -213,6 +215,7 @@ ConfigView ParseConfig(const std::string& body) {
   ConfigView v;
   v.generation = int64_t(doc["generation"]);
   v.batch = int64_t(doc["batch"]);
+  v.backlog_batch = int64_t(doc["backlog_batch"]);
   v.estimate = int64_t(doc["estimator"]["estimate"]);
   for (simdjson::dom::element w : doc["workers"].get_array()) {
     v.workers.push_back({static_cast<pid_t>(int64_t(w["pid"])),
@@ -511,6 +514,7 @@ TEST_F(ReconfigurationTest, EstimatorStaysWhereALargerBatchServesNoMore) {
   const HttpResult r =
       management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
   ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(GetConfig().backlog_batch, 1);  // nor does a larger batch cut from a backlog
   {
     Load load(agent_->http_port(), &samples, 4);
     ASSERT_TRUE(agent_->WaitForLog("keeping B=1 (100.0")) << agent_->Digest();
@@ -522,8 +526,60 @@ TEST_F(ReconfigurationTest, EstimatorStaysWhereALargerBatchServesNoMore) {
   }
   EXPECT_EQ(GetConfig().batch, 1);
   EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Digest();
-  EXPECT_EQ(agent_->Log().find("reconfiguring (overloaded"), std::string::npos)
-      << agent_->Digest();
+  EXPECT_EQ(agent_->Log().find("reconfiguring (overloaded"), std::string::npos) << agent_->Digest();
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+}
+
+// A batch cut while rows queue beyond B takes only as many as still serve more rows per
+// second: the profile below serves 10 rows/s at b = 1 and 20 at b = 2, 4 and 8, so eight
+// closed-loop clients, whose rows queue behind the running batches, are served in batches of
+// at most 2 rows (max_batch is 8), and of 2 rows at times.
+TEST_F(ReconfigurationTest, ABacklogRunsInBatchesOnlyAsLargeAsServeMore) {
+  std::vector<Sample> single_rows;
+  for (const Sample& s : MakeSamples(24)) {
+    if (s.expected.size() == 8) single_rows.push_back(s);  // 1 row × 8 outputs
+  }
+  testing::TempDir profiles("packrat-profiles");
+  std::set<pid_t> all_runtimes;
+  StartOnRewrittenProfile(
+      profiles.path(), 1,
+      [](int, int batch) { return std::optional<double>(batch == 1 ? 100.0 : 50.0 * batch); }, 4,
+      &all_runtimes);
+  if (HasFatalFailure()) return;
+  const HttpResult r = management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(GetConfig().batch, 1);
+  EXPECT_EQ(GetConfig().backlog_batch, 2);
+  EXPECT_TRUE(agent_->WaitForLog("B=1 (a backlog runs in batches of up to 2)")) << agent_->Digest();
+  testing::HttpClient metrics("127.0.0.1", agent_->metrics_port());
+  // The executed batches' rows, from the histogram: {le="1", le="2", count}.
+  auto batch_rows = [&] {
+    const std::string page = metrics.Get("/metrics").body;
+    auto value = [&](const std::string& series) -> int64_t {
+      const size_t at = page.find("\n" + series + " ");
+      if (at == std::string::npos) return -1;
+      return std::stoll(page.substr(at + series.size() + 2));
+    };
+    const std::string h = "packrat_batch_size_rows";
+    return std::array<int64_t, 3>{value(h + R"(_bucket{model="tiny",le="1"})"),
+                                  value(h + R"(_bucket{model="tiny",le="2"})"),
+                                  value(h + R"(_count{model="tiny"})")};
+  };
+  const std::array<int64_t, 3> before = batch_rows();
+  {
+    Load load(agent_->http_port(), &single_rows, 8);
+    for (int i = 0; i < 20 && batch_rows()[0] - before[0] == batch_rows()[2] - before[2]; ++i) {
+      ASSERT_TRUE(load.WaitForMore(100)) << load.Describe() << agent_->Digest();
+    }
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
+  }
+  const std::array<int64_t, 3> after = batch_rows();
+  const int64_t batches = after[2] - before[2];
+  EXPECT_GT(batches - (after[0] - before[0]), 0) << "no batch of 2 rows in " << batches;
+  EXPECT_EQ(after[1] - before[1], batches) << "batches of more than 2 rows";
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   StopAndCheckClean(all_runtimes);
 }

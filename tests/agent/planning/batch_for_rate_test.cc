@@ -73,6 +73,26 @@ TEST(BatchForRateTest, NoStepUpWhenNoLargerBatchServesFivePercentMore) {
   EXPECT_EQ(StepUpBatch(3, 8, Table({{4, 10}, {8, 10.2}})), 4);
 }
 
+TEST(BatchForRateTest, BacklogBatchStopsWhereCapacityStopsGrowing) {
+  // B = 8's 18.6 rows/s is within 5% of B = 64's 19.1: a backlog runs in batches of 8, not 64.
+  EXPECT_EQ(BacklogBatch(1, 64, Table(kResNet)), 8);
+  EXPECT_EQ(BacklogBatch(8, 64, Table(kResNet)), 8);
+  EXPECT_EQ(BacklogBatch(16, 64, Table(kResNet)), 16);  // never below B
+  EXPECT_EQ(BacklogBatch(1, 4, Table(kResNet)), 2);     // 16.1 within 5% of 16.5
+  // Growing all the way: max_b. Flat from B on: B itself, however small the gain beyond.
+  EXPECT_EQ(BacklogBatch(1, 8, Table({{1, 10}, {2, 12}, {4, 20}, {8, 30}})), 8);
+  EXPECT_EQ(BacklogBatch(1, 64, Table({{1, 10}, {2, 10.2}, {4, 10.4}, {64, 10.5}})), 1);
+}
+
+TEST(BatchForRateTest, BacklogBatchWithoutCapacitiesIsMaxBatch) {
+  std::vector<int64_t> asked;
+  EXPECT_EQ(BacklogBatch(2, 48, Table({}, &asked)), 48);
+  EXPECT_EQ(asked, (std::vector<int64_t>{2, 4, 8, 16, 32, 48}));
+  // Batches without a plan are skipped; B without one competes as serving nothing.
+  EXPECT_EQ(BacklogBatch(3, 8, Table({{4, 10}, {8, 10.2}})), 4);
+  EXPECT_EQ(BacklogBatch(1, 1, Table({{1, 10}})), 1);
+}
+
 TEST(BatchForRateTest, ArrivalsExceedCapacityOnlyBeyondTwoSigmas) {
   // 2 s at a capacity of 7.3 rows/s: 14.6 expected, the bar is 14.6 + 2·√14.6 = 22.2 rows.
   EXPECT_FALSE(ArrivalsExceedCapacity(15, 2, 7.3));  // the rate (7.5/s) is above capacity
