@@ -70,7 +70,6 @@ class BatchAggregator {
   void set_target_rows(int64_t rows) { options_.target_rows = std::max<int64_t>(1, rows); }
   // A new max_rows for the batches cut from now on (0: B).
   void set_max_rows(int64_t rows) { options_.max_rows = std::max<int64_t>(0, rows); }
-  int64_t max_rows() const { return std::max(options_.target_rows, options_.max_rows); }
 
  private:
   Options options_;

@@ -40,7 +40,7 @@ class BatchScheduler {
   // Makes `next` the dispatcher, `target_rows` the batch size B and `max_rows` the most rows
   // of a batch cut from a backlog (BatchAggregator::Options; 0: B). Waits for dispatches in
   // progress to the old dispatcher to return; after that nothing reaches the old one.
-  void SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t target_rows, int64_t max_rows = 0);
+  void SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t target_rows, int64_t max_rows);
 
   // Takes whole requests from the front of the queue for a running batch (layered top-up), see
   // BatchAggregator::TakeFront. Never waits beyond the queue's lock; `admit` runs under it and

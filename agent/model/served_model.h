@@ -195,12 +195,15 @@ class ServedModel {
   int ThreadBudget() const;
   // Whether runtimes run slices of any size up to batching.max_batch: `instances: auto` models
   // (batched, not layered; not generative) with a max_batch. Then a plan change that keeps a
-  // thread count at another b keeps its runtimes, and batches cut from a backlog take more
-  // than B rows, up to BacklogRows().
+  // thread count at another b keeps its runtimes, and batches cut from a backlog may take
+  // more than B rows, up to BacklogRows().
   bool FlexibleSlices() const;
   // With FlexibleSlices(), the most rows of one batch cut from a backlog on instances of
   // `groups` serving B = `target`: where the profile says their capacity stops growing
-  // (BacklogBatch), at the measured slowdowns. 0 (B) otherwise.
+  // (BacklogBatch), at the slowdowns measured when the set is made. Capacity is the best cover
+  // of b rows on those instances (Optimizer::SolveOnInstances), where the dispatcher shares a
+  // batch in proportion to the plan's b: the same for one thread count, close for mixed ones.
+  // O(log max_batch) solves, no lock needed. 0 (B) otherwise.
   int64_t BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target) const;
   // A plan's batch latency: its slowest group's profiled latency at that thread count's
   // Slowdown(). Needs optimizer_.

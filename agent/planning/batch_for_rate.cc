@@ -58,16 +58,16 @@ std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b,
 }
 
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity) {
-  std::vector<std::pair<int64_t, double>> candidates;  // ascending b
-  if (const std::optional<double> c = capacity(current_b); c && *c > 0) {
-    candidates.emplace_back(current_b, *c);
-  }
+  int64_t best = current_b;
+  double served = capacity(current_b).value_or(0);  // unknown: any known capacity is a gain
   for (int64_t b : LargerBatches(current_b, max_b)) {
     const std::optional<double> c = capacity(b);
-    if (c && *c > 0) candidates.emplace_back(b, *c);
+    if (!c || *c <= 0) continue;
+    if (*c < kBatchForRateMinGain * served) break;
+    best = b;
+    served = *c;
   }
-  if (candidates.empty()) return std::max(current_b, max_b);
-  return SmallestNearMost(candidates, 0).value_or(max_b);
+  return best;
 }
 
 bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity) {

@@ -553,7 +553,8 @@ TEST_F(ReconfigurationTest, ABacklogRunsInBatchesOnlyAsLargeAsServeMore) {
   EXPECT_EQ(GetConfig().backlog_batch, 2);
   EXPECT_TRUE(agent_->WaitForLog("B=1 (a backlog runs in batches of up to 2)")) << agent_->Digest();
   testing::HttpClient metrics("127.0.0.1", agent_->metrics_port());
-  // The executed batches' rows, from the histogram: {le="1", le="2", count}.
+  // The executed batches' rows, from the histogram of slices (one instance: a slice is a
+  // batch): {le="1", le="2", count}.
   auto batch_rows = [&] {
     const std::string page = metrics.Get("/metrics").body;
     auto value = [&](const std::string& series) -> int64_t {
@@ -569,7 +570,10 @@ TEST_F(ReconfigurationTest, ABacklogRunsInBatchesOnlyAsLargeAsServeMore) {
   const std::array<int64_t, 3> before = batch_rows();
   {
     Load load(agent_->http_port(), &single_rows, 8);
-    for (int i = 0; i < 20 && batch_rows()[0] - before[0] == batch_rows()[2] - before[2]; ++i) {
+    // Until a batch of 2 rows ran (each pass one scrape: a later one counts more batches).
+    for (int i = 0; i < 20; ++i) {
+      const std::array<int64_t, 3> now = batch_rows();
+      if (now[0] - before[0] != now[2] - before[2]) break;
       ASSERT_TRUE(load.WaitForMore(100)) << load.Describe() << agent_->Digest();
     }
     load.Stop();

@@ -260,7 +260,7 @@ TEST_F(BatchSchedulerTest, SwappedDispatcherGetsTheNextBatches) {
   ASSERT_TRUE(Submit(2).ok());
   FakeExecutor other(4, Mode::kInline);
   auto next = std::make_shared<Dispatcher>(std::vector<InstanceExecutor*>{&other}, 2, [] {});
-  scheduler_->SwapDispatcher(next, 4);
+  scheduler_->SwapDispatcher(next, 4, 0);
   ASSERT_TRUE(Submit(2).ok());  // 2 < the new B = 4: waits
   EXPECT_EQ(other.rows(), 0);
   ASSERT_TRUE(Submit(2).ok());

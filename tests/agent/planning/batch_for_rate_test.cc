@@ -73,22 +73,28 @@ TEST(BatchForRateTest, NoStepUpWhenNoLargerBatchServesFivePercentMore) {
   EXPECT_EQ(StepUpBatch(3, 8, Table({{4, 10}, {8, 10.2}})), 4);
 }
 
-TEST(BatchForRateTest, BacklogBatchStopsWhereCapacityStopsGrowing) {
-  // B = 8's 18.6 rows/s is within 5% of B = 64's 19.1: a backlog runs in batches of 8, not 64.
-  EXPECT_EQ(BacklogBatch(1, 64, Table(kResNet)), 8);
-  EXPECT_EQ(BacklogBatch(8, 64, Table(kResNet)), 8);
+TEST(BatchForRateTest, BacklogBatchGrowsWhileEachStepServesFivePercentMore) {
+  // 1 -> 2 serves 7% more; 2 -> 4 only 2.5%: a backlog runs in batches of 2, not 64.
+  EXPECT_EQ(BacklogBatch(1, 64, Table(kResNet)), 2);
+  EXPECT_EQ(BacklogBatch(4, 64, Table(kResNet)), 8);    // 16.5 -> 18.6
+  EXPECT_EQ(BacklogBatch(8, 64, Table(kResNet)), 8);    // 18.6 -> 18.9: 1.6%
   EXPECT_EQ(BacklogBatch(16, 64, Table(kResNet)), 16);  // never below B
-  EXPECT_EQ(BacklogBatch(1, 4, Table(kResNet)), 2);     // 16.1 within 5% of 16.5
-  // Growing all the way: max_b. Flat from B on: B itself, however small the gain beyond.
+  // Growing all the way: max_b.
   EXPECT_EQ(BacklogBatch(1, 8, Table({{1, 10}, {2, 12}, {4, 20}, {8, 30}})), 8);
-  EXPECT_EQ(BacklogBatch(1, 64, Table({{1, 10}, {2, 10.2}, {4, 10.4}, {64, 10.5}})), 1);
+  // A one-thread ResNet-50 instance profiled on 2 vCPUs: 16% more rows/s at b = 64 than at
+  // b = 1, never 5% more from one power of two to the next.
+  const std::map<int64_t, double> measured = {{1, 6.27},  {2, 6.27},  {4, 6.76}, {8, 6.59},
+                                              {16, 7.06}, {32, 7.14}, {64, 7.26}};
+  EXPECT_EQ(BacklogBatch(1, 64, Table(measured)), 1);
+  EXPECT_EQ(BacklogBatch(2, 64, Table(measured)), 4);  // 6.27 -> 6.76: 7.8%
 }
 
-TEST(BatchForRateTest, BacklogBatchWithoutCapacitiesIsMaxBatch) {
+TEST(BatchForRateTest, BacklogBatchSkipsBatchesWithoutCapacity) {
   std::vector<int64_t> asked;
-  EXPECT_EQ(BacklogBatch(2, 48, Table({}, &asked)), 48);
+  EXPECT_EQ(BacklogBatch(2, 48, Table({}, &asked)), 2);
   EXPECT_EQ(asked, (std::vector<int64_t>{2, 4, 8, 16, 32, 48}));
-  // Batches without a plan are skipped; B without one competes as serving nothing.
+  EXPECT_EQ(BacklogBatch(1, 8, Table({{1, 10}, {4, 12}})), 4);
+  // A B without a plan counts as serving nothing.
   EXPECT_EQ(BacklogBatch(3, 8, Table({{4, 10}, {8, 10.2}})), 4);
   EXPECT_EQ(BacklogBatch(1, 1, Table({{1, 10}})), 1);
 }
