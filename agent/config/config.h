@@ -93,9 +93,10 @@ struct ReconfigurationConfig {
   // that alone would trigger the step back down. (0, 1]; 1 disables the guard.
   double max_utilization = 0.8;
   // Overload: when the rows arriving over this span (or twice or four times it) exceed what
-  // the serving plan runs fully busy by two Poisson standard deviations while rows queue
-  // beyond its B, the model moves at once, without waiting for the estimator's window, to the
-  // smallest B whose plan keeps up at max_utilization (batch_for_rate.h). 0 disables it.
+  // the serving set runs fully busy (in the batches it cuts from a backlog) by two Poisson
+  // standard deviations while rows queue beyond its B, the model moves at once, without
+  // waiting for the estimator's window, to the smallest larger B whose plan keeps up at
+  // max_utilization (batch_for_rate.h). 0 disables it.
   int64_t overload_window_ms = 2000;
   // After the overload path moved B up, the estimator's steps down wait this long: scale up
   // fast, down slowly (as Kubernetes' autoscaler's stabilization window), since a rate near a

@@ -312,16 +312,19 @@ bool ServedModel::FlexibleSlices() const {
          config_.batching.mode == BatchingMode::kBatched && config_.batching.max_batch > 0;
 }
 
+std::optional<double> ServedModel::CapacityOn(const std::vector<int>& threads, int64_t b) const {
+  auto plan = optimizer_->SolveOnInstances(threads, static_cast<int>(b));
+  if (!plan.ok()) return std::nullopt;
+  const double latency = PredictedLatencyMs(*plan);
+  if (latency <= 0) return std::nullopt;
+  return static_cast<double>(b) * 1e3 / latency;
+}
+
 int64_t ServedModel::BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target) const {
   if (!FlexibleSlices() || !optimizer_) return 0;
   const std::vector<int> threads = ThreadCounts(groups);
-  return BacklogBatch(target, config_.batching.max_batch, [&](int64_t b) -> std::optional<double> {
-    auto plan = optimizer_->SolveOnInstances(threads, static_cast<int>(b));
-    if (!plan.ok()) return std::nullopt;
-    const double latency = PredictedLatencyMs(*plan);
-    return latency > 0 ? std::optional<double>(static_cast<double>(b) * 1e3 / latency)
-                       : std::nullopt;
-  });
+  return BacklogBatch(target, config_.batching.max_batch,
+                      [&](int64_t b) { return CapacityOn(threads, b); });
 }
 
 int64_t ServedModel::SliceCapacity(int64_t batch) const {
@@ -1174,21 +1177,28 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
     if (!it->second) return std::nullopt;
     return it->second->capacity;
   };
-  const std::optional<double> serving = capacity(current);
-  if (!serving) return false;
+  const std::optional<double> at_b = capacity(current);
+  if (!at_b) return false;
+  // While rows queue, the serving set cuts batches of up to backlog_rows (BacklogBatch): that
+  // is what it serves under load, and what a move must beat.
+  const int64_t backlog_b = std::max(current, active.backlog_rows);
+  double serving = *at_b;
+  if (backlog_b > current) {
+    serving = std::max(serving, CapacityOn(ThreadCounts(active.groups), backlog_b).value_or(0));
+  }
   // The arrivals over the window, and over twice and four times it (a smaller excess takes
-  // longer to tell from chance), against what the plan serves fully busy. Not against
-  // max_utilization: a burst the plan rides out (queued rows run in larger slices meanwhile)
-  // must not cost a switch, which on busy CPUs queues more than the burst did.
+  // longer to tell from chance), against what the set serves fully busy. Not against
+  // max_utilization: a burst the set rides out must not cost a switch, which on busy CPUs
+  // queues more than the burst did.
   std::optional<double> rate;
   for (int64_t ms = window_ms; ms <= 4 * window_ms && !rate; ms *= 2) {
     const std::optional<double> r = arrival_rate_.Over(std::chrono::milliseconds(ms));
     if (!r) break;
     const double seconds = static_cast<double>(ms) / 1e3;
-    if (ArrivalsExceedCapacity(*r * seconds, seconds, *serving)) rate = r;
+    if (ArrivalsExceedCapacity(*r * seconds, seconds, serving)) rate = r;
   }
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
-  const std::optional<int64_t> b = BatchForRate(*rate, current, config_.batching.max_batch,
+  const std::optional<int64_t> b = BatchForRate(*rate, backlog_b, config_.batching.max_batch,
                                                 config_.reconfiguration.max_utilization, capacity);
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
   const PlanChoice& target = *plans.at(*b);
@@ -1196,7 +1206,9 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   std::ostringstream reason;
   reason.precision(3);
   reason << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
-         << *serving << "; B " << current << " -> " << *b << " serves " << target.capacity
+         << serving;
+  if (backlog_b > current) reason << " in batches of up to " << backlog_b;
+  reason << "; B " << current << " -> " << *b << " serves " << target.capacity
          << PassedOverNote(plan, target.passed_over, config_.reconfiguration.restart_margin);
   // Either way the next try waits for a new window.
   arrival_rate_.Restart();

@@ -205,6 +205,10 @@ class ServedModel {
   // batch in proportion to the plan's b: the same for one thread count, close for mixed ones.
   // O(log max_batch) solves, no lock needed. 0 (B) otherwise.
   int64_t BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target) const;
+  // Rows/s that instances of `threads` threads (one entry per instance) serve in batches of
+  // `b` (Optimizer::SolveOnInstances) at the measured slowdowns; nullopt where no cover of b
+  // exists. Needs optimizer_.
+  std::optional<double> CapacityOn(const std::vector<int>& threads, int64_t b) const;
   // A plan's batch latency: its slowest group's profiled latency at that thread count's
   // Slowdown(). Needs optimizer_.
   double PredictedLatencyMs(const Plan& plan) const;

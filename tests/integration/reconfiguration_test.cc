@@ -452,8 +452,9 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
   std::set<pid_t> all_runtimes;
-  // Slow latencies for the profile the agent measured: capacity 10, 16.7, 26.7, 40 rows/s.
-  const std::map<int, double> slow = {{1, 100}, {2, 120}, {4, 150}, {8, 200}};
+  // Slow latencies for the profile the agent measured: capacity 10, 10, 13.3, 20 rows/s, so
+  // B = 1 runs a backlog in batches of 1 (b = 2 serves no more) and B = 8 serves the most.
+  const std::map<int, double> slow = {{1, 100}, {2, 200}, {4, 300}, {8, 400}};
   StartOnRewrittenProfile(
       profiles.path(), 1,
       [&](int, int batch) {
@@ -481,7 +482,7 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
   {
     Load load(agent_->http_port(), &samples, 4);
     ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Digest();
-    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 40")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 8 serves 20")) << agent_->Digest();
     ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
     EXPECT_EQ(GetConfig().batch, 8);
     for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
@@ -596,11 +597,13 @@ TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFa
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
   std::set<pid_t> all_runtimes;
-  // One thread: 7.5 ms + 10 ms per row; two threads: 10 ms + 5 ms per row. B = 1 runs on two
-  // threads (15 ms); B = 8 serves the most rows/s (160 on two threads).
+  // One thread: 7.5 ms + 10 ms per row; two threads: 10 ms + 5 ms per row, but 30 ms at b = 2.
+  // B = 1 runs on two threads (15 ms), and a backlog in batches of 1 (b = 2 serves no more);
+  // B = 8 serves the most rows/s (160 on two threads).
   StartOnRewrittenProfile(
       profiles.path(), 2,
       [](int threads, int batch) {
+        if (threads == 2 && batch == 2) return std::optional<double>(30.0);
         return std::optional<double>(threads == 1 ? 7.5 + 10.0 * batch : 10.0 + 5.0 * batch);
       },
       8, &all_runtimes);
