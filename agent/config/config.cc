@@ -263,10 +263,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   }
   if (const YAML::Node b = node["batching"]) {
     const std::string k = key + ".batching";
-    RETURN_IF_ERROR(
-        r.CheckKeys(b, k,
-                    {"mode", "latency_budget_ms", "profile_repeats", "max_batch", "max_delay_us",
-                     "max_inflight_batches", "max_queue_rows", "timeout_ms"}));
+    RETURN_IF_ERROR(r.CheckKeys(
+        b, k,
+        {"mode", "latency_budget_ms", "profile_repeats", "max_batch", "max_delay_us",
+         "max_inflight_batches", "max_queue_rows", "timeout_ms", "max_batch_latency_ms"}));
     if (b["mode"]) {
       std::string mode;
       RETURN_IF_ERROR(r.GetString(b["mode"], k + ".mode", &mode));
@@ -309,6 +309,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     if (b["max_delay_us"]) {
       RETURN_IF_ERROR(r.GetInt(b["max_delay_us"], k + ".max_delay_us", 0, 60'000'000,
                                &m->batching.max_delay_us));
+    }
+    if (b["max_batch_latency_ms"]) {
+      RETURN_IF_ERROR(r.GetDouble(b["max_batch_latency_ms"], k + ".max_batch_latency_ms", 0,
+                                  3'600'000, &m->batching.max_batch_latency_ms));
     }
     if (b["max_inflight_batches"]) {
       RETURN_IF_ERROR(r.GetIntAs(b["max_inflight_batches"], k + ".max_inflight_batches", 1, 64,

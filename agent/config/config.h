@@ -67,9 +67,14 @@ enum class BatchingMode {
 
 struct BatchingConfig {
   BatchingMode mode = BatchingMode::kBatched;
-  double latency_budget_ms = 0;   // layered: t_opt, the budget a batch must finish within
-  int profile_repeats = 5;        // layered: timed runs per batch size in the stage profile
-  int64_t max_batch = 0;          // most rows one request may carry; 0 = no limit
+  double latency_budget_ms = 0;  // layered: t_opt, the budget a batch must finish within
+  int profile_repeats = 5;       // layered: timed runs per batch size in the stage profile
+  int64_t max_batch = 0;         // most rows one request may carry; 0 = no limit
+  // `instances: auto`: the longest predicted batch latency (profile × measured slowdown) of a
+  // plan the agent moves to by itself — estimator, overload path, backlog batches; 0 = no
+  // limit. A p99 objective of X ms wants about X/2: a row may wait for one batch, then run in
+  // the next. An explicit plan (management API) is not bound by it.
+  double max_batch_latency_ms = 0;
   int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
   int max_inflight_batches = 2;   // batches dispatched but not finished, per model
   int64_t max_queue_rows = 4096;  // rows waiting per model; beyond it requests get 429

@@ -316,7 +316,7 @@ std::optional<double> ServedModel::CapacityOn(const std::vector<int>& threads, i
   auto plan = optimizer_->SolveOnInstances(threads, static_cast<int>(b));
   if (!plan.ok()) return std::nullopt;
   const double latency = PredictedLatencyMs(*plan);
-  if (latency <= 0) return std::nullopt;
+  if (latency <= 0 || TooSlow(latency)) return std::nullopt;
   return static_cast<double>(b) * 1e3 / latency;
 }
 
@@ -1124,6 +1124,11 @@ double ServedModel::Slowdown(int threads) const {
   return std::max(1.0, s);
 }
 
+bool ServedModel::TooSlow(double latency_ms) const {
+  const double limit = config_.batching.max_batch_latency_ms;
+  return limit > 0 && latency_ms > limit;
+}
+
 double ServedModel::PredictedLatencyMs(const Plan& plan) const {
   // The batch takes as long as its slowest group: each group's profiled latency for its b, at
   // the slowdown measured for its thread count.
@@ -1158,6 +1163,7 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
       }
     }
   }
+  if (TooSlow(latency)) return std::nullopt;
   choice.capacity = latency > 0 ? static_cast<double>(b) * 1e3 / latency
                                 : std::numeric_limits<double>::infinity();
   return choice;

@@ -207,8 +207,10 @@ class ServedModel {
   int64_t BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target) const;
   // Rows/s that instances of `threads` threads (one entry per instance) serve in batches of
   // `b` (Optimizer::SolveOnInstances) at the measured slowdowns; nullopt where no cover of b
-  // exists. Needs optimizer_.
+  // exists or its latency is TooSlow(). Needs optimizer_.
   std::optional<double> CapacityOn(const std::vector<int>& threads, int64_t b) const;
+  // Whether a predicted batch latency is beyond batching.max_batch_latency_ms.
+  bool TooSlow(double latency_ms) const;
   // A plan's batch latency: its slowest group's profiled latency at that thread count's
   // Slowdown(). Needs optimizer_.
   double PredictedLatencyMs(const Plan& plan) const;
@@ -234,7 +236,8 @@ class ServedModel {
   };
   // The optimizer's plan for B = `b`; with FlexibleSlices(), the best plan on the runtimes of
   // `serving` instead where the optimizer's needs new runtimes and is not faster by more than
-  // restart_margin. Nullopt where the optimizer has no plan. Control thread only.
+  // restart_margin. Nullopt where the optimizer has no plan, or its predicted latency is
+  // TooSlow(). Control thread only.
   std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving) const;
   // The overload fast path (reconfiguration.overload_window_ms): reconfigures and returns true
   // when the rows arriving outrun the serving plan. Control thread only; blocks while it

@@ -41,7 +41,8 @@ using testing::HttpResult;
 const std::string kModels = PACKRAT_MODELS_DIR;
 constexpr char kCpusetRoot[] = "/sys/fs/cgroup/cpuset";
 
-std::string Config(const std::string& instances, const std::string& extra = "") {
+std::string Config(const std::string& instances, const std::string& extra = "",
+                   const std::string& batching = "") {
   return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
          "models:\n"
          "  - name: tiny\n"
@@ -50,7 +51,9 @@ std::string Config(const std::string& instances, const std::string& extra = "") 
          "/tiny_mlp.pt\n"
          "    inputs: [{name: x, datatype: FP32, shape: [-1, 16]}]\n"
          "    outputs: [{name: y, datatype: FP32, shape: [-1, 8]}]\n"
-         "    batching: {max_batch: 8, max_delay_us: 500}\n"
+         "    batching: {max_batch: 8, max_delay_us: 500" +
+         batching +
+         "}\n"
          "    instances: " +
          instances +
          "\n"
@@ -298,17 +301,20 @@ class ReconfigurationTest : public ::testing::Test {
   // `auto_threads`) in `profile_dir`, stops it, replaces the stored latencies with
   // `latency(threads, batch)` (failing the test unless `rows` rows were replaced), and starts it
   // again on them, with a fast overload path and no step down for 10 minutes after an overload
-  // move. Adds every runtime started to `runtimes`.
+  // move. Adds every runtime started to `runtimes`. `batching`: more keys of the model's
+  // batching section (", key: value").
   void StartOnRewrittenProfile(const std::string& profile_dir, int auto_threads,
                                const std::function<std::optional<double>(int, int)>& latency,
-                               int rows, std::set<pid_t>* runtimes) {
+                               int rows, std::set<pid_t>* runtimes,
+                               const std::string& batching = "") {
     const std::string config =
         "server: {profile_dir: " + profile_dir + ", " +
         Config("auto",
                "    auto_threads: " + std::to_string(auto_threads) +
                    "\n"
                    "    reconfiguration: {sample_period_ms: 10, window: 100, timeout_ms: 1000, "
-                   "overload_window_ms: 200, scale_down_delay_ms: 600000}\n")
+                   "overload_window_ms: 200, scale_down_delay_ms: 600000}\n",
+               batching)
             .substr(std::string("server: {").size());
     StartAgent(config);
     for (const auto& w : GetConfig().workers) runtimes->insert(w.pid);
@@ -497,6 +503,39 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
       << agent_->Digest();
   EXPECT_EQ(GetConfig().batch, 8);
   EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Digest();
+  StopAndCheckClean(all_runtimes);
+}
+
+// batching.max_batch_latency_ms bounds the agent's own moves: with the profile of the test
+// above and a limit of 350 ms, the overload move goes to B = 4 (300 ms, 13.3 rows/s), not to
+// B = 8 (400 ms, 20 rows/s).
+TEST_F(ReconfigurationTest, OverloadMovesOnlyToPlansWithinTheBatchLatencyLimit) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  testing::TempDir profiles("packrat-profiles");
+  std::set<pid_t> all_runtimes;
+  const std::map<int, double> slow = {{1, 100}, {2, 200}, {4, 300}, {8, 400}};
+  StartOnRewrittenProfile(
+      profiles.path(), 1,
+      [&](int, int batch) {
+        return slow.count(batch) ? std::optional<double>(slow.at(batch)) : std::nullopt;
+      },
+      4, &all_runtimes, ", max_batch_latency_ms: 350");
+  if (HasFatalFailure()) return;
+  const HttpResult r =
+      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  {
+    Load load(agent_->http_port(), &samples, 4);
+    ASSERT_TRUE(agent_->WaitForLog("; B 1 -> 4 serves 13.3")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
+    EXPECT_EQ(GetConfig().batch, 4);
+    ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
+  }
+  EXPECT_EQ(agent_->Log().find("-> 8"), std::string::npos) << agent_->Digest();
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   StopAndCheckClean(all_runtimes);
 }
 

@@ -346,6 +346,16 @@ TEST_F(ConfigTest, BadValuesNameTheirKey) {
   EXPECT_EQ(ErrorOf(text), "test.yaml:2: models[0].path: is required");
 }
 
+TEST_F(ConfigTest, MaxBatchLatency) {
+  auto config = Parse(OneModel("    batching: {max_batch: 8, max_batch_latency_ms: 450.5}\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_DOUBLE_EQ(config->models[0].batching.max_batch_latency_ms, 450.5);
+  EXPECT_DOUBLE_EQ(Parse(OneModel())->models[0].batching.max_batch_latency_ms, 0);  // no limit
+  EXPECT_NE(ErrorOf(OneModel("    batching: {max_batch_latency_ms: -1}\n"))
+                .find("models[0].batching.max_batch_latency_ms: must be between 0"),
+            std::string::npos);
+}
+
 TEST_F(ConfigTest, LayeredBatchingKeys) {
   auto config = Parse(
       OneModel("    batching: {mode: layered, latency_budget_ms: 250.5, profile_repeats: 3}\n"));
