@@ -269,6 +269,23 @@ int RewriteProfiles(const std::string& dir,
   return rewritten;
 }
 
+// Slow latencies (ms) for a one-thread profile: 10, 10, 13.3 and 20 rows/s at b = 1, 2, 4, 8,
+// so B = 1 runs a backlog in batches of 1 (b = 2 serves no more) and B = 8 serves the most.
+std::optional<double> SlowLatency(int /*threads*/, int batch) {
+  switch (batch) {
+    case 1:
+      return 100.0;
+    case 2:
+      return 200.0;
+    case 4:
+      return 300.0;
+    case 8:
+      return 400.0;
+    default:
+      return std::nullopt;
+  }
+}
+
 class ReconfigurationTest : public ::testing::Test {
  protected:
   void StartAgent(const std::string& config) {
@@ -452,21 +469,13 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
 // Rows arriving faster than the serving plan runs them move the model at once to a B whose plan
 // keeps up, before the estimator could (its window is five times the overload window), and the
 // estimator's steps back down wait out scale_down_delay_ms. The profile is the agent's own, with
-// its latencies replaced by slow ones, so that a few closed-loop clients outrun the plan for
-// B = 1 (10 rows/s) and B = 8 (40 rows/s) serves the most.
+// its latencies replaced by SlowLatency, so that a few closed-loop clients outrun the plan for
+// B = 1 (10 rows/s) and B = 8 (20 rows/s) serves the most.
 TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
   std::set<pid_t> all_runtimes;
-  // Slow latencies for the profile the agent measured: capacity 10, 10, 13.3, 20 rows/s, so
-  // B = 1 runs a backlog in batches of 1 (b = 2 serves no more) and B = 8 serves the most.
-  const std::map<int, double> slow = {{1, 100}, {2, 200}, {4, 300}, {8, 400}};
-  StartOnRewrittenProfile(
-      profiles.path(), 1,
-      [&](int, int batch) {
-        return slow.count(batch) ? std::optional<double>(slow.at(batch)) : std::nullopt;
-      },
-      4, &all_runtimes);
+  StartOnRewrittenProfile(profiles.path(), 1, SlowLatency, 4, &all_runtimes);
   if (HasFatalFailure()) return;
   const HttpResult r =
       management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
@@ -513,13 +522,8 @@ TEST_F(ReconfigurationTest, OverloadMovesOnlyToPlansWithinTheBatchLatencyLimit) 
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
   std::set<pid_t> all_runtimes;
-  const std::map<int, double> slow = {{1, 100}, {2, 200}, {4, 300}, {8, 400}};
-  StartOnRewrittenProfile(
-      profiles.path(), 1,
-      [&](int, int batch) {
-        return slow.count(batch) ? std::optional<double>(slow.at(batch)) : std::nullopt;
-      },
-      4, &all_runtimes, ", max_batch_latency_ms: 350");
+  StartOnRewrittenProfile(profiles.path(), 1, SlowLatency, 4, &all_runtimes,
+                          ", max_batch_latency_ms: 350");
   if (HasFatalFailure()) return;
   const HttpResult r =
       management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
