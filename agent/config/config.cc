@@ -412,11 +412,18 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node rc = node["reconfiguration"]) {
     const std::string k = key + ".reconfiguration";
     ReconfigurationConfig& c = m->reconfiguration;
-    RETURN_IF_ERROR(
-        r.CheckKeys(rc, k,
-                    {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
-                     "drain_timeout_s", "max_utilization", "overload_window_ms",
-                     "scale_down_delay_ms", "restart_margin", "skip_warmup_on_busy_cpus"}));
+    RETURN_IF_ERROR(r.CheckKeys(
+        rc, k,
+        {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms", "drain_timeout_s",
+         "max_utilization", "overload_window_ms", "scale_down_delay_ms", "restart_margin",
+         "skip_warmup_on_busy_cpus", "parked_runtimes"}));
+    if (const YAML::Node parked = rc["parked_runtimes"]) {
+      if (parked.IsScalar() && parked.as<std::string>() == "auto") {
+        c.parked_runtimes = ReconfigurationConfig::kParkAuto;
+      } else {
+        RETURN_IF_ERROR(r.GetInt(parked, k + ".parked_runtimes", 0, 4096, &c.parked_runtimes));
+      }
+    }
     if (rc["restart_margin"]) {
       RETURN_IF_ERROR(
           r.GetDouble(rc["restart_margin"], k + ".restart_margin", 0, 10, &c.restart_margin));

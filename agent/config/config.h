@@ -118,6 +118,14 @@ struct ReconfigurationConfig {
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under
   // load against 1.0 s idle). Its first batches then run cold instead. false warms up anyway.
   bool skip_warmup_on_busy_cpus = true;
+  // The most runtimes of earlier sets kept parked: started and warm but idle (an idle runtime
+  // sleeps on its ring and uses no CPU; each holds one copy of the model in memory), so that a
+  // move back to their shapes — the estimator's step up after a quiet spell — switches at once
+  // instead of starting runtimes on the CPUs the serving set needs. The oldest go first.
+  // Batch models only (not generative). kParkAuto: the thread budget T (the most instances a
+  // plan can have); 0 stops every runtime a set drops, as before.
+  static constexpr int64_t kParkAuto = -1;
+  int64_t parked_runtimes = kParkAuto;
 };
 
 // Generative models (amun-topup-batching-paper): POST /v2/models/{m}/generate[_stream]. Each

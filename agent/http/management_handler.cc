@@ -126,18 +126,25 @@ std::string ModelConfigJson(const ServedModel& model) {
            ",\"threads\":" + std::to_string(s.groups[i].threads) +
            ",\"batch\":" + std::to_string(s.groups[i].batch) + "}";
   }
+  // One runtime: its process, CPUs and shape; `generation` 0 for a parked one (in no set).
+  auto append_worker = [&out](const WorkerInfo& w, const char* state) {
+    out += "{\"pid\":" + std::to_string(w.pid) + ",\"cpus\":";
+    AppendJsonString(out, FormatCpuList(w.cpus));
+    out += ",\"threads\":" + std::to_string(w.threads) + ",\"batch\":" + std::to_string(w.batch);
+    if (w.generation > 0) out += ",\"generation\":" + std::to_string(w.generation);
+    out += ",\"state\":\"" + std::string(state) + "\"}";
+  };
   out += "],\"workers\":[";
   for (size_t i = 0; i < s.workers.size(); ++i) {
     const WorkerInfo& w = s.workers[i];
     if (i) out += ',';
-    out += "{\"pid\":" + std::to_string(w.pid) + ",\"cpus\":";
-    AppendJsonString(out, FormatCpuList(w.cpus));
-    out += ",\"threads\":" + std::to_string(w.threads) + ",\"batch\":" + std::to_string(w.batch) +
-           ",\"generation\":" + std::to_string(w.generation) + ",\"state\":\"" +
-           (!w.alive     ? "dead"
-            : w.draining ? "draining"
-                         : "active") +
-           "\"}";
+    append_worker(w, !w.alive ? "dead" : w.draining ? "draining" : "active");
+  }
+  // Idle runtimes of earlier sets that a later move may take (reconfiguration.parked_runtimes).
+  out += "],\"parked\":[";
+  for (size_t i = 0; i < s.parked.size(); ++i) {
+    if (i) out += ',';
+    append_worker(s.parked[i], s.parked[i].alive ? "parked" : "dead");
   }
   out += "],\"estimator\":{\"ewma\":" + std::to_string(s.ewma) +
          ",\"estimate\":" + std::to_string(s.estimate) +

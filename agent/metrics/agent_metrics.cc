@@ -1,6 +1,7 @@
 #include "agent/metrics/agent_metrics.h"
 
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -72,11 +73,15 @@ void ModelMetrics::SetKernel(const std::string& load_report, const std::string& 
 
 void ModelMetrics::SetInstances(const std::vector<InstanceCount>& counts) {
   std::lock_guard<std::mutex> lock(instances_mu_);
-  std::set<LabelValues> keep;
+  // Entries with the same labels add up (two draining sets, or parked runtimes, of one shape).
+  std::map<LabelValues, int> sums;
   for (const InstanceCount& c : counts) {
-    LabelValues values{model_, std::to_string(c.threads), std::to_string(c.batch), c.state};
-    owner_->instances_->WithLabelValues(values).Set(c.count);
-    keep.insert(std::move(values));
+    sums[{model_, std::to_string(c.threads), std::to_string(c.batch), c.state}] += c.count;
+  }
+  std::set<LabelValues> keep;
+  for (const auto& [values, count] : sums) {
+    owner_->instances_->WithLabelValues(values).Set(count);
+    keep.insert(values);
   }
   owner_->instances_->RemoveIf(
       [&](const LabelValues& values) { return values[0] == model_ && keep.count(values) == 0; });

@@ -127,7 +127,8 @@ class ModelMetrics {
   Histogram& time_to_first_token() { return *time_to_first_token_; }
 
   // Replaces this model's packrat_instances series with `counts` (combinations not listed stop
-  // being exported). Takes locks; call on state changes, not per request.
+  // being exported; entries with the same labels add up). Takes locks; call on state changes,
+  // not per request.
   void SetInstances(const std::vector<InstanceCount>& counts);
 
   // Makes `rows` (evaluated at scrape time) the value of packrat_queue_rows for this model; the

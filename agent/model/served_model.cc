@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "agent/batching/slice_io.h"
 #include "agent/planning/batch_for_rate.h"
@@ -129,7 +130,9 @@ std::string ServedModel::failure() const {
 
 std::vector<pid_t> ServedModel::instance_pids() const {
   std::vector<pid_t> pids;
-  for (const WorkerInfo& w : Snapshot().workers) pids.push_back(w.pid);
+  const ServingSnapshot s = Snapshot();
+  for (const WorkerInfo& w : s.workers) pids.push_back(w.pid);
+  for (const WorkerInfo& w : s.parked) pids.push_back(w.pid);
   return pids;
 }
 
@@ -304,6 +307,15 @@ ServingSnapshot ServedModel::Snapshot() const {
     add(*active_, false);
   }
   for (const auto& set : draining_) add(*set, true);
+  for (const auto& w : parked_) {
+    WorkerInfo info;
+    info.pid = w->pid();
+    info.cpus = w->placement.cpus;
+    info.threads = w->threads;
+    info.batch = w->batch;
+    info.alive = w->alive();
+    s.parked.push_back(std::move(info));
+  }
   return s;
 }
 
@@ -708,13 +720,15 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
   }
   std::shared_ptr<InstanceSet> active;
   std::vector<std::shared_ptr<InstanceSet>> draining;
+  std::vector<std::shared_ptr<Worker>> workers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     active = std::move(active_);
     draining = std::move(draining_);
+    workers = std::move(parked_);  // idle: they stop at once
+    parked_.clear();
   }
-  std::vector<std::shared_ptr<Worker>> workers;
-  if (active) workers = active->workers;
+  if (active) workers.insert(workers.end(), active->workers.begin(), active->workers.end());
   for (const auto& set : draining)
     workers.insert(workers.end(), set->workers.begin(), set->workers.end());
   for (auto& w : workers) {
@@ -854,12 +868,45 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
       keep(i, g.batch);
     }
   }
+  // Then parked runtimes, the most recently parked first, each on CPUs that no instance the
+  // new set already has runs on (they were placed for another set).
+  std::vector<std::shared_ptr<Worker>> unparked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const InstanceGroup& g : groups) {
+      int& n = wanted[{g.threads, g.batch}];
+      for (size_t i = parked_.size(); i-- > 0 && n > 0;) {
+        const std::shared_ptr<Worker> w = parked_[i];
+        const bool overlaps =
+            std::any_of(w->placement.cpus.begin(), w->placement.cpus.end(), [&](int cpu) {
+              return std::find(kept_cpus.begin(), kept_cpus.end(), cpu) != kept_cpus.end();
+            });
+        if (overlaps || !CanServe(*w, g.threads, g.batch)) continue;
+        --n;
+        parked_.erase(parked_.begin() + static_cast<std::ptrdiff_t>(i));
+        unparked.push_back(w);
+        kept.push_back(w);
+        kept_batches.push_back(g.batch);
+        kept_cpus.insert(kept_cpus.end(), w->placement.cpus.begin(), w->placement.cpus.end());
+      }
+    }
+  }
+  // Unparked runtimes hold their CPUs again (the allocator's rule 4); a failed start parks
+  // them again.
+  for (const auto& w : unparked) {
+    if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
+  }
+  auto repark = [&] {
+    for (const auto& w : unparked) w->lease = CpuLease();
+    std::lock_guard<std::mutex> lock(mu_);
+    parked_.insert(parked_.end(), unparked.begin(), unparked.end());
+  };
   std::vector<std::pair<int, int64_t>> shapes;
   for (const InstanceGroup& g : groups) {
     int& n = wanted[{g.threads, g.batch}];
     for (; n > 0; --n) shapes.emplace_back(g.threads, g.batch);
   }
-  if (shapes.empty() && resized == 0 && kept.size() == old->workers.size()) {
+  if (shapes.empty() && resized == 0 && unparked.empty() && kept.size() == old->workers.size()) {
     if (!plan || (old->plan && old->plan->latency_ms == plan->latency_ms)) {
       return Status::Ok();  // already serving exactly this plan
     }
@@ -867,11 +914,17 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   const uint64_t generation = next_generation_++;
   PACKRAT_LOG(INFO) << "model '" << config_.name << "': reconfiguring (" << reason << ") from "
                     << GroupsString(old->groups) << " to " << GroupsString(groups) << ": keeping "
-                    << kept.size() << " (" << resized << " at a new batch size), starting "
-                    << shapes.size() << ", stopping " << old->workers.size() - kept.size()
-                    << " instance(s)";
-  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Worker>> fresh,
-                   StartWorkers(shapes, kept_cpus, generation));
+                    << kept.size() - unparked.size() << " (" << resized
+                    << " at a new batch size), starting " << shapes.size() << ", unparking "
+                    << unparked.size() << ", dropping "
+                    << old->workers.size() - (kept.size() - unparked.size()) << " instance(s)";
+  StatusOr<std::vector<std::shared_ptr<Worker>>> started_workers =
+      StartWorkers(shapes, kept_cpus, generation);
+  if (!started_workers.ok()) {
+    repark();
+    return started_workers.status();
+  }
+  std::vector<std::shared_ptr<Worker>> fresh = std::move(started_workers).value();
   std::vector<std::shared_ptr<Worker>> workers = kept;
   std::vector<int64_t> batches = kept_batches;
   for (const auto& w : fresh) {
@@ -908,28 +961,67 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
                     << GroupsString(groups) << ", B=" << next->target_rows << BacklogNote(*next)
                     << " after " << static_cast<int64_t>(took.count() * 1000) << " ms";
 
-  // Drain: the old set's running batches finish; then its instances that were not kept stop.
+  // Drain: the old set's running batches finish; then its instances that were not kept are
+  // parked (live batch runtimes, once the set is idle) or stop.
   const auto drain_deadline = std::chrono::steady_clock::now() +
                               std::chrono::seconds(config_.reconfiguration.drain_timeout_s);
+  bool idle = true;
   if (old->dispatcher && !old->dispatcher->WaitIdle(drain_deadline)) {
+    idle = false;
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': generation " << old->generation
                          << " did not finish its batches within "
                          << config_.reconfiguration.drain_timeout_s << " s; stopping it anyway";
   }
+  const size_t limit = ParkLimit();
+  std::vector<std::shared_ptr<Worker>> parking, stopping;
   for (const auto& w : old->workers) {
-    if (std::find(kept.begin(), kept.end(), w) == kept.end()) {
-      // Decoders finish their sequences here (new ones already go to the new set).
-      w->Stop(std::chrono::seconds(config_.reconfiguration.drain_timeout_s));
+    if (std::find(kept.begin(), kept.end(), w) != kept.end()) continue;
+    if (idle && limit > 0 && w->instance && w->alive()) {
+      w->lease = CpuLease();  // idle: new placements may prefer its CPUs
+      parking.push_back(w);
+    } else {
+      stopping.push_back(w);
     }
   }
+  for (const auto& w : stopping) {
+    // Decoders finish their sequences here (new ones already go to the new set).
+    w->Stop(std::chrono::seconds(config_.reconfiguration.drain_timeout_s));
+  }
+  std::vector<std::shared_ptr<Worker>> evicted;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    parked_.insert(parked_.end(), parking.begin(), parking.end());
+    // Dead parked runtimes go first, then the oldest beyond the limit.
+    for (auto& w : parked_) {
+      if (!w->alive()) evicted.push_back(std::exchange(w, nullptr));
+    }
+    parked_.erase(std::remove(parked_.begin(), parked_.end(), nullptr), parked_.end());
+    const size_t excess = parked_.size() > limit ? parked_.size() - limit : 0;
+    evicted.insert(evicted.end(), parked_.begin(),
+                   parked_.begin() + static_cast<std::ptrdiff_t>(excess));
+    parked_.erase(parked_.begin(), parked_.begin() + static_cast<std::ptrdiff_t>(excess));
     draining_.erase(std::remove(draining_.begin(), draining_.end(), old), draining_.end());
     PublishInstancesLocked();
   }
+  for (const auto& w : evicted) w->Stop(std::chrono::milliseconds(0));  // idle: nothing runs
   PACKRAT_LOG(INFO) << "model '" << config_.name << "': generation " << old->generation
-                    << " drained";
+                    << " drained" << (parking.empty() ? "" : ", parking ")
+                    << (parking.empty() ? "" : std::to_string(parking.size()) + " runtime(s)");
   return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
+}
+
+size_t ServedModel::ParkLimit() const {
+  if (generative()) return 0;
+  const int64_t configured = config_.reconfiguration.parked_runtimes;
+  if (configured != ReconfigurationConfig::kParkAuto) return static_cast<size_t>(configured);
+  const int budget = ThreadBudget();
+  return static_cast<size_t>(budget > 0 ? budget
+                                        : std::max(1u, std::thread::hardware_concurrency()));
+}
+
+bool ServedModel::CanServe(const Worker& w, int threads, int64_t batch) const {
+  if (!w.alive() || !w.instance || w.threads != threads) return false;
+  return w.batch == batch || (FlexibleSlices() && w.instance->batch_size() >= batch);
 }
 
 void ServedModel::Post(std::function<void()> job) {
@@ -1150,8 +1242,17 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   double latency = PredictedLatencyMs(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
   const std::vector<int> needed = ThreadCounts(choice.plan.groups);
+  // Runtimes the plan can take from the serving set or the parked ones start nothing.
+  std::vector<int> available = running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& w : parked_) {
+      if (w->alive()) available.push_back(w->threads);
+    }
+  }
+  std::sort(available.begin(), available.end());
   if (FlexibleSlices() && !running.empty() &&
-      !std::includes(running.begin(), running.end(), needed.begin(), needed.end())) {
+      !std::includes(available.begin(), available.end(), needed.begin(), needed.end())) {
     // The optimizer's plan starts runtimes; the serving ones can run any b up to max_batch.
     auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
     if (kept.ok()) {
@@ -1286,6 +1387,8 @@ void ServedModel::PublishInstancesLocked() {
       counts.push_back({g.threads, g.batch, "draining", g.count});
     }
   }
+  for (const auto& w : parked_)
+    counts.push_back({w->threads, static_cast<int>(w->batch), "parked", 1});
   options_.metrics->SetInstances(counts);
 }
 

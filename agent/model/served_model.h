@@ -12,8 +12,12 @@
 // started as a shadow set beside the serving one, on its own cores where
 // free ones exist, else overlapping. Only when every shadow runtime has warmed up does the
 // scheduler switch to the new dispatcher; the old set then finishes its running batches, and
-// its instances that are not kept stop and leave their cgroups. A failed start leaves the old
-// set serving. No request fails or is answered twice because of a reconfiguration.
+// its instances that are not kept stop and leave their cgroups — or, for batch models, are
+// parked (reconfiguration.parked_runtimes): kept idle and warm, off the dispatcher, holding no
+// CPU lease, until a later set takes them instead of starting runtimes of their shape (the
+// most recently parked first, on CPUs no other instance of that set has) or the limit evicts
+// the oldest. A failed start leaves the old set serving (its parked runtimes stay parked). No
+// request fails or is answered twice because of a reconfiguration.
 //
 // Who reconfigures: one control thread per model runs every reconfiguration in order — plan
 // changes from the management API (ChangePlan), the batch-size estimator's decisions and the
@@ -105,6 +109,7 @@ struct ServingSnapshot {
   std::vector<InstanceGroup> groups;
   std::optional<Plan> plan;
   std::vector<WorkerInfo> workers;  // serving set first, then draining ones
+  std::vector<WorkerInfo> parked;   // idle runtimes of earlier sets, oldest first
   double ewma = 0;                  // the estimator's moving average of the load
   int64_t estimate = 0;             // its power-of-two estimate
   bool adaptive = false;            // whether its decisions reconfigure
@@ -148,7 +153,7 @@ class ServedModel {
   const ModelSignature& signature() const { return signature_; }
   ModelState state() const { return state_.load(std::memory_order_acquire); }
   std::string failure() const;
-  // Process ids of every running instance, serving and draining (tests and /metrics).
+  // Process ids of every running instance: serving, draining and parked.
   std::vector<pid_t> instance_pids() const;
   // The plan being served (empty before loading).
   std::vector<InstanceGroup> groups() const;
@@ -216,6 +221,12 @@ class ServedModel {
   double PredictedLatencyMs(const Plan& plan) const;
   // The most rows a slice to a new runtime started for `batch` may carry.
   int64_t SliceCapacity(int64_t batch) const;
+  // reconfiguration.parked_runtimes resolved (auto: the thread budget, or the machine's
+  // hardware threads without an allocator).
+  size_t ParkLimit() const;
+  // Whether `w` can serve ⟨threads, batch⟩ in a new set: the same shape or, with
+  // FlexibleSlices(), the same thread count and slabs that hold `batch` rows.
+  bool CanServe(const Worker& w, int threads, int64_t batch) const;
 
   void ControlLoop();
   void Post(std::function<void()> job);
@@ -262,9 +273,12 @@ class ServedModel {
   std::string failure_;                                 // guarded by mu_
   std::shared_ptr<InstanceSet> active_;                 // guarded by mu_
   std::vector<std::shared_ptr<InstanceSet>> draining_;  // guarded by mu_
-  std::unique_ptr<BatchScheduler> scheduler_;           // set once by Load()
-  metrics::CallbackHandle queue_rows_metric_;           // set once by Load()
-  std::atomic<double> measured_batch_seconds_{0};       // EWMA of batch latency
+  // Parked runtimes (class comment), oldest first; guarded by mu_, changed by the control
+  // thread only.
+  std::vector<std::shared_ptr<Worker>> parked_;
+  std::unique_ptr<BatchScheduler> scheduler_;      // set once by Load()
+  metrics::CallbackHandle queue_rows_metric_;      // set once by Load()
+  std::atomic<double> measured_batch_seconds_{0};  // EWMA of batch latency
   // By thread count: EWMA of slice compute time / the profile's prediction for its rows and
   // threads; written by the runtimes' completion threads.
   mutable std::mutex slowdown_mu_;

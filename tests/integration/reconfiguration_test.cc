@@ -209,6 +209,7 @@ struct ConfigView {
   int64_t batch = 0;
   int64_t backlog_batch = 0;
   std::vector<WorkerView> workers;
+  std::vector<WorkerView> parked;
   int64_t estimate = 0;
 };
 
@@ -220,12 +221,14 @@ ConfigView ParseConfig(const std::string& body) {
   v.batch = int64_t(doc["batch"]);
   v.backlog_batch = int64_t(doc["backlog_batch"]);
   v.estimate = int64_t(doc["estimator"]["estimate"]);
-  for (simdjson::dom::element w : doc["workers"].get_array()) {
-    v.workers.push_back({static_cast<pid_t>(int64_t(w["pid"])),
-                         std::string(std::string_view(w["cpus"])),
-                         static_cast<int>(int64_t(w["threads"])), int64_t(w["batch"]),
-                         std::string(std::string_view(w["state"]))});
-  }
+  auto worker = [](simdjson::dom::element w) {
+    return WorkerView{static_cast<pid_t>(int64_t(w["pid"])),
+                      std::string(std::string_view(w["cpus"])),
+                      static_cast<int>(int64_t(w["threads"])), int64_t(w["batch"]),
+                      std::string(std::string_view(w["state"]))};
+  };
+  for (simdjson::dom::element w : doc["workers"].get_array()) v.workers.push_back(worker(w));
+  for (simdjson::dom::element w : doc["parked"].get_array()) v.parked.push_back(worker(w));
   return v;
 }
 
@@ -318,19 +321,21 @@ class ReconfigurationTest : public ::testing::Test {
   // `auto_threads`) in `profile_dir`, stops it, replaces the stored latencies with
   // `latency(threads, batch)` (failing the test unless `rows` rows were replaced), and starts it
   // again on them, with a fast overload path and no step down for 10 minutes after an overload
-  // move. Adds every runtime started to `runtimes`. `batching`: more keys of the model's
-  // batching section (", key: value").
+  // move. Adds every runtime started to `runtimes`. `batching`, `reconfiguration`: more keys
+  // of those sections (", key: value").
   void StartOnRewrittenProfile(const std::string& profile_dir, int auto_threads,
                                const std::function<std::optional<double>(int, int)>& latency,
                                int rows, std::set<pid_t>* runtimes,
-                               const std::string& batching = "") {
+                               const std::string& batching = "",
+                               const std::string& reconfiguration = "") {
     const std::string config =
         "server: {profile_dir: " + profile_dir + ", " +
         Config("auto",
                "    auto_threads: " + std::to_string(auto_threads) +
                    "\n"
                    "    reconfiguration: {sample_period_ms: 10, window: 100, timeout_ms: 1000, "
-                   "overload_window_ms: 200, scale_down_delay_ms: 600000}\n",
+                   "overload_window_ms: 200, scale_down_delay_ms: 600000" +
+                   reconfiguration + "}\n",
                batching)
             .substr(std::string("server: {").size());
     StartAgent(config);
@@ -349,7 +354,10 @@ class ReconfigurationTest : public ::testing::Test {
 
 TEST_F(ReconfigurationTest, TwentyForcedReconfigurationsUnderLoadLoseNothing) {
   const std::vector<Sample> samples = MakeSamples(48);
-  StartAgent(Config("[{count: 2, threads: 1, batch: 4}]"));
+  // Every change starts a shadow set and stops the old one (parked runtimes would make the
+  // moves back instant: AMoveBackTakesParkedRuntimes).
+  StartAgent(
+      Config("[{count: 2, threads: 1, batch: 4}]", "    reconfiguration: {parked_runtimes: 0}\n"));
   const std::string thin = R"({"instances":[{"count":2,"threads":1,"batch":4}]})";
   const std::string fat = R"({"instances":[{"count":1,"threads":2,"batch":8}]})";
   std::set<pid_t> all_runtimes;
@@ -636,20 +644,21 @@ TEST_F(ReconfigurationTest, ABacklogRunsInBatchesOnlyAsLargeAsServeMore) {
 // predicts batches within reconfiguration.restart_margin (10%) of it: for B = 8 the profile
 // below makes two one-thread instances (47.5 ms) 5% faster than the serving two-thread one
 // (50 ms), so the overload move to B = 8 runs ⟨1,2,8⟩ on the runtime that serves B = 1.
+// One thread: 7.5 ms + 10 ms per row; two threads: 10 ms + 5 ms per row, but 30 ms at b = 2.
+// B = 1 runs on two threads (15 ms), and a backlog in batches of 1 (b = 2 serves no more);
+// B = 8 serves the most rows/s (160 on two threads), ⟨2,1,4⟩ 5% faster than ⟨1,2,8⟩.
+std::optional<double> MarginLatency(int threads, int batch) {
+  if (threads == 2 && batch == 2) return 30.0;
+  return threads == 1 ? 7.5 + 10.0 * batch : 10.0 + 5.0 * batch;
+}
+
 TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFaster) {
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
   std::set<pid_t> all_runtimes;
-  // One thread: 7.5 ms + 10 ms per row; two threads: 10 ms + 5 ms per row, but 30 ms at b = 2.
-  // B = 1 runs on two threads (15 ms), and a backlog in batches of 1 (b = 2 serves no more);
-  // B = 8 serves the most rows/s (160 on two threads).
-  StartOnRewrittenProfile(
-      profiles.path(), 2,
-      [](int threads, int batch) {
-        if (threads == 2 && batch == 2) return std::optional<double>(30.0);
-        return std::optional<double>(threads == 1 ? 7.5 + 10.0 * batch : 10.0 + 5.0 * batch);
-      },
-      8, &all_runtimes);
+  // Without parked runtimes (the next test has them).
+  StartOnRewrittenProfile(profiles.path(), 2, MarginLatency, 8, &all_runtimes, "",
+                          ", parked_runtimes: 0");
   if (HasFatalFailure()) return;
   HttpResult r =
       management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
@@ -687,6 +696,47 @@ TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFa
   for (const auto& w : thin.workers) {
     EXPECT_EQ(w.threads, 1);
     all_runtimes.insert(w.pid);
+  }
+  StopAndCheckClean(all_runtimes);
+}
+
+// The optimizer's plan that needs runtimes of a shape the model has parked starts nothing: the
+// move takes it whatever the restart margin (the setup of the test above, with parking).
+TEST_F(ReconfigurationTest, AMoveTakesTheOptimizersPlanWhenItsRuntimesAreParked) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  testing::TempDir profiles("packrat-profiles");
+  std::set<pid_t> all_runtimes;
+  StartOnRewrittenProfile(profiles.path(), 2, MarginLatency, 8, &all_runtimes);
+  if (HasFatalFailure()) return;
+  const ConfigView start = GetConfig();
+  ASSERT_EQ(start.workers.size(), 2u);  // the optimizer's ⟨2,1,4⟩ for B = 8
+  HttpResult r =
+      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const ConfigView one = ParseConfig(r.body);
+  ASSERT_EQ(one.workers.size(), 1u) << r.body;
+  ASSERT_EQ(one.workers[0].threads, 2);
+  ASSERT_EQ(one.parked.size(), 2u) << r.body;
+  all_runtimes.insert(one.workers[0].pid);
+  {
+    Load load(agent_->http_port(), &samples, 4);
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLog("starting 0, unparking 2, dropping 1")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
+    const ConfigView eight = GetConfig();
+    EXPECT_EQ(eight.batch, 8);
+    ASSERT_EQ(eight.workers.size(), 2u);
+    for (const auto& w : eight.workers) {
+      EXPECT_EQ(w.threads, 1);
+      EXPECT_TRUE(all_runtimes.count(w.pid)) << "runtime " << w.pid << " was started";
+    }
+    ASSERT_EQ(eight.parked.size(), 1u);
+    EXPECT_EQ(eight.parked[0].pid, one.workers[0].pid);
+    EXPECT_EQ(agent_->Log().find("would start runtimes"), std::string::npos) << agent_->Digest();
+    ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
   }
   StopAndCheckClean(all_runtimes);
 }
@@ -776,6 +826,79 @@ TEST_F(ReconfigurationTest, ShadowSetOnBusyCpusStartsCold) {
       EXPECT_TRUE(Matches(answer.body, s.expected)) << answer.body;
     }
     for (const auto& w : GetConfig().workers) runtimes.insert(w.pid);
+    StopAndCheckClean(runtimes);
+  }
+}
+
+// The runtimes a plan change drops stay parked, idle, up to reconfiguration.parked_runtimes
+// (auto: the thread budget); a move back to their shape takes them and starts nothing, under
+// load, and every answer stays right. At exit parked runtimes stop like the others.
+TEST_F(ReconfigurationTest, AMoveBackTakesParkedRuntimes) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  if (CPU_COUNT(&mask) < 2) GTEST_SKIP() << "needs two usable CPUs";
+  const std::vector<Sample> samples = MakeSamples(24);
+  const std::string thin = R"({"instances":[{"count":2,"threads":1,"batch":4}]})";
+  const std::string fat = R"({"instances":[{"count":1,"threads":2,"batch":8}]})";
+  for (const std::string limit : {"auto", "1", "0"}) {
+    SCOPED_TRACE("parked_runtimes: " + limit);
+    const size_t parks = limit == "auto" ? 2 : static_cast<size_t>(std::stoi(limit));
+    StartAgent(Config("[{count: 2, threads: 1, batch: 4}]",
+                      "    reconfiguration: {parked_runtimes: " + limit + "}\n"));
+    const ConfigView first = GetConfig();
+    ASSERT_EQ(first.workers.size(), 2u);
+    EXPECT_TRUE(first.parked.empty());
+    std::set<pid_t> runtimes, thin_pids;
+    for (const auto& w : first.workers) thin_pids.insert(w.pid);
+    runtimes = thin_pids;
+    Load load(agent_->http_port(), &samples, 3);
+    ASSERT_TRUE(load.WaitForMore(20)) << load.Describe() << agent_->Digest();
+
+    HttpResult r = management_->Request("PUT", "/v2/models/tiny/config", fat);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const ConfigView two = ParseConfig(r.body);
+    ASSERT_EQ(two.workers.size(), 1u) << r.body;
+    const pid_t fat_pid = two.workers[0].pid;
+    runtimes.insert(fat_pid);
+    ASSERT_EQ(two.parked.size(), parks) << r.body;
+    for (const auto& w : two.parked) {
+      EXPECT_EQ(thin_pids.count(w.pid), 1u) << r.body;
+      EXPECT_EQ(w.state, "parked");
+      EXPECT_EQ(w.threads, 1);
+      EXPECT_TRUE(testing::ProcessExists(w.pid));
+    }
+    HttpClient metrics("127.0.0.1", agent_->metrics_port());
+    const std::string parked_series =
+        "packrat_instances{model=\"tiny\",threads=\"1\",batch=\"4\",state=\"parked\"} " +
+        std::to_string(parks) + "\n";
+    EXPECT_EQ(metrics.Get("/metrics").body.find(parked_series) != std::string::npos, parks > 0)
+        << metrics.Get("/metrics").body;
+    ASSERT_TRUE(load.WaitForMore(20)) << load.Describe() << agent_->Digest();
+
+    r = management_->Request("PUT", "/v2/models/tiny/config", thin);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const ConfigView three = ParseConfig(r.body);
+    ASSERT_EQ(three.workers.size(), 2u) << r.body;
+    size_t reused = 0;
+    for (const auto& w : three.workers) {
+      reused += thin_pids.count(w.pid);
+      EXPECT_EQ(w.state, "active");
+      runtimes.insert(w.pid);
+    }
+    EXPECT_EQ(reused, parks) << r.body;
+    EXPECT_NE(agent_->Log().find("starting " + std::to_string(2 - parks) + ", unparking " +
+                                 std::to_string(parks)),
+              std::string::npos)
+        << agent_->Digest();
+    // The fat runtime is parked in turn (a limit of 1 keeps the newest).
+    ASSERT_EQ(three.parked.size(), std::min<size_t>(parks, 1)) << r.body;
+    if (parks > 0) {
+      EXPECT_EQ(three.parked[0].pid, fat_pid);
+    }
+    ASSERT_TRUE(load.WaitForMore(20)) << load.Describe() << agent_->Digest();
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+    EXPECT_EQ(load.wrong(), 0) << load.Describe();
     StopAndCheckClean(runtimes);
   }
 }

@@ -273,6 +273,24 @@ TEST_F(ConfigTest, ReconfigurationSection) {
       std::string::npos);
 }
 
+TEST_F(ConfigTest, ParkedRuntimes) {
+  auto config = Parse(OneModel(""));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].reconfiguration.parked_runtimes, ReconfigurationConfig::kParkAuto);
+  for (const auto& [text, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"auto", ReconfigurationConfig::kParkAuto}, {"0", 0}, {"6", 6}}) {
+    config = Parse(OneModel("    reconfiguration: {parked_runtimes: " + text + "}\n"));
+    ASSERT_TRUE(config.ok()) << text << ": " << config.status().ToString();
+    EXPECT_EQ(config->models[0].reconfiguration.parked_runtimes, value) << text;
+  }
+  for (const std::string bad : {"-1", "some", "[1]", "5000"}) {
+    EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {parked_runtimes: " + bad + "}\n"))
+                  .find("reconfiguration.parked_runtimes"),
+              std::string::npos)
+        << bad;
+  }
+}
+
 TEST_F(ConfigTest, MetricsEndpointAndProfileDir) {
   auto config = Parse("server: {metrics: 0.0.0.0:9100, profile_dir: cache}\n" + OneModel());
   ASSERT_TRUE(config.ok()) << config.status().ToString();
