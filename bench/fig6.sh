@@ -11,6 +11,8 @@
 #
 # WARM_SHADOW=1 sets reconfiguration.skip_warmup_on_busy_cpus: false (the shadow set warms up
 # on the CPUs the serving set runs on, as before that setting existed), for comparison.
+# PARKED=N sets reconfiguration.parked_runtimes (default auto; 0: a dropped runtime stops, and
+# a move back to its shape starts a new one, as before parking existed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low=${1:-4}; high=${2:-40}; low_s=${3:-40}; high_s=${4:-50}
@@ -29,7 +31,8 @@ models:
     batching: {max_batch: 8, max_delay_us: 5000}
     instances: auto
     warmup_iterations: 2
-    reconfiguration: {skip_warmup_on_busy_cpus: $([ "${WARM_SHADOW:-0}" = 1 ] && echo false || echo true)}
+    reconfiguration: {skip_warmup_on_busy_cpus: $([ "${WARM_SHADOW:-0}" = 1 ] && echo false || echo true),
+                      parked_runtimes: ${PARKED:-auto}}
 YAML
 # One image as a binary-extension request.
 python3 - "$tmp/body" <<'PY'
@@ -58,14 +61,16 @@ awk -F, 'NR > 1 && $1 >= 30 {printf "%.4f,%.3f,%d\n", $1 - 30, $2, $3}' "$tmp/al
   > "$work/fig6.csv"
 # Reconfiguration events after the step, in the same time base.
 to_s() { awk -v s="$start" '{split($2, t, ":"); printf "%.3f\n", t[1]*3600 + t[2]*60 + t[3] - s}'; }
-grep "reconfiguring (estimator" "$work/fig6.log" | to_s > "$tmp/decisions"
+grep -E "reconfiguring \((estimator|overloaded)" "$work/fig6.log" | to_s > "$tmp/decisions"
 grep -E "generation [0-9]+ serving" "$work/fig6.log" | to_s > "$tmp/serving"
 grep -E "generation [0-9]+ drained" "$work/fig6.log" | to_s > "$tmp/drained"
 paste -d' ' "$tmp/decisions" "$tmp/serving" "$tmp/drained" | awk '$1 > 0' > "$work/fig6-events.txt"
 
 {
   echo "rates: $low req/s for ${low_s} s, then $high req/s for ${high_s} s (Poisson), T=$T"
-  grep -E "reconfiguring \(estimator|generation [0-9]+ serving" "$work/fig6.log" | sed 's/^[^]]*] //'
+  echo "parked_runtimes: ${PARKED:-auto}"
+  grep -E "reconfiguring \((estimator|overloaded)|generation [0-9]+ serving" "$work/fig6.log" |
+    sed 's/^[^]]*] //'
   while read -r d s e; do
     echo "decision at t=${d} s, new set serving at t=${s} s ($(awk -v d="$d" -v s="$s" 'BEGIN{printf "%.2f", s-d}') s), old set drained at t=${e} s"
   done < "$work/fig6-events.txt"
@@ -86,7 +91,7 @@ paste -d' ' "$tmp/decisions" "$tmp/serving" "$tmp/drained" | awk '$1 > 0' > "$wo
   done < "$work/fig6-events.txt"
   echo "plot '$work/fig6.csv' using 1:2 with points pt 7 ps 0.3 lc rgb '#1f77b4' title 'request latency', \
         NaN with lines lc rgb 'gray' dt 2 title 'rate step', \
-        NaN with lines lc rgb 'red' dt 3 title 'estimator decision', \
+        NaN with lines lc rgb 'red' dt 3 title 'decision (estimator or overload path)', \
         NaN with lines lc rgb 'dark-green' title 'new set serving'"
 } | gnuplot
 echo "wrote docs/fig6.png"

@@ -121,9 +121,9 @@ struct ReconfigurationConfig {
   // The most runtimes of earlier sets kept parked: started and warm but idle (an idle runtime
   // sleeps on its ring and uses no CPU; each holds one copy of the model in memory), so that a
   // move back to their shapes — the estimator's step up after a quiet spell — switches at once
-  // instead of starting runtimes on the CPUs the serving set needs. The oldest go first.
-  // Batch models only (not generative). kParkAuto: the thread budget T (the most instances a
-  // plan can have); 0 stops every runtime a set drops, as before.
+  // instead of starting runtimes on the CPUs the serving set needs. The oldest go first. A
+  // parked decoder finishes its sequences first. kParkAuto: the thread budget T (the most
+  // instances a plan can have); 0 stops every runtime a set drops, as before.
   static constexpr int64_t kParkAuto = -1;
   int64_t parked_runtimes = kParkAuto;
 };

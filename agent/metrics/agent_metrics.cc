@@ -146,7 +146,7 @@ Status AgentMetrics::Init(const AgentMetricsOptions& options) {
                                  "Completed reconfigurations of the model's instances.", model}));
   ASSIGN_OR_RETURN(runtime_restarts_,
                    r.AddCounter({"packrat_runtime_restarts_total",
-                                 "Runtime processes restarted after they died.", model}));
+                                 "Dead runtimes replaced, by new or parked runtimes.", model}));
   ASSIGN_OR_RETURN(reconfiguration_duration_,
                    r.AddHistogram({"packrat_reconfiguration_duration_seconds",
                                    "Time from a reconfiguration decision until the new instance "

@@ -94,7 +94,7 @@ class ModelMetrics {
   Gauge& estimated_batch() { return *estimated_batch_; }
   // Increment() once per completed reconfiguration.
   Counter& reconfigurations() { return *reconfigurations_; }
-  // Increment() once per runtime process restarted after it died.
+  // Increment() once per dead runtime replaced (by a new or a parked runtime).
   Counter& runtime_restarts() { return *runtime_restarts_; }
   // Observe(seconds) per reconfiguration: from the decision until the new set serves.
   Histogram& reconfiguration_duration() { return *reconfiguration_duration_; }

@@ -951,7 +951,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     m->generation().Set(static_cast<double>(generation));
     if (next->plan) m->predicted_batch_latency().Set(next->plan->latency_ms / 1e3);
     if (restart) {
-      m->runtime_restarts().Increment(static_cast<double>(fresh.size()));
+      m->runtime_restarts().Increment(static_cast<double>(fresh.size() + unparked.size()));
     } else {
       m->reconfigurations().Increment();
       m->reconfiguration_duration().Observe(took.count());
@@ -962,7 +962,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
                     << " after " << static_cast<int64_t>(took.count() * 1000) << " ms";
 
   // Drain: the old set's running batches finish; then its instances that were not kept are
-  // parked (live batch runtimes, once the set is idle) or stop.
+  // parked (live ones, once the set is idle) or stop.
   const auto drain_deadline = std::chrono::steady_clock::now() +
                               std::chrono::seconds(config_.reconfiguration.drain_timeout_s);
   bool idle = true;
@@ -976,7 +976,9 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   std::vector<std::shared_ptr<Worker>> parking, stopping;
   for (const auto& w : old->workers) {
     if (std::find(kept.begin(), kept.end(), w) != kept.end()) continue;
-    if (idle && limit > 0 && w->instance && w->alive()) {
+    // A parked decoder finishes the sequences it has (new ones go to the new set) and then
+    // idles.
+    if (idle && limit > 0 && w->alive()) {
       w->lease = CpuLease();  // idle: new placements may prefer its CPUs
       parking.push_back(w);
     } else {
@@ -1003,7 +1005,9 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
     draining_.erase(std::remove(draining_.begin(), draining_.end(), old), draining_.end());
     PublishInstancesLocked();
   }
-  for (const auto& w : evicted) w->Stop(std::chrono::milliseconds(0));  // idle: nothing runs
+  // An idle runtime stops at once; an evicted decoder still finishes its sequences.
+  for (const auto& w : evicted)
+    w->Stop(std::chrono::seconds(config_.reconfiguration.drain_timeout_s));
   PACKRAT_LOG(INFO) << "model '" << config_.name << "': generation " << old->generation
                     << " drained" << (parking.empty() ? "" : ", parking ")
                     << (parking.empty() ? "" : std::to_string(parking.size()) + " runtime(s)");
@@ -1011,7 +1015,6 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
 }
 
 size_t ServedModel::ParkLimit() const {
-  if (generative()) return 0;
   const int64_t configured = config_.reconfiguration.parked_runtimes;
   if (configured != ReconfigurationConfig::kParkAuto) return static_cast<size_t>(configured);
   const int budget = ThreadBudget();
@@ -1020,8 +1023,8 @@ size_t ServedModel::ParkLimit() const {
 }
 
 bool ServedModel::CanServe(const Worker& w, int threads, int64_t batch) const {
-  if (!w.alive() || !w.instance || w.threads != threads) return false;
-  return w.batch == batch || (FlexibleSlices() && w.instance->batch_size() >= batch);
+  if (!w.alive() || w.threads != threads) return false;
+  return w.batch == batch || (FlexibleSlices() && w.instance && w.instance->batch_size() >= batch);
 }
 
 void ServedModel::Post(std::function<void()> job) {
@@ -1241,18 +1244,7 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   PlanChoice choice{std::move(best).value(), 0, std::nullopt};
   double latency = PredictedLatencyMs(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
-  const std::vector<int> needed = ThreadCounts(choice.plan.groups);
-  // Runtimes the plan can take from the serving set or the parked ones start nothing.
-  std::vector<int> available = running;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& w : parked_) {
-      if (w->alive()) available.push_back(w->threads);
-    }
-  }
-  std::sort(available.begin(), available.end());
-  if (FlexibleSlices() && !running.empty() &&
-      !std::includes(available.begin(), available.end(), needed.begin(), needed.end())) {
+  if (FlexibleSlices() && !running.empty() && StartsRuntimes(choice.plan, serving)) {
     // The optimizer's plan starts runtimes; the serving ones can run any b up to max_batch.
     auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
     if (kept.ok()) {
@@ -1268,6 +1260,20 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   choice.capacity = latency > 0 ? static_cast<double>(b) * 1e3 / latency
                                 : std::numeric_limits<double>::infinity();
   return choice;
+}
+
+bool ServedModel::StartsRuntimes(const Plan& plan, const InstanceSet& serving) const {
+  if (!FlexibleSlices()) return true;
+  const std::vector<int> needed = ThreadCounts(plan.groups);
+  std::vector<int> available = ThreadCounts(serving.groups);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& w : parked_) {
+      if (w->alive()) available.push_back(w->threads);
+    }
+  }
+  std::sort(available.begin(), available.end());
+  return !std::includes(available.begin(), available.end(), needed.begin(), needed.end());
 }
 
 bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
@@ -1294,27 +1300,35 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
     serving = std::max(serving, CapacityOn(ThreadCounts(active.groups), backlog_b).value_or(0));
   }
   // The arrivals over the window, and over twice and four times it (a smaller excess takes
-  // longer to tell from chance), against what the set serves fully busy. Not against
-  // max_utilization: a burst the set rides out must not cost a switch, which on busy CPUs
-  // queues more than the burst did.
-  std::optional<double> rate;
-  for (int64_t ms = window_ms; ms <= 4 * window_ms && !rate; ms *= 2) {
-    const std::optional<double> r = arrival_rate_.Over(std::chrono::milliseconds(ms));
-    if (!r) break;
-    const double seconds = static_cast<double>(ms) / 1e3;
-    if (ArrivalsExceedCapacity(*r * seconds, seconds, serving)) rate = r;
+  // longer to tell from chance), against what the set serves fully busy: a burst the set rides
+  // out must not cost a switch that starts runtimes, which on busy CPUs queues more than the
+  // burst did. A move that starts none (a change of b, or parked runtimes) costs nothing and is
+  // taken already when the arrivals exceed max_utilization of it: a set run that busy builds a
+  // queue in every burst (BERT-like at 12.3 rows/s on a B = 1 plan serving 12.4 had p99 2 s
+  // for the 35 s until the estimator moved).
+  const double max_utilization = config_.reconfiguration.max_utilization;
+  const RateOverFn rate_over = [this](int64_t ms) {
+    return arrival_rate_.Over(std::chrono::milliseconds(ms));
+  };
+  std::optional<double> rate = OverloadedRate(window_ms, serving, rate_over);
+  const bool busy_only = !rate;  // above max_utilization, not above capacity
+  if (busy_only && max_utilization < 1) {
+    rate = OverloadedRate(window_ms, max_utilization * serving, rate_over);
   }
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
-  const std::optional<int64_t> b = BatchForRate(*rate, backlog_b, config_.batching.max_batch,
-                                                config_.reconfiguration.max_utilization, capacity);
+  const std::optional<int64_t> b =
+      BatchForRate(*rate, backlog_b, config_.batching.max_batch, max_utilization, capacity);
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
   const PlanChoice& target = *plans.at(*b);
   const Plan& plan = target.plan;
+  if (busy_only && StartsRuntimes(plan, active)) return false;
   std::ostringstream reason;
   reason.precision(3);
   reason << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
          << serving;
   if (backlog_b > current) reason << " in batches of up to " << backlog_b;
+  if (busy_only)
+    reason << " (more than " << max_utilization << " of it; the move starts no runtime)";
   reason << "; B " << current << " -> " << *b << " serves " << target.capacity
          << PassedOverNote(plan, target.passed_over, config_.reconfiguration.restart_margin);
   // Either way the next try waits for a new window.

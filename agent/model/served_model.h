@@ -12,8 +12,8 @@
 // started as a shadow set beside the serving one, on its own cores where
 // free ones exist, else overlapping. Only when every shadow runtime has warmed up does the
 // scheduler switch to the new dispatcher; the old set then finishes its running batches, and
-// its instances that are not kept stop and leave their cgroups — or, for batch models, are
-// parked (reconfiguration.parked_runtimes): kept idle and warm, off the dispatcher, holding no
+// its instances that are not kept stop and leave their cgroups — or are parked
+// (reconfiguration.parked_runtimes): kept idle and warm, off the dispatcher, holding no
 // CPU lease, until a later set takes them instead of starting runtimes of their shape (the
 // most recently parked first, on CPUs no other instance of that set has) or the limit evicts
 // the oldest. A failed start leaves the old set serving (its parked runtimes stay parked). No
@@ -250,8 +250,13 @@ class ServedModel {
   // restart_margin. Nullopt where the optimizer has no plan, or its predicted latency is
   // TooSlow(). Control thread only.
   std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving) const;
+  // Whether serving `plan` after `serving` starts runtimes: with FlexibleSlices(), whether its
+  // thread counts are more than those of `serving` and the live parked runtimes; otherwise
+  // always (a conservative answer). Takes mu_.
+  bool StartsRuntimes(const Plan& plan, const InstanceSet& serving) const;
   // The overload fast path (reconfiguration.overload_window_ms): reconfigures and returns true
-  // when the rows arriving outrun the serving plan. Control thread only; blocks while it
+  // when the rows arriving outrun the serving plan — fully busy, or at max_utilization where
+  // the move starts no runtime (it costs nothing then). Control thread only; blocks while it
   // reconfigures.
   bool RelieveOverload(const InstanceSet& active, int64_t load);
   // A runtime died: retry its slices once elsewhere, fail the rest, schedule a restart.

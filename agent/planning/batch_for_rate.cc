@@ -75,4 +75,15 @@ bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity) {
   return arrived > expected + kOverloadSigmas * std::sqrt(std::max(0.0, expected));
 }
 
+std::optional<double> OverloadedRate(int64_t window_ms, double capacity,
+                                     const RateOverFn& rate_over) {
+  for (int64_t ms = window_ms; ms > 0 && ms <= 4 * window_ms; ms *= 2) {
+    const std::optional<double> rate = rate_over(ms);
+    if (!rate) break;
+    const double seconds = static_cast<double>(ms) / 1e3;
+    if (ArrivalsExceedCapacity(*rate * seconds, seconds, capacity)) return rate;
+  }
+  return std::nullopt;
+}
+
 }  // namespace packrat

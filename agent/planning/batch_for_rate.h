@@ -65,4 +65,15 @@ inline constexpr double kOverloadSigmas = 2.0;
 // 15% is found within a few windows of 8 s at 15 rows/s.
 bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity);
 
+// Rows per second accepted over the last `ms` milliseconds; nullopt before that much history.
+using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
+
+// The arrival rate over `window_ms`, or over twice or four times it (a smaller excess takes
+// longer to tell from chance), whichever first exceeds `capacity` (ArrivalsExceedCapacity);
+// nullopt if none does or the history is too short. The overload path asks it twice: against
+// what the serving set runs fully busy, and, for a move that starts no runtime, against
+// max_utilization of that.
+std::optional<double> OverloadedRate(int64_t window_ms, double capacity,
+                                     const RateOverFn& rate_over);
+
 }  // namespace packrat

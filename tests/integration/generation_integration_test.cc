@@ -266,6 +266,42 @@ TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
   EXPECT_NE(config.find("\"workers\":[{"), std::string::npos) << config;
 }
 
+// A plan change parks the decoder it drops (after the sequences it has) and a change back takes
+// it again; sequences before, during and after the changes get all their tokens.
+TEST(GenerationIntegrationTest, APlanChangeParksTheDecoderItDropsAndAChangeBackTakesIt) {
+  AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "half"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  HttpClient management("127.0.0.1", agent.management_port());
+  auto first_pid = [](const std::string& config, const char* list) -> int64_t {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc = parser.parse(config);
+    for (simdjson::dom::element w : doc[list].get_array()) return int64_t(w["pid"]);
+    return 0;
+  };
+  const int64_t two_slots = first_pid(management.Get("/v2/models/gpt/config").body, "workers");
+  ASSERT_GT(two_slots, 0);
+  std::thread during([&] {
+    HttpClient c("127.0.0.1", agent.http_port());
+    const HttpResult r = c.Post("/v2/models/gpt/generate", Body(Prompt(1), 60));
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(OutputIds(r.body).size(), 60u) << r.body;
+  });
+  HttpResult r = management.Request("PUT", "/v2/models/gpt/config",
+                                    R"({"instances":[{"count":1,"threads":1,"batch":3}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(first_pid(r.body, "workers"), two_slots) << r.body;
+  EXPECT_EQ(first_pid(r.body, "parked"), two_slots) << r.body;
+  during.join();
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body(Prompt(2), 9)).body).size(), 9u);
+  r = management.Request("PUT", "/v2/models/gpt/config",
+                         R"({"instances":[{"count":1,"threads":1,"batch":2}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(first_pid(r.body, "workers"), two_slots) << r.body;
+  EXPECT_NE(agent.Log().find("starting 0, unparking 1"), std::string::npos) << agent.Digest();
+  EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body(Prompt(3), 9)).body).size(), 9u);
+}
+
 TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) {
   // The optimizer's profile of a generative model is per decode step: L[t,b] with b sequences.
   AgentProcess agent(PACKRAT_AGENT_PATH, AutoConfig(2, "{adaptive: false}"));

@@ -111,5 +111,29 @@ TEST(BatchForRateTest, ArrivalsExceedCapacityOnlyBeyondTwoSigmas) {
   EXPECT_TRUE(ArrivalsExceedCapacity(1, 2, 0));
 }
 
+TEST(BatchForRateTest, OverloadedRateTriesTheWindowThenTwiceAndFourTimesIt) {
+  // 12.3 rows/s on a plan serving 12.4 (BERT-like, fat, B = 1): never above full capacity,
+  // but above 80% of it (9.9 rows/s) once 8 s of history tell the excess from chance: over 2 s
+  // the bar is 19.8 + 2·√19.8 = 28.7 rows, over 8 s 79.4 + 17.8 = 97.2 (12.2 rows/s).
+  std::vector<int64_t> asked;
+  const RateOverFn steady = [&](int64_t ms) -> std::optional<double> {
+    asked.push_back(ms);
+    return 12.3;
+  };
+  EXPECT_EQ(OverloadedRate(2000, 12.4, steady), std::nullopt);
+  EXPECT_EQ(asked, (std::vector<int64_t>{2000, 4000, 8000}));
+  EXPECT_EQ(OverloadedRate(2000, 0.8 * 12.4, steady), 12.3);
+  // A burst over the last 2 s is found at once; a history shorter than a window, never.
+  const RateOverFn burst = [](int64_t ms) -> std::optional<double> {
+    return ms == 2000 ? 20.0 : 11.0;
+  };
+  EXPECT_EQ(OverloadedRate(2000, 12.4, burst), 20.0);
+  const RateOverFn young = [](int64_t ms) -> std::optional<double> {
+    if (ms > 2000) return std::nullopt;
+    return 12.3;
+  };
+  EXPECT_EQ(OverloadedRate(2000, 0.8 * 12.4, young), std::nullopt);
+}
+
 }  // namespace
 }  // namespace packrat
