@@ -456,9 +456,10 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
       if (!predicted || *predicted <= 0) return;
       const double ratio = std::clamp(
           std::chrono::duration<double, std::milli>(t.compute).count() / *predicted, 0.25, 4.0);
-      std::lock_guard<std::mutex> lock(slowdown_mu_);
-      auto [it, fresh] = slowdowns_.emplace(threads, ratio);
-      if (!fresh) it->second = (1 - kSlowdownAlpha) * it->second + kSlowdownAlpha * ratio;
+      slowdowns_.Record(
+          threads, ratio,
+          std::chrono::steady_clock::now() -
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(t.compute));
     };
     o.on_death = [this](std::vector<WorkSlice> orphans, const std::string& why) {
       OnWorkerDeath(std::move(orphans), why);
@@ -821,6 +822,12 @@ Status ServedModel::ApplyChange(const PlanChange& change) {
 Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional<Plan> plan,
                                 const std::string& reason, bool restart) {
   const auto started = std::chrono::steady_clock::now();
+  // Slices computed until this returns are left out of the slowdowns.
+  slowdowns_.BeginSwitch();
+  struct SwitchEnd {
+    SlowdownTracker* slowdowns;
+    ~SwitchEnd() { slowdowns->EndSwitch(std::chrono::steady_clock::now()); }
+  } switch_end{&slowdowns_};
   std::shared_ptr<InstanceSet> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1203,21 +1210,7 @@ void ServedModel::Tick(SteadyTime now) {
   }
 }
 
-double ServedModel::Slowdown(int threads) const {
-  std::lock_guard<std::mutex> lock(slowdown_mu_);
-  if (slowdowns_.empty()) return 1.0;  // nothing measured yet: the profile's figures
-  auto it = slowdowns_.find(threads);
-  double s = 0;
-  if (it != slowdowns_.end()) {
-    s = it->second;
-  } else {
-    // Never measured: as slow as the slowest measured (a thread count not served yet may run
-    // beside others that interfere more; optimism here would move to a plan that falls behind).
-    for (const auto& [t, v] : slowdowns_) s = std::max(s, v);
-  }
-  // Capacities are never taken above the profile's.
-  return std::max(1.0, s);
-}
+double ServedModel::Slowdown(int threads) const { return slowdowns_.Get(threads); }
 
 bool ServedModel::TooSlow(double latency_ms) const {
   const double limit = config_.batching.max_batch_latency_ms;

@@ -53,6 +53,7 @@
 #include "agent/planning/arrival_rate.h"
 #include "agent/planning/batch_size_estimator.h"
 #include "agent/planning/optimizer.h"
+#include "agent/planning/slowdown_tracker.h"
 #include "agent/pool/cpuset_controller.h"
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/resource_allocator.h"
@@ -232,9 +233,8 @@ class ServedModel {
   void Post(std::function<void()> job);
   // Samples the load for the estimator and acts on its decision. Control thread only.
   void Tick(SteadyTime now);
-  // How much slower instances of `threads` threads serve than the profile predicts (>= 1):
-  // the profile times one instance alone. A thread count not measured yet is taken as the
-  // slowest measured; 1 before any slice was measured. Any thread.
+  // How much slower instances of `threads` threads serve than the profile predicts (>= 1;
+  // SlowdownTracker). Any thread.
   double Slowdown(int threads) const;
   // A plan for B = `b` and the rows/s it serves with full batches, each group at its thread
   // count's slowdown.
@@ -284,12 +284,10 @@ class ServedModel {
   std::unique_ptr<BatchScheduler> scheduler_;      // set once by Load()
   metrics::CallbackHandle queue_rows_metric_;      // set once by Load()
   std::atomic<double> measured_batch_seconds_{0};  // EWMA of batch latency
-  // By thread count: EWMA of slice compute time / the profile's prediction for its rows and
-  // threads; written by the runtimes' completion threads.
-  mutable std::mutex slowdown_mu_;
-  std::map<int, double> slowdowns_;      // guarded by slowdown_mu_
+  // How much slower than the profile each thread count serves (fed by the runtimes'
+  // completion threads; a switch of sets is bracketed by Reconfigure).
+  SlowdownTracker slowdowns_;
   static constexpr int kColdSlices = 2;  // each runtime's first slices of a size are left out
-  static constexpr double kSlowdownAlpha = 0.1;
 
   // Layered batching: the instances told how many rows are queued (the serving set's).
   std::mutex hint_mu_;  // taken under the scheduler's lock; nothing is called while held

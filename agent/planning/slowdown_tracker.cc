@@ -1,0 +1,41 @@
+#include "agent/planning/slowdown_tracker.h"
+
+#include <algorithm>
+
+namespace packrat {
+
+void SlowdownTracker::Record(int threads, double ratio, SteadyTime began) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (switching_ > 0 || began < last_switch_end_) return;
+  Estimate& e = estimates_[threads];
+  ++e.slices;
+  const double weight = std::max(alpha_, 1.0 / static_cast<double>(e.slices));
+  e.value += weight * (ratio - e.value);
+}
+
+void SlowdownTracker::BeginSwitch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++switching_;
+}
+
+void SlowdownTracker::EndSwitch(SteadyTime now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --switching_;
+  last_switch_end_ = std::max(last_switch_end_, now);
+}
+
+double SlowdownTracker::Get(int threads) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double s = 1.0;
+  auto it = estimates_.find(threads);
+  if (it != estimates_.end() && it->second.slices >= min_slices_) {
+    s = it->second.value;
+  } else {
+    for (const auto& [t, e] : estimates_) {
+      if (e.slices >= min_slices_) s = std::max(s, e.value);
+    }
+  }
+  return std::max(1.0, s);
+}
+
+}  // namespace packrat

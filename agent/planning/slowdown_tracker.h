@@ -1,0 +1,57 @@
+// How much slower a model's runtimes serve than its profile predicts, per thread count.
+//
+// The profile times one instance alone; serving runs it beside others (on shared caches and
+// memory bandwidth), beside the agent's own threads, on a machine whose speed drifts. Each
+// slice a runtime computes gives one ratio, compute time / the profile's latency for its rows
+// and threads; per thread count the tracker keeps the mean of the first 1/alpha ratios and an
+// EWMA (weight alpha) from there. The planner scales predicted latencies by Get().
+//
+// Two kinds of ratio are not the plan's speed and are left out:
+//   - slices that ran while the model switched instance sets (Begin/EndSwitch): they ran beside
+//     runtimes starting or draining on their CPUs (BERT-like one-thread runtimes measured 1.25
+//     while the fat runtime started beside them, then served at 1.08);
+//   - a thread count's estimate counts only from `min_slices` ratios on: until then it is taken
+//     as the slowest thread count measured enough (one not served yet may run beside others
+//     that interfere more: optimism would move to a plan that falls behind), or 1.
+//
+// Thread-safety: all methods may be called from any thread (runtimes' completion threads
+// record, the control thread switches and reads).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace packrat {
+
+class SlowdownTracker {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  explicit SlowdownTracker(double alpha = 0.1, int64_t min_slices = 8)
+      : alpha_(alpha), min_slices_(min_slices) {}
+
+  // One slice of `threads` threads that began computing at `began`: its compute time over the
+  // profile's prediction. Ignored if it overlaps a switch.
+  void Record(int threads, double ratio, SteadyTime began);
+  // A switch of instance sets begins / ended at `now`. Switches may overlap (counted).
+  void BeginSwitch();
+  void EndSwitch(SteadyTime now);
+  // The slowdown of `threads` threads, >= 1 (capacities are never taken above the profile's).
+  double Get(int threads) const;
+
+ private:
+  struct Estimate {
+    double value = 1;
+    int64_t slices = 0;
+  };
+  const double alpha_;
+  const int64_t min_slices_;
+  mutable std::mutex mu_;
+  std::map<int, Estimate> estimates_;  // guarded by mu_
+  int switching_ = 0;                  // guarded by mu_
+  SteadyTime last_switch_end_{};       // guarded by mu_
+};
+
+}  // namespace packrat

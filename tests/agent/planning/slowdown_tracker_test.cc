@@ -1,0 +1,55 @@
+#include "agent/planning/slowdown_tracker.h"
+
+#include <chrono>
+
+#include "gtest/gtest.h"
+
+namespace packrat {
+namespace {
+
+using std::chrono::seconds;
+const SlowdownTracker::SteadyTime kStart{};
+
+TEST(SlowdownTrackerTest, CountsFromMinSlicesOnAsMeanThenEwma) {
+  SlowdownTracker s(/*alpha=*/0.25, /*min_slices=*/4);
+  EXPECT_EQ(s.Get(1), 1.0);  // nothing measured: the profile's figures
+  for (int i = 0; i < 3; ++i) s.Record(1, 2.0, kStart);
+  EXPECT_EQ(s.Get(1), 1.0);  // three slices say too little
+  s.Record(1, 1.0, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(1), 1.75);  // the mean of the first four (1/alpha)
+  s.Record(1, 3.0, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(1), 1.75 + 0.25 * (3.0 - 1.75));  // then an EWMA
+}
+
+TEST(SlowdownTrackerTest, AnUnmeasuredThreadCountIsTheSlowestMeasuredAndNeverBelowOne) {
+  SlowdownTracker s(0.1, 2);
+  s.Record(1, 1.5, kStart);
+  s.Record(1, 1.5, kStart);
+  s.Record(2, 1.2, kStart);  // one slice: not yet
+  EXPECT_DOUBLE_EQ(s.Get(2), 1.5);
+  EXPECT_DOUBLE_EQ(s.Get(4), 1.5);
+  s.Record(2, 0.5, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(2), 1.0);  // 0.85 measured: capacities never above the profile's
+}
+
+TEST(SlowdownTrackerTest, SlicesThatOverlapASwitchAreLeftOut) {
+  SlowdownTracker s(0.1, 1);
+  s.BeginSwitch();
+  s.Record(1, 3.0, kStart + seconds(1));  // ran beside starting runtimes
+  EXPECT_EQ(s.Get(1), 1.0);
+  s.EndSwitch(kStart + seconds(5));
+  s.Record(1, 3.0, kStart + seconds(4));  // began before the switch ended
+  EXPECT_EQ(s.Get(1), 1.0);
+  s.Record(1, 1.2, kStart + seconds(6));
+  EXPECT_DOUBLE_EQ(s.Get(1), 1.2);
+  // Overlapping switches: slices count again only after the last has ended.
+  s.BeginSwitch();
+  s.BeginSwitch();
+  s.EndSwitch(kStart + seconds(7));
+  s.Record(2, 2.0, kStart + seconds(8));
+  s.EndSwitch(kStart + seconds(9));
+  EXPECT_DOUBLE_EQ(s.Get(2), 1.2);  // unmeasured: the slowest measured
+}
+
+}  // namespace
+}  // namespace packrat
