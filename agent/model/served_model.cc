@@ -1297,8 +1297,8 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   // out must not cost a switch that starts runtimes, which on busy CPUs queues more than the
   // burst did. A move that starts none (a change of b, or parked runtimes) costs nothing and is
   // taken already when the arrivals exceed max_utilization of it: a set run that busy builds a
-  // queue in every burst (BERT-like at 12.3 rows/s on a B = 1 plan serving 12.4 had p99 2 s
-  // for the 35 s until the estimator moved).
+  // queue in every burst (BERT-like at 12.3 rows/s on a B = 1 plan predicted to serve 13.8:
+  // p99 2.0 s, for the 33 s until the estimator moved).
   const double max_utilization = config_.reconfiguration.max_utilization;
   const RateOverFn rate_over = [this](int64_t ms) {
     return arrival_rate_.Over(std::chrono::milliseconds(ms));

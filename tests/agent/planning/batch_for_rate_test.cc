@@ -112,7 +112,7 @@ TEST(BatchForRateTest, ArrivalsExceedCapacityOnlyBeyondTwoSigmas) {
 }
 
 TEST(BatchForRateTest, OverloadedRateTriesTheWindowThenTwiceAndFourTimesIt) {
-  // 12.3 rows/s on a plan serving 12.4 (BERT-like, fat, B = 1): never above full capacity,
+  // 12.3 rows/s on a plan serving 12.4: never above full capacity,
   // but above 80% of it (9.9 rows/s) once 8 s of history tell the excess from chance: over 2 s
   // the bar is 19.8 + 2·√19.8 = 28.7 rows, over 8 s 79.4 + 17.8 = 97.2 (12.2 rows/s).
   std::vector<int64_t> asked;
