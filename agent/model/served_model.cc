@@ -1124,13 +1124,6 @@ void ServedModel::Tick(SteadyTime now) {
   }
   std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
-  if (generative() && *decision > active->target_rows) {
-    // Idle decode slots cost a step nothing (top-up batching fills them as sequences come) and
-    // a decoder's slots are fixed when it starts: a step up goes to max_batch at once. Stepping
-    // through the estimates (GPT-2-like on 2 cores: 1 -> 2 -> 4, 2.5-5 s per start) kept too few
-    // slots under a rising load: 1.19-1.32 req/s at the p99 target against fat's 8 slots, 2.12.
-    decision = std::max(*decision, config_.batching.max_batch);
-  }
   std::string capped;  // a note for the log where the step up stops short of the estimate
   if (*decision > active->target_rows && !generative()) {
     // A generative model's idle decode slots cost nothing; a batch model's larger batch costs

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -322,38 +321,6 @@ TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) 
   EXPECT_NE(log.find("profiling 6 point(s)"), std::string::npos) << log;
   HttpClient client("127.0.0.1", agent.http_port());
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({3, 4}, 9)).body).size(), 9u);
-}
-
-TEST(GenerationIntegrationTest, AStepUpGoesToTheMostDecodeSlotsAtOnce) {
-  // Idle, B = 1; then two sequences at a time: the estimate is 2, and the move goes to
-  // max_batch = 4 (idle slots cost a decode step nothing). Every sequence gets its tokens.
-  AgentProcess agent(PACKRAT_AGENT_PATH,
-                     AutoConfig(2, "{sample_period_ms: 10, window: 10, timeout_ms: 300}"));
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
-  HttpClient management("127.0.0.1", agent.management_port());
-  HttpResult r =
-      management.Request("PUT", "/v2/models/gpt/config", R"({"batch":1,"adaptive":true})");
-  ASSERT_EQ(r.status, 200) << r.body;
-  std::atomic<bool> stop{false};
-  std::atomic<int> ok{0}, bad{0};
-  std::vector<std::thread> clients;
-  for (int c = 0; c < 2; ++c) {
-    clients.emplace_back([&, c] {
-      HttpClient client("127.0.0.1", agent.http_port());
-      for (int i = 0; !stop.load(); ++i) {
-        const HttpResult g = client.Post("/v2/models/gpt/generate", Body(Prompt(10 * c + i), 60));
-        (g.status == 200 && OutputIds(g.body).size() == 60u ? ok : bad)++;
-      }
-    });
-  }
-  const bool moved = agent.WaitForLog("reconfiguring (estimator: B 1 -> 4");
-  stop.store(true);
-  for (auto& t : clients) t.join();
-  ASSERT_TRUE(moved) << agent.Digest();
-  EXPECT_EQ(agent.Log().find("reconfiguring (estimator: B 1 -> 2"), std::string::npos)
-      << agent.Digest();
-  EXPECT_GT(ok.load(), 0);
-  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWouldShrink) {
