@@ -846,12 +846,14 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   std::vector<int64_t> kept_batches;
   std::vector<int> kept_cpus;
   std::vector<bool> taken(old->workers.size(), false);
-  auto keep = [&](size_t i, int64_t b) {
-    const std::shared_ptr<Worker>& w = old->workers[i];
-    taken[i] = true;
+  auto add_kept = [&](const std::shared_ptr<Worker>& w, int64_t b) {
     kept.push_back(w);
     kept_batches.push_back(b);
     kept_cpus.insert(kept_cpus.end(), w->placement.cpus.begin(), w->placement.cpus.end());
+  };
+  auto keep = [&](size_t i, int64_t b) {
+    taken[i] = true;
+    add_kept(old->workers[i], b);
   };
   for (size_t i = 0; i < old->workers.size(); ++i) {
     int& n = wanted[{old->workers[i]->threads, old->batches[i]}];
@@ -892,9 +894,7 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
         --n;
         parked_.erase(parked_.begin() + static_cast<std::ptrdiff_t>(i));
         unparked.push_back(w);
-        kept.push_back(w);
-        kept_batches.push_back(g.batch);
-        kept_cpus.insert(kept_cpus.end(), w->placement.cpus.begin(), w->placement.cpus.end());
+        add_kept(w, g.batch);
       }
     }
   }
