@@ -1,13 +1,30 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <sys/mman.h>
 #include <torch/script.h>
 
 #include <filesystem>
+#include <functional>
+#include <new>
+#include <numeric>
 
 #include "runtime/decoder.h"
 
 namespace packrat::runtime {
 namespace {
+
+// A float tensor of zeros in anonymous memory that the kernel commits page by page as it is
+// first written: a cache with room for many sequences costs memory only for the positions
+// decoded (reads of untouched pages see the shared zero page). Throws std::bad_alloc.
+at::Tensor LazyZeros(const std::vector<int64_t>& shape) {
+  const size_t bytes =
+      sizeof(float) * static_cast<size_t>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
+                                                          std::multiplies<int64_t>()));
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) throw std::bad_alloc();
+  return torch::from_blob(
+      memory, shape, [bytes](void* p) { munmap(p, bytes); }, at::kFloat);
+}
 
 class TorchDecoder : public Decoder {
  public:
@@ -15,8 +32,8 @@ class TorchDecoder : public Decoder {
       : module_(std::move(module)), shape_(shape), slots_(slots) {
     const std::vector<int64_t> cache = {shape.layers, slots, shape.max_len, shape.heads,
                                         shape.head_dim};
-    cache_k_ = torch::zeros(cache);
-    cache_v_ = torch::zeros(cache);
+    cache_k_ = LazyZeros(cache);
+    cache_v_ = LazyZeros(cache);
     if (module_.hasattr("lm_bias")) {
       bias_ = module_.attr("lm_bias").toTensor().detach().to(at::kFloat).contiguous();
     }
@@ -72,7 +89,8 @@ class TorchDecoder : public Decoder {
   torch::jit::Module module_;
   const DecoderShape shape_;
   const int slots_;
-  at::Tensor cache_k_, cache_v_;  // [layers, slots, max_len, heads, head_dim], allocated once
+  // [layers, slots, max_len, heads, head_dim], allocated once (LazyZeros).
+  at::Tensor cache_k_, cache_v_;
   at::Tensor bias_;
   at::Tensor logits_;
   std::unique_ptr<torch::jit::Method> prefill_, step_;

@@ -23,9 +23,9 @@ namespace packrat {
 // reconfiguration is in the old and the new set. Members are destroyed bottom-up: the process
 // stops and is reaped, then its CPUs are released and its cgroup directory removed.
 // A worker runs batches (`instance`) or, for a generative model, decodes sequences (`decoder`,
-// `batch` being its decode slots); exactly one of the two is set once started. `batch` is the b
-// it was started (and warmed up) for; a set that keeps it may run it at another b up to
-// instance->batch_size() (InstanceSet::batches).
+// `batch` being its share of the plan's sequences); exactly one of the two is set once started.
+// `batch` is the b it was started (and warmed up) for; a set that keeps it may run it at
+// another b up to capacity() (InstanceSet::batches).
 struct Worker {
   std::unique_ptr<CpusetGroup> cgroup;  // null without a cgroup
   CpuLease lease;
@@ -37,6 +37,10 @@ struct Worker {
 
   pid_t pid() const { return instance ? instance->pid() : decoder ? decoder->pid() : 0; }
   bool alive() const { return instance ? instance->alive() : decoder && decoder->alive(); }
+  // The most rows a slice may carry, or the sequences the decoder decodes together.
+  int64_t capacity() const {
+    return instance ? instance->batch_size() : decoder ? decoder->options().slots : batch;
+  }
   std::string load_report() const {
     return instance ? instance->load_report() : decoder ? decoder->load_report() : "";
   }

@@ -10,6 +10,7 @@
 
 #include "agent/batching/slice_io.h"
 #include "agent/planning/batch_for_rate.h"
+#include "agent/planning/loaded_latency.h"
 #include "agent/pool/cpu_list.h"
 #include "agent/profiling/profile_store.h"
 #include "agent/profiling/stage_profiler.h"
@@ -319,10 +320,12 @@ ServingSnapshot ServedModel::Snapshot() const {
   return s;
 }
 
-bool ServedModel::FlexibleSlices() const {
-  return config_.auto_instances && !generative() &&
-         config_.batching.mode == BatchingMode::kBatched && config_.batching.max_batch > 0;
+bool ServedModel::ResizableRuntimes() const {
+  return config_.auto_instances && config_.batching.max_batch > 0 &&
+         (generative() || config_.batching.mode == BatchingMode::kBatched);
 }
+
+bool ServedModel::FlexibleSlices() const { return ResizableRuntimes() && !generative(); }
 
 std::optional<double> ServedModel::CapacityOn(const std::vector<int>& threads, int64_t b) const {
   auto plan = optimizer_->SolveOnInstances(threads, static_cast<int>(b));
@@ -340,7 +343,7 @@ int64_t ServedModel::BacklogRows(const std::vector<InstanceGroup>& groups, int64
 }
 
 int64_t ServedModel::SliceCapacity(int64_t batch) const {
-  return FlexibleSlices() ? std::max(batch, config_.batching.max_batch) : batch;
+  return ResizableRuntimes() ? std::max(batch, config_.batching.max_batch) : batch;
 }
 
 int ServedModel::ThreadBudget() const {
@@ -495,7 +498,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartDecoders(
     o.runtime_path = options_.runtime_path;
     o.model_path = config_.path;
     o.threads = workers[i]->threads;
-    o.slots = static_cast<int>(workers[i]->batch);
+    o.slots = static_cast<int>(SliceCapacity(workers[i]->batch));
     o.refill = config_.generation.refill;
     o.max_prompt_tokens = config_.generation.max_prompt_tokens;
     o.cores = workers[i]->placement.cpus;
@@ -541,16 +544,24 @@ Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (active_) {
+      // The least loaded decoder for its share b of the plan; a decoder takes sequences beyond
+      // b, up to its decode slots, while more than B are in the system.
       size_t best = 0;
-      for (const auto& w : active_->workers) {
+      for (size_t i = 0; i < active_->workers.size(); ++i) {
+        const std::shared_ptr<Worker>& w = active_->workers[i];
         if (!w->decoder || !w->decoder->alive()) continue;
+        const int64_t share = i < active_->batches.size() ? active_->batches[i] : w->batch;
         const size_t load =
-            w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, w->batch));
+            w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, share));
         if (!target || load < best) target = w, best = load;
       }
     }
   }
   if (!target) return Unavailable("model '" + config_.name + "' has no live instance");
+  // A generative model's arrivals are decode steps asked for (max_tokens, an upper bound),
+  // the unit of its plans' capacity: b sequences a step.
+  rows_arrived_.fetch_add(std::max<int64_t>(1, request->params.max_tokens),
+                          std::memory_order_relaxed);
   const uint64_t id = target->decoder->Submit(std::move(request));
   // The worker (and its decoder) stays alive as long as a canceller can reach it.
   *cancel = [target, id] { target->decoder->Cancel(id); };
@@ -864,14 +875,11 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   }
   size_t resized = 0;
   for (const InstanceGroup& g : groups) {
-    if (!FlexibleSlices()) break;
+    if (!ResizableRuntimes()) break;
     int& n = wanted[{g.threads, g.batch}];
     for (size_t i = 0; i < old->workers.size() && n > 0; ++i) {
       const Worker& w = *old->workers[i];
-      if (taken[i] || !w.alive() || !w.instance || w.threads != g.threads ||
-          w.instance->batch_size() < g.batch) {
-        continue;
-      }
+      if (taken[i] || !w.alive() || w.threads != g.threads || w.capacity() < g.batch) continue;
       --n;
       ++resized;
       keep(i, g.batch);
@@ -1031,7 +1039,7 @@ size_t ServedModel::ParkLimit() const {
 
 bool ServedModel::CanServe(const Worker& w, int threads, int64_t batch) const {
   if (!w.alive() || w.threads != threads) return false;
-  return w.batch == batch || (FlexibleSlices() && w.instance && w.instance->batch_size() >= batch);
+  return w.batch == batch || (ResizableRuntimes() && w.capacity() >= batch);
 }
 
 void ServedModel::Post(std::function<void()> job) {
@@ -1124,6 +1132,11 @@ void ServedModel::Tick(SteadyTime now) {
   }
   std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
   if (!decision || !adaptive || !optimizer_) return;
+  const int64_t period = config_.reconfiguration.sample_period_ms;
+  const auto window =
+      std::chrono::milliseconds(std::max<int64_t>(1, config_.reconfiguration.window - 1) * period);
+  // Plans are judged against the latency limit at the rate arriving now.
+  const std::optional<double> arriving = arrival_rate_.Over(window);
   std::string capped;  // a note for the log where the step up stops short of the estimate
   if (*decision > active->target_rows && !generative()) {
     // A generative model's idle decode slots cost nothing; a batch model's larger batch costs
@@ -1131,7 +1144,7 @@ void ServedModel::Tick(SteadyTime now) {
     std::map<int64_t, std::optional<double>> capacities;
     const std::optional<int64_t> step =
         StepUpBatch(active->target_rows, *decision, [&](int64_t b) -> std::optional<double> {
-          auto planned = PlanWithCapacity(b, *active);
+          auto planned = PlanWithCapacity(b, *active, arriving);
           return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
         });
     auto rows_per_s = [&](int64_t b) {
@@ -1152,7 +1165,7 @@ void ServedModel::Tick(SteadyTime now) {
       decision = step;
     }
   }
-  auto planned = PlanWithCapacity(*decision, *active);
+  auto planned = PlanWithCapacity(*decision, *active, arriving);
   if (!planned) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision;
     return;
@@ -1162,7 +1175,7 @@ void ServedModel::Tick(SteadyTime now) {
       ThreadCounts(plan.groups) == ThreadCounts(active->groups)) {
     // A decode step runs the active sequences only (the runtime compacts them into the first
     // slots), so the serving instances run a smaller B as fast as the plan for it would; the
-    // switch would only restart them (seconds for a GPT-2-sized decoder: docs/benchmarks.md).
+    // switch would only change how sequences are shared between them.
     PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
                       << ": the plan for B=" << *decision
                       << " has the same thread counts, and idle decode slots cost nothing";
@@ -1181,9 +1194,6 @@ void ServedModel::Tick(SteadyTime now) {
     // taken only if its plan would too, at the peak rate of any overload window within the
     // last scale_down_delay_ms (or the estimator's window, if longer): a mean near the smaller
     // plan's capacity would soon trigger the overload path and move B back up.
-    const int64_t period = config_.reconfiguration.sample_period_ms;
-    const auto window = std::chrono::milliseconds(
-        std::max<int64_t>(1, config_.reconfiguration.window - 1) * period);
     const auto peak_window =
         config_.reconfiguration.overload_window_ms > 0
             ? std::chrono::milliseconds(config_.reconfiguration.overload_window_ms)
@@ -1230,14 +1240,14 @@ double ServedModel::PredictedLatencyMs(const Plan& plan) const {
 }
 
 std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
-    int64_t b, const InstanceSet& serving) const {
+    int64_t b, const InstanceSet& serving, std::optional<double> rate) const {
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
   auto best = optimizer_->Solve(threads, static_cast<int>(b));
   if (!best.ok()) return std::nullopt;
   PlanChoice choice{std::move(best).value(), 0, std::nullopt};
   double latency = PredictedLatencyMs(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
-  if (FlexibleSlices() && !running.empty() && StartsRuntimes(choice.plan, serving)) {
+  if (ResizableRuntimes() && !running.empty() && StartsRuntimes(choice.plan, serving)) {
     // The optimizer's plan starts runtimes; the serving ones can run any b up to max_batch.
     auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
     if (kept.ok()) {
@@ -1249,14 +1259,17 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
       }
     }
   }
-  if (TooSlow(latency)) return std::nullopt;
+  const double limited = rate ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
+                                                [this](int threads) { return Slowdown(threads); })
+                              : latency;
+  if (TooSlow(limited)) return std::nullopt;
   choice.capacity = latency > 0 ? static_cast<double>(b) * 1e3 / latency
                                 : std::numeric_limits<double>::infinity();
   return choice;
 }
 
 bool ServedModel::StartsRuntimes(const Plan& plan, const InstanceSet& serving) const {
-  if (!FlexibleSlices()) return true;
+  if (!ResizableRuntimes()) return true;
   const std::vector<int> needed = ThreadCounts(plan.groups);
   std::vector<int> available = ThreadCounts(serving.groups);
   {
@@ -1276,10 +1289,11 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   // Rows must be piling up beyond one batch: a rate that only looks high over a short window
   // (arrivals are random) while the plan keeps up changes nothing.
   if (estimator_.ewma() <= static_cast<double>(current) || load <= current) return false;
+  std::optional<double> arriving;  // once known, plans are judged at it (PlanWithCapacity)
   std::map<int64_t, std::optional<PlanChoice>> plans;
   auto capacity = [&](int64_t b) -> std::optional<double> {
     auto it = plans.find(b);
-    if (it == plans.end()) it = plans.emplace(b, PlanWithCapacity(b, active)).first;
+    if (it == plans.end()) it = plans.emplace(b, PlanWithCapacity(b, active, arriving)).first;
     if (!it->second) return std::nullopt;
     return it->second->capacity;
   };
@@ -1309,6 +1323,8 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
     rate = OverloadedRate(window_ms, max_utilization * serving, rate_over);
   }
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
+  arriving = rate;
+  plans.clear();
   const std::optional<int64_t> b =
       BatchForRate(*rate, backlog_b, config_.batching.max_batch, max_utilization, capacity);
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)

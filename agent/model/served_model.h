@@ -7,10 +7,10 @@
 // Reconfiguration (packrat-paper §3.7). A new plan is served by a new instance set, generation
 // N+1. Instances whose ⟨threads, batch⟩ also appear in the new plan are kept (adding or removing
 // instances of one shape touches only those), and so are, for `instances: auto` models, those
-// whose thread count appears at another batch size (their slabs hold batching.max_batch rows:
-// SliceCapacity); the rest of the new set — for a change of thread counts, all of it — is
-// started as a shadow set beside the serving one, on its own cores where
-// free ones exist, else overlapping. Only when every shadow runtime has warmed up does the
+// whose thread count appears at another batch size (their slabs hold batching.max_batch rows,
+// a decoder's cache as many sequences: SliceCapacity); the rest of the new set — for a change of
+// thread counts, all of it — is started as a shadow set beside the serving one, on its own cores
+// where free ones exist, else overlapping. Only when every shadow runtime has warmed up does the
 // scheduler switch to the new dispatcher; the old set then finishes its running batches, and
 // its instances that are not kept stop and leave their cgroups — or are parked
 // (reconfiguration.parked_runtimes): kept idle and warm, off the dispatcher, holding no
@@ -199,10 +199,13 @@ class ServedModel {
   int64_t BatchTarget(const std::vector<InstanceGroup>& groups) const;
   Status ValidatePlan(const std::vector<InstanceGroup>& groups) const;
   int ThreadBudget() const;
-  // Whether runtimes run slices of any size up to batching.max_batch: `instances: auto` models
-  // (batched, not layered; not generative) with a max_batch. Then a plan change that keeps a
-  // thread count at another b keeps its runtimes, and batches cut from a backlog may take
-  // more than B rows, up to BacklogRows().
+  // Whether runtimes start with room for batching.max_batch (slices of any size up to it, or
+  // as many decode slots): `instances: auto` models with a max_batch, batched (not layered) or
+  // generative. Then a plan change that keeps a thread count at another b keeps its runtimes
+  // (only the plan's split changes), and parked runtimes serve any b of their thread count.
+  bool ResizableRuntimes() const;
+  // ResizableRuntimes() of a batch model: batches cut from a backlog may take more than B
+  // rows, up to BacklogRows().
   bool FlexibleSlices() const;
   // With FlexibleSlices(), the most rows of one batch cut from a backlog on instances of
   // `groups` serving B = `target`: where the profile says their capacity stops growing
@@ -220,13 +223,14 @@ class ServedModel {
   // A plan's batch latency: its slowest group's profiled latency at that thread count's
   // Slowdown(). Needs optimizer_.
   double PredictedLatencyMs(const Plan& plan) const;
-  // The most rows a slice to a new runtime started for `batch` may carry.
+  // The most rows a slice to a new runtime started for `batch` may carry; for a decoder, its
+  // decode slots.
   int64_t SliceCapacity(int64_t batch) const;
   // reconfiguration.parked_runtimes resolved (auto: the thread budget, or the machine's
   // hardware threads without an allocator).
   size_t ParkLimit() const;
   // Whether `w` can serve ⟨threads, batch⟩ in a new set: the same shape or, with
-  // FlexibleSlices(), the same thread count and slabs that hold `batch` rows.
+  // ResizableRuntimes(), the same thread count and room for `batch` (Worker::capacity).
   bool CanServe(const Worker& w, int threads, int64_t batch) const;
 
   void ControlLoop();
@@ -245,12 +249,14 @@ class ServedModel {
     // predicted batches at most reconfiguration.restart_margin faster.
     std::optional<Plan> passed_over;
   };
-  // The optimizer's plan for B = `b`; with FlexibleSlices(), the best plan on the runtimes of
+  // The optimizer's plan for B = `b`; with ResizableRuntimes(), the best plan on the runtimes of
   // `serving` instead where the optimizer's needs new runtimes and is not faster by more than
   // restart_margin. Nullopt where the optimizer has no plan, or its predicted latency is
-  // TooSlow(). Control thread only.
-  std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving) const;
-  // Whether serving `plan` after `serving` starts runtimes: with FlexibleSlices(), whether its
+  // TooSlow(): with `rate` (rows/s arriving), the latency of the batches it would run at that
+  // rate (loaded_latency.h, at the measured slowdowns), else of full ones. Control thread only.
+  std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving,
+                                             std::optional<double> rate) const;
+  // Whether serving `plan` after `serving` starts runtimes: with ResizableRuntimes(), whether its
   // thread counts are more than those of `serving` and the live parked runtimes; otherwise
   // always (a conservative answer). Takes mu_.
   bool StartsRuntimes(const Plan& plan, const InstanceSet& serving) const;
@@ -300,12 +306,13 @@ class ServedModel {
 
   // The optimizer over the model's profile (`instances: auto` only); control thread after Load.
   std::unique_ptr<Optimizer> optimizer_;
-  BatchSizeEstimator estimator_;          // control thread only (snapshot values copied under mu_)
-  double estimator_ewma_ = 0;             // guarded by mu_
-  int64_t estimator_estimate_ = 0;        // guarded by mu_
-  bool adaptive_ = false;                 // guarded by mu_
-  uint64_t next_generation_ = 1;          // control thread (and Load) only
-  std::atomic<int64_t> rows_arrived_{0};  // rows accepted by Submit, ever
+  BatchSizeEstimator estimator_;    // control thread only (snapshot values copied under mu_)
+  double estimator_ewma_ = 0;       // guarded by mu_
+  int64_t estimator_estimate_ = 0;  // guarded by mu_
+  bool adaptive_ = false;           // guarded by mu_
+  uint64_t next_generation_ = 1;    // control thread (and Load) only
+  // Rows accepted by Submit, ever; for a generative model, decode steps asked for by Generate.
+  std::atomic<int64_t> rows_arrived_{0};
   // Rows accepted by Submit and not answered yet: the estimator's load. Shared with each
   // request's rows-finished observer (it counts rows out before their client is answered).
   std::shared_ptr<std::atomic<int64_t>> rows_in_system_ = std::make_shared<std::atomic<int64_t>>(0);

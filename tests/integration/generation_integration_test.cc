@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -298,7 +299,7 @@ TEST(GenerationIntegrationTest, APlanChangeParksTheDecoderItDropsAndAChangeBackT
                          R"({"instances":[{"count":1,"threads":1,"batch":2}]})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(first_pid(r.body, "workers"), two_slots) << r.body;
-  EXPECT_NE(agent.Log().find("starting 0, unparking 1"), std::string::npos) << agent.Digest();
+  EXPECT_TRUE(agent.WaitForLog("starting 0, unparking 1")) << agent.Digest();
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body(Prompt(3), 9)).body).size(), 9u);
 }
 
@@ -321,6 +322,69 @@ TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) 
   EXPECT_NE(log.find("profiling 6 point(s)"), std::string::npos) << log;
   HttpClient client("127.0.0.1", agent.http_port());
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({3, 4}, 9)).body).size(), 9u);
+}
+
+TEST(GenerationIntegrationTest, AutoDecodersHoldMaxBatchSlotsSoAnotherBStartsNoRuntime) {
+  // With `instances: auto`, a decoder started for b = 1 has max_batch = 4 slots: a plan that
+  // keeps its thread count at another b keeps it, and a parked one serves any b.
+  AgentProcess agent(PACKRAT_AGENT_PATH, AutoConfig(2, "{adaptive: false}"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  HttpClient management("127.0.0.1", agent.management_port());
+  auto pids = [](const std::string& config, const char* list) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc = parser.parse(config);
+    std::vector<int64_t> out;
+    for (simdjson::dom::element w : doc[list].get_array()) out.push_back(int64_t(w["pid"]));
+    return out;
+  };
+  HttpResult r = management.Request("PUT", "/v2/models/gpt/config",
+                                    R"({"instances":[{"count":1,"threads":2,"batch":4}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = management.Request("PUT", "/v2/models/gpt/config",
+                         R"({"instances":[{"count":2,"threads":1,"batch":1}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<int64_t> two = pids(r.body, "workers");
+  ASSERT_EQ(two.size(), 2u) << r.body;
+  for (int64_t pid : two) {
+    EXPECT_TRUE(agent.WaitForLog("pid " + std::to_string(pid) + ", 1 thread(s), 4 decode slot(s)"))
+        << agent.Digest();
+  }
+
+  r = management.Request("PUT", "/v2/models/gpt/config",
+                         R"({"instances":[{"count":1,"threads":1,"batch":4}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(agent.WaitForLog("to 1×⟨t=1,b=4⟩: keeping 1 (1 at a new batch size), starting 0"))
+      << agent.Digest();
+  const std::vector<int64_t> one = pids(r.body, "workers");
+  ASSERT_EQ(one.size(), 1u) << r.body;
+  EXPECT_NE(std::find(two.begin(), two.end(), one[0]), two.end()) << r.body;
+  // Four sequences at once on the decoder started for one.
+  std::vector<std::thread> clients;
+  std::mutex mu;
+  std::vector<size_t> lengths;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      HttpClient c("127.0.0.1", agent.http_port());
+      const size_t n = OutputIds(c.Post("/v2/models/gpt/generate", Body(Prompt(i), 9)).body).size();
+      std::lock_guard<std::mutex> lock(mu);
+      lengths.push_back(n);
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(lengths, std::vector<size_t>(4, 9u));
+
+  r = management.Request("PUT", "/v2/models/gpt/config",
+                         R"({"instances":[{"count":2,"threads":1,"batch":2}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(
+      agent.WaitForLog("to 2×⟨t=1,b=2⟩: keeping 1 (1 at a new batch size), starting 0, "
+                       "unparking 1"))
+      << agent.Digest();
+  std::vector<int64_t> again = pids(r.body, "workers");
+  std::sort(again.begin(), again.end());
+  std::vector<int64_t> expected = two;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(again, expected) << r.body;
 }
 
 TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWouldShrink) {

@@ -1,0 +1,33 @@
+// How long a plan's batches take when rows arrive below its capacity.
+//
+// A plan for batch size B runs full batches only when rows arrive at least as fast as it serves
+// them. Below that, batches are cut as the instances free up, and each carries the rows that
+// arrived while the one before ran: fewer than B, and shorter than the profile's L[t,B]. A row
+// waits for at most one such batch and then runs in the next, so a latency objective sees the
+// latency of these batches (ResNet-50 on 2 cores: the fat ⟨1,2,8⟩ runs 603-ms batches when
+// full, yet kept p99 at 743 ms at 10.2 rows/s). The agent's latency limit for its own moves
+// (batching.max_batch_latency_ms) is judged on them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "agent/planning/optimizer.h"
+#include "agent/planning/profile.h"
+
+namespace packrat {
+
+// The rows per batch of a plan for batch size `b` at `rate` rows/s: the fixed point of
+// n = ⌈rate · latency_ms(n) / 1000⌉ between 1 and b, reached from b downwards (at or above the
+// plan's capacity, b). `latency_ms(n)` is the plan's batch latency for n rows and must not fall
+// as n grows; it is called at most b times.
+int64_t LoadedBatchRows(double rate, int64_t b, const std::function<double(int64_t)>& latency_ms);
+
+// The batch latency of `plan` at `rate` rows/s: at LoadedBatchRows, each group taking its
+// share of a batch in proportion to its b (as the dispatcher cuts), its latency interpolated in
+// `profile` (Profile::InterpolatedLatency) and multiplied by `slowdown(threads)`; the slowest
+// group's. A group without profiled points counts at plan.latency_ms.
+double LoadedLatencyMs(const Plan& plan, const Profile& profile, double rate,
+                       const std::function<double(int threads)>& slowdown);
+
+}  // namespace packrat
