@@ -122,8 +122,11 @@ void GenerationLoop::Cancel(uint64_t id) {
 }
 
 void GenerationLoop::Admit() {
-  const size_t slots = static_cast<size_t>(decoder_->slots());
-  const size_t free = slots - active_.size();
+  // The agent may hold this decoder below its slots (SegmentHeader::decode_slots_limit).
+  const uint32_t limit = segment_->header()->decode_slots_limit.load(std::memory_order_acquire);
+  const size_t slots = limit > 0 ? std::min<size_t>(limit, static_cast<size_t>(decoder_->slots()))
+                                 : static_cast<size_t>(decoder_->slots());
+  const size_t free = active_.size() < slots ? slots - active_.size() : 0;
   bool open = false;
   switch (options_.refill) {
     case RefillPolicy::kStatic:

@@ -1,6 +1,7 @@
 // The decode loop of a generative runtime (amun-topup-batching-paper §6.1): a decoding batch of
-// up to slots() sequences, one token per sequence per step; finished sequences leave at once
-// and queued ones are prefilled and join, by the refill policy:
+// up to slots() sequences (or the agent's SegmentHeader::decode_slots_limit, read before each
+// refill), one token per sequence per step; finished sequences leave at once and queued ones
+// are prefilled and join, by the refill policy (its "slots" being the limit):
 //
 //   kStatic  the standard mini-batching baseline (the paper's Algorithm 1): new sequences join
 //            only when the batch has emptied

@@ -18,7 +18,7 @@ namespace packrat::shm {
 inline constexpr uint64_t kSegmentMagic = 0x3154415252434150ull;  // "PACRRAT1", little endian
 // 2: SegmentHeader::info. 3: layered batching (top-up ring, query completions, stage times).
 // 4: generation (GenerateParams, step tokens).
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr int kMaxTensors = 8;
 inline constexpr int kMaxDims = 8;
 inline constexpr int kMaxStages = 16;
@@ -163,6 +163,10 @@ struct alignas(kAlign) SegmentHeader {
   // Layered batching: rows waiting in the model's queue, as last published by the agent (a
   // hint: the runtime skips its top-up query at a stage boundary while it reads 0).
   std::atomic<uint32_t> queued_rows_hint;
+  // Generative runtimes: the most sequences decoded together, as set by the agent at any time
+  // (a plan's share of the decode slots); 0 = every slot. A lower limit takes effect as
+  // sequences finish: none is evicted.
+  std::atomic<uint32_t> decode_slots_limit;
   char error[kErrorTextSize];  // written by the runtime before state becomes kFailed
   char info[kErrorTextSize];   // written by the runtime before state becomes kReady: what it
                                // loaded (kernel settings, accuracy guard), one line

@@ -91,6 +91,7 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     header->runtime_pid.store(0, std::memory_order_relaxed);
     header->state.store(static_cast<uint32_t>(RuntimeState::kStarting), std::memory_order_relaxed);
     header->queued_rows_hint.store(0, std::memory_order_relaxed);
+    header->decode_slots_limit.store(0, std::memory_order_relaxed);
     header->error[0] = '\0';
     header->info[0] = '\0';
     auto requests = SpscRing<BatchMessage>::Initialize(base + req_off, options.ring_capacity);

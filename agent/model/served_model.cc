@@ -544,8 +544,8 @@ Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (active_) {
-      // The least loaded decoder for its share b of the plan; a decoder takes sequences beyond
-      // b, up to its decode slots, while more than B are in the system.
+      // The least loaded decoder for its share b of the plan (MakeSet sets how many it
+      // decodes at once; the rest wait in it).
       size_t best = 0;
       for (size_t i = 0; i < active_->workers.size(); ++i) {
         const std::shared_ptr<Worker>& w = active_->workers[i];
@@ -585,7 +585,23 @@ std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
     set->batches.clear();
     for (const auto& w : set->workers) set->batches.push_back(w->batch);
   }
-  if (generative()) return set;  // sequences go to decoders directly (Generate)
+  if (generative()) {
+    // Sequences go to decoders directly (Generate). Decoders with max_batch slots decode the
+    // plan's B = Σb and, while more sequences wait, up to max_batch in all, each its share in
+    // proportion to its b (as a batch model's backlog cut): the plan's thread split, and never
+    // more sequences at once than a static plan with max_batch slots would take.
+    for (size_t i = 0; i < set->workers.size(); ++i) {
+      const std::shared_ptr<Worker>& w = set->workers[i];
+      if (!w->decoder) continue;
+      const int64_t b = set->batches[i];
+      w->decoder->set_slots_limit(
+          ResizableRuntimes()
+              ? static_cast<int>(std::max(
+                    b, b * config_.batching.max_batch / std::max<int64_t>(1, set->target_rows)))
+              : 0);
+    }
+    return set;
+  }
   std::vector<InstanceExecutor*> executors;
   for (const auto& w : set->workers) executors.push_back(w->instance.get());
   // Layered batching runs one batch per instance at a time, each started as soon as an

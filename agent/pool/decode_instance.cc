@@ -93,6 +93,12 @@ size_t DecodeInstance::load() const {
   return queued_.size() + running_.size();
 }
 
+void DecodeInstance::set_slots_limit(int n) {
+  const int limit = n <= 0 || n >= options_.slots ? 0 : n;
+  segment_->header()->decode_slots_limit.store(static_cast<uint32_t>(limit),
+                                               std::memory_order_release);
+}
+
 bool DecodeInstance::alive() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dead_reason_.empty() && !stopped_;

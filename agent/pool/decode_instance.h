@@ -81,6 +81,11 @@ class DecodeInstance {
   // whatever is left fails with kUnavailable. Idempotent.
   void Stop(std::chrono::milliseconds drain);
 
+  // Decodes at most `n` sequences together from now on (1..options().slots; 0 = every slot):
+  // the runtime's refill policy counts this many slots. Sequences beyond it wait in the
+  // runtime; none running is evicted.
+  void set_slots_limit(int n);
+
   pid_t pid() const { return pid_; }
   bool alive() const;
   // "kernel=fp32 layers=… heads=… max_len=… vocab=… slots=…" as the runtime reported it.

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -291,6 +292,24 @@ TEST_F(GenerationLoopTest, RefillPoliciesAdmitAsDocumented) {
         }
       }
     }
+  }
+}
+
+TEST_F(GenerationLoopTest, TheAgentsSlotLimitBoundsTheBatch) {
+  // Four decode slots held to two by the agent: six waiting sequences run at most two a step,
+  // each with the tokens it has alone; with the limit lifted all four slots fill again.
+  for (uint32_t limit : {2u, 0u}) {
+    FakeDecoder& decoder = *Own(std::make_unique<FakeDecoder>(4));
+    Start(&decoder, RefillPolicy::kStep, /*prompt_slots=*/8, /*later=*/true);
+    segment_->header()->decode_slots_limit.store(limit);
+    for (int i = 1; i <= 6; ++i) Send(i, static_cast<uint32_t>(i - 1), Prompt(i), 3);
+    RunLoop();
+    Collect(6);
+    ASSERT_EQ(finished_.size(), 6u);
+    for (int i = 1; i <= 6; ++i) EXPECT_EQ(tokens_[i], FakeDecoder::Alone(Prompt(i), 3)) << i;
+    const int widest = *std::max_element(decoder.steps.begin(), decoder.steps.end());
+    EXPECT_EQ(widest, limit == 0 ? 4 : 2) << "limit " << limit;
+    Restart();
   }
 }
 
