@@ -15,13 +15,16 @@ namespace {
 
 // A float tensor of zeros in anonymous memory that the kernel commits page by page as it is
 // first written: a cache with room for many sequences costs memory only for the positions
-// decoded (reads of untouched pages see the shared zero page). Throws std::bad_alloc.
+// decoded (reads of untouched pages see the shared zero page). Small pages only: with
+// transparent huge pages, the warm-up's first touch of each slot would commit 2 MiB of it.
+// Throws std::bad_alloc.
 at::Tensor LazyZeros(const std::vector<int64_t>& shape) {
   const size_t bytes =
       sizeof(float) * static_cast<size_t>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
                                                           std::multiplies<int64_t>()));
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) throw std::bad_alloc();
+  madvise(memory, bytes, MADV_NOHUGEPAGE);  // advice: a failure costs only memory
   return torch::from_blob(
       memory, shape, [bytes](void* p) { munmap(p, bytes); }, at::kFloat);
 }

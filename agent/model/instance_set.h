@@ -37,7 +37,7 @@ struct Worker {
 
   pid_t pid() const { return instance ? instance->pid() : decoder ? decoder->pid() : 0; }
   bool alive() const { return instance ? instance->alive() : decoder && decoder->alive(); }
-  // The most rows a slice may carry, or the sequences the decoder decodes together.
+  // The most rows a slice may carry, or the decoder's slots (its limit may be lower).
   int64_t capacity() const {
     return instance ? instance->batch_size() : decoder ? decoder->options().slots : batch;
   }

@@ -1216,8 +1216,7 @@ void ServedModel::Tick(SteadyTime now) {
             : window;
     const auto span = std::max<std::chrono::milliseconds>(
         window, std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms));
-    const double rate =
-        arrival_rate_.PeakOver(peak_window, span).value_or(arrival_rate_.Over(window).value_or(0));
+    const double rate = arrival_rate_.PeakOver(peak_window, span).value_or(arriving.value_or(0));
     const double capacity = planned->capacity;
     if (rate > config_.reconfiguration.max_utilization * capacity) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
@@ -1244,15 +1243,9 @@ bool ServedModel::TooSlow(double latency_ms) const {
 }
 
 double ServedModel::PredictedLatencyMs(const Plan& plan) const {
-  // The batch takes as long as its slowest group: each group's profiled latency for its b, at
-  // the slowdown measured for its thread count.
-  double latency = 0;
-  for (const InstanceGroup& g : plan.groups) {
-    const double profiled =
-        optimizer_->profile().Latency(g.threads, g.batch).value_or(plan.latency_ms);
-    latency = std::max(latency, profiled * Slowdown(g.threads));
-  }
-  return latency;
+  // Full batches: each group's profiled latency for its b at its thread count's slowdown.
+  return LoadedLatencyMs(plan, optimizer_->profile(), std::numeric_limits<double>::infinity(),
+                         [this](int threads) { return Slowdown(threads); });
 }
 
 std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(

@@ -95,6 +95,8 @@ size_t DecodeInstance::load() const {
 
 void DecodeInstance::set_slots_limit(int n) {
   const int limit = n <= 0 || n >= options_.slots ? 0 : n;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;  // Stop() releases the segment once it has set stopped_
   segment_->header()->decode_slots_limit.store(static_cast<uint32_t>(limit),
                                                std::memory_order_release);
 }

@@ -49,7 +49,8 @@ struct DecodeInstanceOptions {
   std::string runtime_path;
   std::string model_path;
   int threads = 1;
-  int slots = 1;                     // sequences decoded together (the instance's batch b)
+  int slots = 1;  // decode slots: the plan's b, or max_batch for `instances: auto` (then
+                  // set_slots_limit says how many are used)
   std::string refill = "half";       // half | step | static (runtime --refill)
   int64_t max_prompt_tokens = 1024;  // prompt slab size
   std::vector<int> cores;
@@ -83,7 +84,7 @@ class DecodeInstance {
 
   // Decodes at most `n` sequences together from now on (1..options().slots; 0 = every slot):
   // the runtime's refill policy counts this many slots. Sequences beyond it wait in the
-  // runtime; none running is evicted.
+  // runtime; none running is evicted. No-op once stopped.
   void set_slots_limit(int n);
 
   pid_t pid() const { return pid_; }

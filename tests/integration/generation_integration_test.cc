@@ -388,8 +388,8 @@ TEST(GenerationIntegrationTest, AutoDecodersHoldMaxBatchSlotsSoAnotherBStartsNoR
 }
 
 TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWouldShrink) {
-  // T = 1: every plan is one single-thread instance, so a smaller B changes only the number of
-  // decode slots; idle slots cost a decode step nothing, and restarting the runtime would.
+  // T = 1: every plan is one single-thread instance, so a smaller B changes only the decoder's
+  // share of its slots; idle slots cost a decode step nothing, so the set stays.
   AgentProcess agent(PACKRAT_AGENT_PATH,
                      AutoConfig(1, "{sample_period_ms: 10, window: 10, timeout_ms: 300}"));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
