@@ -772,7 +772,7 @@ TEST_F(ReconfigurationTest, BatchChangeWithTheSameThreadsKeepsTheRuntimes) {
   load.Stop();
   EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
   EXPECT_EQ(load.wrong(), 0) << load.Describe();
-  EXPECT_NE(agent_->Log().find("keeping 1 (1 at a new batch size), starting 0"), std::string::npos)
+  EXPECT_TRUE(agent_->WaitForLog("keeping 1 (1 at a new batch size), starting 0"))
       << agent_->Digest();
   StopAndCheckClean({runtime});
 }
@@ -886,9 +886,8 @@ TEST_F(ReconfigurationTest, AMoveBackTakesParkedRuntimes) {
       runtimes.insert(w.pid);
     }
     EXPECT_EQ(reused, parks) << r.body;
-    EXPECT_NE(agent_->Log().find("starting " + std::to_string(2 - parks) + ", unparking " +
-                                 std::to_string(parks)),
-              std::string::npos)
+    EXPECT_TRUE(agent_->WaitForLog("starting " + std::to_string(2 - parks) + ", unparking " +
+                                   std::to_string(parks)))
         << agent_->Digest();
     // The fat runtime is parked in turn (a limit of 1 keeps the newest).
     ASSERT_EQ(three.parked.size(), std::min<size_t>(parks, 1)) << r.body;
