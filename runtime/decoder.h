@@ -43,11 +43,22 @@ class Decoder {
   virtual void MoveSlot(int from, int to, int64_t length) = 0;
 };
 
+// How a decoder's Step() pads its count with filler rows in the free slots past it (a step's
+// time is far from monotone in its rows: the GEMM kernels favour some sizes).
+enum class StepPadding {
+  kTuned,    // times a step at every count at load; pads a count to the larger one whose step
+             // is fastest, where that is at least 10% faster
+  kNone,     // runs each count as it is
+  kToSlots,  // runs every step at all slots (tests: the fillers leave the real rows alone)
+};
+
 // The TorchScript decoder of `model_path` (scripts/make_models.py's GptDecoder shape: methods
 // config(), prefill(), step(); attribute lm_bias), with caches for `slots` sequences, running
-// on `threads` intra-op threads. Warms up (a prefill and a step at every count) before it
-// returns. Errors: kNotFound, kInvalidArgument (not such a model), kInternal.
+// on `threads` intra-op threads. Warms up (a prefill and a step at every count, then the
+// timing of `padding`) before it returns. Errors: kNotFound, kInvalidArgument (not such a
+// model), kInternal.
 StatusOr<std::unique_ptr<Decoder>> LoadTorchDecoder(const std::string& model_path, int threads,
-                                                    int slots);
+                                                    int slots,
+                                                    StepPadding padding = StepPadding::kTuned);
 
 }  // namespace packrat::runtime

@@ -3,11 +3,18 @@
 #include <sys/mman.h>
 #include <torch/script.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
+#include <iomanip>
+#include <limits>
 #include <new>
 #include <numeric>
+#include <sstream>
+#include <vector>
 
+#include "common/logging.h"
 #include "runtime/decoder.h"
 
 namespace packrat::runtime {
@@ -67,18 +74,58 @@ class TorchDecoder : public Decoder {
     return logits_.data_ptr<float>();
   }
 
+  // Runs the step padded to padded_count_[count] (TunePadding): the slots past `count` are
+  // free (the active sequences are compacted into 0..count-1), so their rows are fillers,
+  // token 0 at position 0, whose cache writes the prefill of a later sequence overwrites and
+  // whose logits nobody reads.
   StatusOr<const float*> Step(const int64_t* tokens, const int64_t* positions, int count) override {
     if (count < 1 || count > slots_) return InvalidArgument("bad step size");
+    const int padded = padded_count_.empty() ? count : padded_count_[count];
     try {
       c10::InferenceMode guard;
-      at::Tensor t = torch::from_blob(const_cast<int64_t*>(tokens), {count}, at::kLong);
-      at::Tensor p = torch::from_blob(const_cast<int64_t*>(positions), {count}, at::kLong);
+      at::Tensor t = at::zeros({padded}, at::kLong);
+      at::Tensor p = at::zeros({padded}, at::kLong);
+      std::copy(tokens, tokens + count, t.data_ptr<int64_t>());
+      std::copy(positions, positions + count, p.data_ptr<int64_t>());
       logits_ = (*step_)({t, p, cache_k_, cache_v_}).toTensor().to(at::kFloat).contiguous();
     } catch (const std::exception& e) {
       return Internal(std::string("decode step failed: ") + e.what());
     }
     return logits_.data_ptr<float>();
   }
+
+  // Times a step at every count (the best of `rounds`) and pads each count to the larger one
+  // whose step is fastest, where that is at least kPaddingGain faster: a step's time is far
+  // from monotone in its rows (the GEMM kernels favour some sizes; GPT-2-like on two threads:
+  // 161 ms for 12 sequences, 97 ms for 16). Returns the timings (ms, index = count). Call once
+  // the graph executor has specialised for every count.
+  StatusOr<std::vector<double>> TunePadding(int rounds) {
+    std::vector<double> ms(slots_ + 1, std::numeric_limits<double>::infinity());
+    std::vector<int64_t> tokens(slots_, 1), positions(slots_, 3);
+    padded_count_.clear();  // time each count as it is
+    for (int round = 0; round < rounds; ++round) {
+      for (int n = 1; n <= slots_; ++n) {
+        const auto start = std::chrono::steady_clock::now();
+        RETURN_IF_ERROR(Step(tokens.data(), positions.data(), n).status());
+        ms[n] = std::min(ms[n], std::chrono::duration<double, std::milli>(
+                                    std::chrono::steady_clock::now() - start)
+                                    .count());
+      }
+    }
+    padded_count_.assign(slots_ + 1, 0);
+    for (int n = 1; n <= slots_; ++n) {
+      int best = n;
+      for (int m = n + 1; m <= slots_; ++m) {
+        if (ms[m] < ms[best]) best = m;
+      }
+      padded_count_[n] = ms[best] < (1 - kPaddingGain) * ms[n] ? best : n;
+    }
+    return ms;
+  }
+
+  // Steps of each count run as steps of padded_count()[count] (identity before TunePadding).
+  const std::vector<int>& padded_count() const { return padded_count_; }
+  void PadToSlots() { padded_count_.assign(slots_ + 1, slots_); }
 
   void MoveSlot(int from, int to, int64_t length) override {
     c10::InferenceMode guard;
@@ -97,12 +144,14 @@ class TorchDecoder : public Decoder {
   at::Tensor bias_;
   at::Tensor logits_;
   std::unique_ptr<torch::jit::Method> prefill_, step_;
+  static constexpr double kPaddingGain = 0.1;
+  std::vector<int> padded_count_;  // [count] -> the count a step runs at; empty: as it is
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Decoder>> LoadTorchDecoder(const std::string& model_path, int threads,
-                                                    int slots) {
+                                                    int slots, StepPadding padding) {
   if (!std::filesystem::exists(model_path)) {
     return NotFound("model file '" + model_path + "' does not exist");
   }
@@ -131,20 +180,31 @@ StatusOr<std::unique_ptr<Decoder>> LoadTorchDecoder(const std::string& model_pat
   } catch (const std::exception& e) {
     return InvalidArgument("cannot load TorchScript model '" + model_path + "': " + e.what());
   }
-  std::unique_ptr<Decoder> decoder;
+  std::unique_ptr<TorchDecoder> decoder;
   try {
     decoder = std::make_unique<TorchDecoder>(std::move(module), shape, slots);
   } catch (const std::exception& e) {
     return Internal(std::string("cannot set up the decoder: ") + e.what());
   }
   // Warm-up: a prefill into every slot, then a step at every count, so that the graph executor
-  // has specialised before serving.
+  // has specialised before serving; then the steps are timed for padding.
+  if (padding == StepPadding::kToSlots) decoder->PadToSlots();
   std::vector<int64_t> ids = {1, 2, 3}, tokens(slots, 1), positions(slots, 3);
   for (int s = 0; s < slots; ++s) RETURN_IF_ERROR(decoder->Prefill(ids.data(), 3, s).status());
   for (int n = 1; n <= slots; ++n) {
     RETURN_IF_ERROR(decoder->Step(tokens.data(), positions.data(), n).status());
   }
-  return decoder;
+  if (padding != StepPadding::kTuned) return std::unique_ptr<Decoder>(std::move(decoder));
+  ASSIGN_OR_RETURN(std::vector<double> ms, decoder->TunePadding(/*rounds=*/2));
+  std::ostringstream padded;
+  for (int n = 1; n <= slots; ++n) {
+    const int m = decoder->padded_count()[n];
+    if (m == n) continue;
+    padded << (padded.tellp() > 0 ? ", " : "") << n << " as " << m << " (" << std::fixed
+           << std::setprecision(1) << ms[n] << " -> " << ms[m] << " ms)";
+  }
+  if (padded.tellp() > 0) PACKRAT_LOG(INFO) << "decode steps padded: " << padded.str();
+  return std::unique_ptr<Decoder>(std::move(decoder));
 }
 
 }  // namespace packrat::runtime

@@ -132,7 +132,7 @@ struct ReconfigurationConfig {
 // instance's `batch` is its number of decode slots (sequences decoded together).
 struct GenerationConfig {
   bool enabled = false;         // the model is generative (a `generation:` section)
-  std::string refill = "half";  // top-up policy: half (the paper's), step, or static
+  std::string refill = "step";  // top-up policy: step, half (the paper's), or static
   int64_t max_tokens = 256;     // the most tokens one request may ask for
   int64_t default_max_tokens = 16;
   int64_t max_prompt_tokens = 1024;  // longest prompt accepted (also bounded by the model)

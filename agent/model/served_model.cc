@@ -57,14 +57,17 @@ BatchSizeEstimator::Options EstimatorOptions(const ModelConfig& config) {
 }
 
 // Why a plan on the serving runtimes was taken instead of the optimizer's; "" if it was not.
-std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
-                           double margin) {
+std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over, double margin,
+                           bool generative) {
   if (!passed_over) return "";
   std::ostringstream note;
   note.precision(3);
   note << "; " << taken.ConfigString() << " on the serving runtimes (" << taken.latency_ms
        << " ms profiled): " << passed_over->ConfigString() << " (" << passed_over->latency_ms
-       << " ms) would start runtimes for batches at most " << margin * 100 << "% faster";
+       << " ms) would "
+       << (generative ? "change decoders (their sequences finish beside the new ones) for steps"
+                      : "start runtimes for batches")
+       << " at most " << margin * 100 << "% faster";
   return note.str();
 }
 
@@ -442,27 +445,11 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.kernel = config_.kernel;
     o.accuracy = config_.accuracy;
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
-    // Every slice's compute time against the profile's prediction for its rows, after the
-    // runtime's first slices of each size (which may run cold: a size it was not warmed up at,
-    // once a later plan runs it at another b): how much slower serving runs than the profile,
-    // which timed one instance alone. Only this runtime's completion thread calls it.
     const Profile* profile = optimizer_ ? &optimizer_->profile() : nullptr;
-    o.on_slice_computed = [this, m = options_.metrics, profile, threads = o.threads,
+    o.on_slice_computed = [this, profile, threads = o.threads,
                            seen =
                                std::make_shared<std::map<int64_t, int>>()](const SliceTiming& t) {
-      if (m) {
-        m->batch_size().Observe(static_cast<double>(t.rows));
-        m->compute_duration().Observe(std::chrono::duration<double>(t.compute).count());
-      }
-      if (profile == nullptr || (*seen)[t.rows]++ < kColdSlices) return;
-      const std::optional<double> predicted = profile->InterpolatedLatency(threads, t.rows);
-      if (!predicted || *predicted <= 0) return;
-      const double ratio = std::clamp(
-          std::chrono::duration<double, std::milli>(t.compute).count() / *predicted, 0.25, 4.0);
-      slowdowns_.Record(
-          threads, ratio,
-          std::chrono::steady_clock::now() -
-              std::chrono::duration_cast<std::chrono::steady_clock::duration>(t.compute));
+      ObserveComputed(profile, threads, t.rows, t.compute, seen.get());
     };
     o.on_death = [this](std::vector<WorkSlice> orphans, const std::string& why) {
       OnWorkerDeath(std::move(orphans), why);
@@ -505,6 +492,15 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartDecoders(
     if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
     o.on_death = [this](const std::string&) { RestartSoon(); };  // its sequences failed
+    const Profile* profile = optimizer_ ? &optimizer_->profile() : nullptr;
+    o.on_step = [this, profile,
+                 name = config_.name + "/g" + std::to_string(generation) + "." + std::to_string(i),
+                 threads = o.threads, seen = std::make_shared<std::map<int64_t, int>>()](
+                    int64_t sequences, std::chrono::nanoseconds took) {
+      PACKRAT_LOG(DEBUG) << name << ": decode step of " << sequences << " sequence(s) in "
+                         << took.count() / 1000 << " us";
+      ObserveComputed(profile, threads, sequences, took, seen.get());
+    };
     starts.push_back(std::async(std::launch::async, [o = std::move(o), this] {
       return DecodeInstance::Start(o, launcher_);
     }));
@@ -1225,10 +1221,11 @@ void ServedModel::Tick(SteadyTime now) {
       return;
     }
   }
-  const std::string reason =
-      "estimator: B " + std::to_string(active->target_rows) + " -> " + std::to_string(*decision) +
-      " (load EWMA " + std::to_string(estimator_.ewma()) + capped + ")" +
-      PassedOverNote(planned->plan, planned->passed_over, config_.reconfiguration.restart_margin);
+  const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
+                             std::to_string(*decision) + " (load EWMA " +
+                             std::to_string(estimator_.ewma()) + capped + ")" +
+                             PassedOverNote(planned->plan, planned->passed_over,
+                                            config_.reconfiguration.restart_margin, generative());
   if (Status s = Reconfigure(plan.groups, plan, reason, false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();
@@ -1256,8 +1253,13 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   PlanChoice choice{std::move(best).value(), 0, std::nullopt};
   double latency = PredictedLatencyMs(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
-  if (ResizableRuntimes() && !running.empty() && StartsRuntimes(choice.plan, serving)) {
-    // The optimizer's plan starts runtimes; the serving ones can run any b up to max_batch.
+  // A plan that starts runtimes costs their start beside the serving set; for a decoder any
+  // other thread counts cost as much, parked decoders included: the sequences decoding stay
+  // on the old decoders to their end, beside the new ones on the same CPUs.
+  const bool costly = generative() ? ThreadCounts(choice.plan.groups) != running
+                                   : StartsRuntimes(choice.plan, serving);
+  if (ResizableRuntimes() && !running.empty() && costly) {
+    // The serving runtimes can run any b up to max_batch.
     auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
     if (kept.ok()) {
       const double kept_latency = PredictedLatencyMs(*kept);
@@ -1348,7 +1350,8 @@ bool ServedModel::RelieveOverload(const InstanceSet& active, int64_t load) {
   if (busy_only)
     reason << " (more than " << max_utilization << " of it; the move starts no runtime)";
   reason << "; B " << current << " -> " << *b << " serves " << target.capacity
-         << PassedOverNote(plan, target.passed_over, config_.reconfiguration.restart_margin);
+         << PassedOverNote(plan, target.passed_over, config_.reconfiguration.restart_margin,
+                           generative());
   // Either way the next try waits for a new window.
   arrival_rate_.Restart();
   if (Status s = Reconfigure(plan.groups, plan, reason.str(), false); !s.ok()) {
@@ -1422,6 +1425,22 @@ void ServedModel::PublishInstancesLocked() {
   for (const auto& w : parked_)
     counts.push_back({w->threads, static_cast<int>(w->batch), "parked", 1});
   options_.metrics->SetInstances(counts);
+}
+
+void ServedModel::ObserveComputed(const Profile* profile, int threads, int64_t rows,
+                                  std::chrono::nanoseconds compute, std::map<int64_t, int>* seen) {
+  if (metrics::ModelMetrics* m = options_.metrics) {
+    m->batch_size().Observe(static_cast<double>(rows));
+    m->compute_duration().Observe(std::chrono::duration<double>(compute).count());
+  }
+  if (profile == nullptr || (*seen)[rows]++ < kColdSlices) return;
+  const std::optional<double> predicted = profile->InterpolatedLatency(threads, rows);
+  if (!predicted || *predicted <= 0) return;
+  const double ratio = std::clamp(
+      std::chrono::duration<double, std::milli>(compute).count() / *predicted, 0.25, 4.0);
+  slowdowns_.Record(threads, ratio,
+                    std::chrono::steady_clock::now() -
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(compute));
 }
 
 DispatchObserver ServedModel::MakeDispatchObserver() {

@@ -273,6 +273,14 @@ class ServedModel {
   // Publishes instance counts (serving "ready", old sets "draining") in the metrics. Requires mu_.
   void PublishInstancesLocked();
   DispatchObserver MakeDispatchObserver();
+  // One batch a runtime computed (a slice, or a decode step of `rows` sequences) in `compute`:
+  // into the batch-size and compute histograms and, after the runtime's first kColdSlices
+  // batches of each size (which may run cold: a size it was not warmed up at), its ratio to
+  // the profile's prediction for `threads` and `rows` into slowdowns_ (the profile timed one
+  // instance alone; `profile` null: none). `seen` counts the runtime's batches per size; only
+  // that runtime's completion thread calls this.
+  void ObserveComputed(const Profile* profile, int threads, int64_t rows,
+                       std::chrono::nanoseconds compute, std::map<int64_t, int>* seen);
 
   const ModelConfig config_;
   const ModelSignature signature_;

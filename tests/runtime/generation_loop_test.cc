@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -396,6 +397,42 @@ TEST_F(GenerationLoopTest, RealTinyGptTopUpEqualsAlone) {
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(tokens_[20 + i], alone[i]) << "sequence " << i;
     EXPECT_EQ(tokens_[20 + i].size(), static_cast<size_t>(5 + 4 * i));
+  }
+}
+
+// A step padded with filler rows (here to all four slots) computes the real rows as the
+// unpadded step does, step after step: the fillers write only free slots' caches.
+TEST(TorchDecoderTest, RealTinyGptPaddedStepsLeaveTheRealRowsAlone) {
+  auto plain_or = LoadTorchDecoder(kModels + "/tiny_gpt.pt", 1, 4, StepPadding::kNone);
+  ASSERT_TRUE(plain_or.ok()) << plain_or.status().ToString();
+  auto padded_or = LoadTorchDecoder(kModels + "/tiny_gpt.pt", 1, 4, StepPadding::kToSlots);
+  ASSERT_TRUE(padded_or.ok()) << padded_or.status().ToString();
+  Decoder& plain = **plain_or;
+  Decoder& padded = **padded_or;
+  const int64_t vocab = plain.shape().vocab;
+  const std::vector<std::vector<int64_t>> prompts = {{5, 9, 40, 7}, {1, 2}};
+  std::vector<int64_t> tokens = {3, 4}, positions;
+  for (int slot = 0; slot < 2; ++slot) {
+    const auto& p = prompts[slot];
+    ASSERT_TRUE(plain.Prefill(p.data(), static_cast<int64_t>(p.size()), slot).ok());
+    ASSERT_TRUE(padded.Prefill(p.data(), static_cast<int64_t>(p.size()), slot).ok());
+    positions.push_back(static_cast<int64_t>(p.size()));
+  }
+  for (int step = 0; step < 6; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    auto a = plain.Step(tokens.data(), positions.data(), 2);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    const std::vector<float> expected(*a, *a + 2 * vocab);
+    auto b = padded.Step(tokens.data(), positions.data(), 2);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    for (int64_t i = 0; i < 2 * vocab; ++i) {
+      ASSERT_NEAR((*b)[i], expected[i], 1e-4 * (1 + std::abs(expected[i]))) << "logit " << i;
+    }
+    for (int row = 0; row < 2; ++row) {  // greedy: the next token fed back
+      const float* r = expected.data() + row * vocab;
+      tokens[row] = std::max_element(r, r + vocab) - r;
+      ++positions[row];
+    }
   }
 }
 
