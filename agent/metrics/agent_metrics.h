@@ -82,9 +82,10 @@ class ModelMetrics {
   Histogram& request_duration() { return *request_duration_; }
   // Observe(seconds) once per request: enqueued until its batch was dispatched.
   Histogram& queue_duration() { return *queue_duration_; }
-  // Observe(seconds) once per executed batch: dispatched to an instance until its result came back.
+  // Observe(seconds) once per executed batch: dispatched to an instance until its result came
+  // back (generative models: once per decode step, the step's time).
   Histogram& compute_duration() { return *compute_duration_; }
-  // Observe(rows) once per executed batch.
+  // Observe(rows) once per executed batch (generative models: sequences per decode step).
   Histogram& batch_size() { return *batch_size_; }
   // Increment() when a request is accepted, Decrement() when it is answered.
   Gauge& inflight() { return *inflight_; }

@@ -29,7 +29,8 @@ namespace packrat {
 struct ProfilePoint {
   int threads = 0;          // ≥ 1
   int batch = 0;            // ≥ 1
-  double latency_ms = 0.0;  // mean batch latency, finite and > 0
+  double latency_ms = 0.0;  // batch latency (a decoder's: step), finite and > 0; measured:
+                            // the mean of the iterations (a decoder's: the median)
   // Optional measurement details; when present, min ≤ latency_ms ≤ max and iterations ≥ 1.
   std::optional<double> latency_min_ms;
   std::optional<double> latency_max_ms;

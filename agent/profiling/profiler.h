@@ -87,7 +87,7 @@ class Profiler {
 // Half-width of the 95% confidence interval of the mean of `ms`, relative to the mean (1 for
 // fewer than two values).
 double RelativeError(const std::vector<double>& ms);
-// "neighbours", "alone" or (decoders) "alone-padded": how `options` times its points, for the
+// "neighbours", "alone" or (decoders) "decode-steps": how `options` times its points, for the
 // profile's key.
 std::string ProfileLoad(const ProfilerOptions& options);
 // One request of `rows` synthetic rows (normal floats, zero integers) matching `inputs`.

@@ -20,6 +20,8 @@
 #include "gtest/gtest.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/profile_files.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -402,6 +404,97 @@ TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWoul
   const auto status = agent.Stop(SIGTERM);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent.Digest();
+}
+
+// A decoder profile (ms per step) where one thread per decoder is up to 5% faster at b >= 2
+// and two threads are faster at b = 1: B = 1 runs ⟨1,2,1⟩; B = 2 and B = 4 would run
+// ⟨2,1,B/2⟩ (100 and 110 ms) but ⟨1,2,B⟩ (105, 115 ms) is within the restart margin (10%).
+std::optional<double> DecoderMarginLatency(int threads, int batch) {
+  if (batch != 1 && batch != 2 && batch != 4) return std::nullopt;
+  const double by_batch = batch == 1 ? 0 : batch == 2 ? 10 : 20;
+  if (threads == 1) return 100 + by_batch;
+  if (threads == 2) return batch == 1 ? 80 : 95 + by_batch;
+  return std::nullopt;
+}
+
+TEST(GenerationIntegrationTest, AutomaticMovesKeepTheDecodersThreadsWithinTheRestartMargin) {
+  // An automatic move to other thread counts makes the decoding sequences finish on the old
+  // decoders beside the new ones, so for a generative model the restart margin holds even when
+  // the optimizer's plan needs only parked decoders (a batched model would unpark them).
+  testing::TempDir profiles("packrat-profiles");
+  const std::string config =
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "profile_dir: " +
+      profiles.path() +
+      "}\n"
+      "models:\n"
+      "  - name: gpt\n"
+      "    path: " +
+      kModels +
+      "/tiny_gpt.pt\n"
+      "    generation: {max_tokens: 100}\n"
+      "    batching: {max_batch: 4}\n"
+      "    instances: auto\n"
+      "    auto_threads: 2\n"
+      "    reconfiguration: {adaptive: false, sample_period_ms: 10, window: 50, "
+      "overload_window_ms: 200, scale_down_delay_ms: 600000}\n";
+  {
+    AgentProcess measure(PACKRAT_AGENT_PATH, config);
+    ASSERT_TRUE(measure.WaitUntilServing()) << measure.Digest();
+  }
+  ASSERT_EQ(testing::RewriteProfiles(profiles.path(), DecoderMarginLatency), 6);
+  AgentProcess agent(PACKRAT_AGENT_PATH, config);
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  ASSERT_TRUE(agent.WaitForLog("using stored profile")) << agent.Digest();
+  HttpClient management("127.0.0.1", agent.management_port());
+  // Two one-thread decoders, then B = 1 on a two-thread one: the pair is parked.
+  HttpResult r = management.Request("PUT", "/v2/models/gpt/config",
+                                    R"({"instances":[{"count":2,"threads":1,"batch":2}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = management.Request("PUT", "/v2/models/gpt/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::parser parser;
+  auto serving = [&parser](const std::string& body, const char* list) {
+    std::vector<std::pair<int64_t, int64_t>> out;  // pid, threads
+    simdjson::dom::element doc = parser.parse(body);
+    for (simdjson::dom::element w : doc[list].get_array()) {
+      out.emplace_back(int64_t(w["pid"]), int64_t(w["threads"]));
+    }
+    return out;
+  };
+  const auto one = serving(r.body, "workers");
+  ASSERT_EQ(one.size(), 1u) << r.body;
+  ASSERT_EQ(one[0].second, 2) << r.body;
+  ASSERT_EQ(serving(r.body, "parked").size(), 2u) << r.body;
+
+  // Closed-loop clients: decode steps arrive far faster than B = 1 runs them.
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      HttpClient c("127.0.0.1", agent.http_port());
+      for (int k = 0; !stop.load(); ++k) {
+        const HttpResult answer = c.Post("/v2/models/gpt/generate", Body(Prompt(i + 4 * k), 20));
+        if (answer.status != 200 || OutputIds(answer.body).size() != 20u) ++wrong;
+      }
+    });
+  }
+  // The estimator's or the overload path's move to B = 4 (through B = 2 or not).
+  const bool moved = agent.WaitForLog(
+      "on the serving runtimes (115 ms profiled): <2,1,2> (110 ms) would change decoders (their "
+      "sequences finish beside the new ones)");
+  const bool served = moved && agent.WaitForLog("serving 1×⟨t=2,b=4⟩, B=4");
+  stop = true;
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(moved && served) << agent.Digest();
+  EXPECT_EQ(wrong.load(), 0);
+  const std::string now = management.Get("/v2/models/gpt/config").body;
+  const auto four = serving(now, "workers");
+  ASSERT_EQ(four.size(), 1u) << now;
+  EXPECT_EQ(four[0].first, one[0].first) << now;  // the same decoder
+  EXPECT_EQ(serving(now, "parked").size(), 2u) << now;
+  EXPECT_EQ(agent.Log().find("unparking 2"), std::string::npos) << agent.Digest();
 }
 
 }  // namespace

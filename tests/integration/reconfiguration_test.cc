@@ -29,6 +29,7 @@
 #include "runtime/model_runner.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/profile_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace packrat {
@@ -37,6 +38,7 @@ namespace {
 using testing::AgentProcess;
 using testing::HttpClient;
 using testing::HttpResult;
+using testing::RewriteProfiles;
 
 const std::string kModels = PACKRAT_MODELS_DIR;
 constexpr char kCpusetRoot[] = "/sys/fs/cgroup/cpuset";
@@ -242,34 +244,6 @@ std::vector<std::string> CgroupsOf(pid_t pid) {
     if (name.rfind(prefix, 0) == 0 && name != prefix + "agent") out.push_back(name);
   }
   return out;
-}
-
-// Replaces the latencies of every profile the agent stored in `dir` with `latency(threads,
-// batch)`; returns the rows rewritten, or -1 if a row has no replacement.
-int RewriteProfiles(const std::string& dir,
-                    const std::function<std::optional<double>(int, int)>& latency) {
-  int rewritten = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() != ".csv") continue;
-    std::ifstream in(e.path());
-    std::string line, out;
-    std::getline(in, line);
-    out = line + "\n";
-    while (std::getline(in, line)) {
-      int threads = 0, batch = 0;
-      char comma;
-      std::istringstream fields(line);
-      fields >> threads >> comma >> batch;
-      const std::optional<double> l = latency(threads, batch);
-      if (!l) return -1;
-      const std::string ms = std::to_string(*l);
-      out += std::to_string(threads) + "," + std::to_string(batch) + "," + ms + "," + ms + "," +
-             ms + ",5\n";
-      ++rewritten;
-    }
-    std::ofstream(e.path()) << out;
-  }
-  return rewritten;
 }
 
 // Slow latencies (ms) for a one-thread profile: 10, 10, 13.3 and 20 rows/s at b = 1, 2, 4, 8,
