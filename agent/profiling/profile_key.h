@@ -16,7 +16,8 @@ struct ProfileKey {
   int usable_cores = 0;         // this process's affinity mask
   std::string libtorch;         // `packrat-runtime --version`
   std::string kernel = "fp32";  // kernel settings (precision, layout) the runtime runs with
-  std::string load = "alone";   // ProfileLoad(): "neighbours", "alone" or "decode-steps"
+  std::string load =
+      "alone";  // ProfileLoad(): "neighbours", "alone" or "decode-steps[-neighbours]"
 
   // One line, stable: "model=… cpu=… cores=… libtorch=… kernel=… load=…".
   std::string ToString() const;

@@ -189,10 +189,18 @@ class DecodeMeter : public PointMeter {
     std::vector<std::pair<int64_t, double>> seen;  // sequences in the step, ms; guarded by mu
   };
 
+  // `neighbours` (may be empty) decode b sequences of their own during each round.
   DecodeMeter(const ProfilerOptions& options, std::shared_ptr<Steps> steps,
-              std::unique_ptr<DecodeInstance> decoder)
-      : options_(options), steps_(std::move(steps)), decoder_(std::move(decoder)) {}
-  ~DecodeMeter() override { decoder_->Stop(std::chrono::seconds(10)); }
+              std::unique_ptr<DecodeInstance> decoder,
+              std::vector<std::unique_ptr<DecodeInstance>> neighbours)
+      : options_(options),
+        steps_(std::move(steps)),
+        decoder_(std::move(decoder)),
+        neighbours_(std::move(neighbours)) {}
+  ~DecodeMeter() override {
+    decoder_->Stop(std::chrono::seconds(10));
+    for (auto& n : neighbours_) n->Stop(std::chrono::seconds(10));
+  }
 
   // The b sequences are submitted one by one and join the running decode at step boundaries:
   // on a busy machine the first ones can finish before the last one joins, leaving no step
@@ -223,23 +231,29 @@ class DecodeMeter : public PointMeter {
     std::condition_variable cv;
     int ended = 0;
     Status failed;
-    for (int k = 0; k < b; ++k) {
-      auto request = std::make_shared<GenerateRequest>();
-      request->prompt = {1, 2, 3, 4, 5, 6, 7, 8};
-      request->params.max_tokens = static_cast<uint32_t>(timed + 3);
-      request->params.top_k = 1;
-      request->params.temperature = 1;
-      request->on_done = [&](const Status& s) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!s.ok() && failed.ok()) failed = s;
-        ++ended;
-        cv.notify_all();
-      };
-      decoder_->Submit(std::move(request));
-    }
+    auto submit = [&](DecodeInstance* decoder, int tokens) {
+      for (int k = 0; k < b; ++k) {
+        auto request = std::make_shared<GenerateRequest>();
+        request->prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+        request->params.max_tokens = static_cast<uint32_t>(tokens);
+        request->params.top_k = 1;
+        request->params.temperature = 1;
+        request->on_done = [&](const Status& s) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!s.ok() && failed.ok()) failed = s;
+          ++ended;
+          cv.notify_all();
+        };
+        decoder->Submit(std::move(request));
+      }
+    };
+    // The neighbours' sequences first and longer, so that they decode through every timed step.
+    for (auto& n : neighbours_) submit(n.get(), 2 * timed + 6);
+    submit(decoder_.get(), timed + 3);
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return ended == b; });
+      const int all = b * static_cast<int>(1 + neighbours_.size());
+      cv.wait(lock, [&] { return ended == all; });
       RETURN_IF_ERROR(failed);
     }
     std::vector<double> ms;
@@ -263,6 +277,7 @@ class DecodeMeter : public PointMeter {
   const ProfilerOptions& options_;
   std::shared_ptr<Steps> steps_;
   std::unique_ptr<DecodeInstance> decoder_;
+  std::vector<std::unique_ptr<DecodeInstance>> neighbours_;
 };
 
 }  // namespace
@@ -282,25 +297,59 @@ Profiler::Profiler(ProfilerOptions options, ProcessLauncher* launcher)
 
 StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_batch) {
   const std::vector<int> cores(options_.cores.begin(), options_.cores.begin() + threads);
+  const int slices =
+      options_.neighbours ? std::max(1, static_cast<int>(options_.cores.size()) / threads) : 1;
   if (options_.model.generation.enabled) {
+    // The measured decoder on the first `threads` cores; neighbour j on the j-th next slice.
     auto steps = std::make_shared<DecodeMeter::Steps>();
-    DecodeInstanceOptions o;
-    o.model_name = options_.model.name + "-profile";
-    o.index = threads;
-    o.runtime_path = options_.runtime_path;
-    o.model_path = options_.model.path;
-    o.threads = threads;
-    o.slots = max_batch;
-    o.refill = "step";
-    o.max_prompt_tokens = 64;
-    o.cores = cores;
-    o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
-    o.on_step = [steps](int64_t n, std::chrono::nanoseconds took) {
-      std::lock_guard<std::mutex> lock(steps->mu);
-      steps->seen.emplace_back(n, std::chrono::duration<double, std::milli>(took).count());
+    auto start = [&](int slice) {
+      DecodeInstanceOptions o;
+      o.model_name = options_.model.name + (slice == 0 ? "-profile" : "-neighbour");
+      o.index = slice == 0 ? threads : threads * 1000 + slice;
+      o.runtime_path = options_.runtime_path;
+      o.model_path = options_.model.path;
+      o.threads = threads;
+      o.slots = max_batch;
+      o.refill = "step";
+      o.max_prompt_tokens = 64;
+      o.cores.assign(options_.cores.begin() + slice * threads,
+                     options_.cores.begin() + (slice + 1) * threads);
+      o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
+      if (slice == 0) {
+        o.on_step = [steps](int64_t n, std::chrono::nanoseconds took) {
+          std::lock_guard<std::mutex> lock(steps->mu);
+          steps->seen.emplace_back(n, std::chrono::duration<double, std::milli>(took).count());
+        };
+      }
+      return DecodeInstance::Start(o, launcher_);
     };
-    ASSIGN_OR_RETURN(std::unique_ptr<DecodeInstance> decoder, DecodeInstance::Start(o, launcher_));
-    return std::unique_ptr<PointMeter>(new DecodeMeter(options_, steps, std::move(decoder)));
+    std::vector<std::future<StatusOr<std::unique_ptr<DecodeInstance>>>> starts;
+    for (int slice = 0; slice < slices; ++slice) {
+      starts.push_back(std::async(std::launch::async, start, slice));
+    }
+    std::vector<std::unique_ptr<DecodeInstance>> started;
+    Status failed;
+    for (auto& f : starts) {
+      StatusOr<std::unique_ptr<DecodeInstance>> one = f.get();
+      if (one.ok()) {
+        started.push_back(std::move(*one));
+      } else if (failed.ok()) {
+        failed = one.status();
+      }
+    }
+    if (!failed.ok()) {
+      for (auto& d : started) d->Stop(std::chrono::seconds(10));
+      return failed;
+    }
+    if (slices > 1) {
+      PACKRAT_LOG(INFO) << "profiling '" << options_.model.name << "' at t=" << threads
+                        << " next to " << slices - 1 << " decoding neighbour(s) of " << threads
+                        << " thread(s)";
+    }
+    std::unique_ptr<DecodeInstance> measured = std::move(started.front());
+    started.erase(started.begin());
+    return std::unique_ptr<PointMeter>(
+        new DecodeMeter(options_, steps, std::move(measured), std::move(started)));
   }
   // The measured runtime on the first `threads` cores; neighbour j on the j-th next slice.
   auto start = [&](int slice) {
@@ -323,8 +372,6 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
     o.slots = 1;
     return RuntimeInstance::Start(o, launcher_);
   };
-  const int slices =
-      options_.neighbours ? std::max(1, static_cast<int>(options_.cores.size()) / threads) : 1;
   std::vector<std::future<StatusOr<std::unique_ptr<RuntimeInstance>>>> starts;
   for (int slice = 0; slice < slices; ++slice) {
     starts.push_back(std::async(std::launch::async, start, slice));
@@ -356,7 +403,9 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
 std::string ProfileLoad(const ProfilerOptions& options) {
   // A decoder's steps run padded to faster counts (runtime/decoder.h) and its points are
   // medians: profiles timed before either are not reused.
-  if (options.model.generation.enabled) return "decode-steps";
+  if (options.model.generation.enabled) {
+    return options.neighbours ? "decode-steps-neighbours" : "decode-steps";
+  }
   return options.neighbours ? "neighbours" : "alone";
 }
 

@@ -13,9 +13,12 @@
 // The paper times each instance alone. Thin instances are served side by side, though, and share
 // the memory bandwidth and last-level cache: on our 2-core machine two 1-thread instances ran
 // each batch ~10% slower than one did alone, enough to make the optimizer pick two thin
-// instances where the fat one was faster. So by default (`neighbours`) a batch model's ⟨t,b⟩ is
+// instances where the fat one was faster. So by default (`neighbours`) a model's ⟨t,b⟩ is
 // timed with ⌊cores/t⌋−1 more runtimes of t threads on the following cores, each running
-// batches of b back to back: the load the plan ⟨⌊cores/t⌋,t,b⟩ puts on the machine.
+// batches of b back to back (a decoder's: decoding b sequences through every timed step): the
+// load the plan ⟨⌊cores/t⌋,t,b⟩ puts on the machine. Decode steps are bound by memory
+// bandwidth, so alone they flattered thin decoders more: GPT-2-like ⟨2,1,8⟩ profiled 94 ms
+// a step alone and was 0.86× fat at B = 16 side by side.
 //
 // Thread-safety: one Run() at a time. Blocking: Run() takes as long as the measurements.
 #pragma once
@@ -40,8 +43,7 @@ struct ProfilerOptions {
   std::vector<int> threads;  // thread counts to profile
   std::vector<int> batches;  // batch sizes to profile
   std::vector<int> cores;    // usable cores; an instance of t threads gets the first t
-  // Time batch models next to busy neighbours (see above); false: alone, as in the paper.
-  // Generative models are always timed alone.
+  // Time points next to busy neighbours (see above); false: alone, as in the paper.
   bool neighbours = true;
   double target_rel_error = 0.02;
   int warmup_iterations = 3;
@@ -87,8 +89,8 @@ class Profiler {
 // Half-width of the 95% confidence interval of the mean of `ms`, relative to the mean (1 for
 // fewer than two values).
 double RelativeError(const std::vector<double>& ms);
-// "neighbours", "alone" or (decoders) "decode-steps": how `options` times its points, for the
-// profile's key.
+// "neighbours", "alone", or (decoders) "decode-steps-neighbours" or "decode-steps": how `options`
+// times its points, for the profile's key.
 std::string ProfileLoad(const ProfilerOptions& options);
 // One request of `rows` synthetic rows (normal floats, zero integers) matching `inputs`.
 StatusOr<DecodedRequest> SyntheticRequest(const std::vector<TensorSpec>& inputs, int rows);

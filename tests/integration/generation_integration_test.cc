@@ -322,6 +322,9 @@ TEST(GenerationIntegrationTest, AutoInstancesProfileDecodeStepsAndServeThePlan) 
   // The stored profile has a decode-step latency for every ⟨t, b⟩.
   const std::string log = agent.Log();
   EXPECT_NE(log.find("profiling 6 point(s)"), std::string::npos) << log;
+  // One-thread steps are timed beside a decoder on the other core, as thin plans serve them.
+  EXPECT_NE(log.find("at t=1 next to 1 decoding neighbour(s) of 1 thread(s)"), std::string::npos)
+      << log;
   HttpClient client("127.0.0.1", agent.http_port());
   EXPECT_EQ(OutputIds(client.Post("/v2/models/gpt/generate", Body({3, 4}, 9)).body).size(), 9u);
 }
