@@ -280,6 +280,31 @@ class DecodeMeter : public PointMeter {
   std::vector<std::unique_ptr<DecodeInstance>> neighbours_;
 };
 
+// Runs start(slice) for slices 0..slices-1 in parallel: all the instances in slice order, or
+// the first error once those that started are stopped again. Blocks until every start ends.
+template <typename Instance, typename Start>
+StatusOr<std::vector<std::unique_ptr<Instance>>> StartSlices(int slices, const Start& start) {
+  std::vector<std::future<StatusOr<std::unique_ptr<Instance>>>> starts;
+  for (int slice = 0; slice < slices; ++slice) {
+    starts.push_back(std::async(std::launch::async, start, slice));
+  }
+  std::vector<std::unique_ptr<Instance>> started;
+  Status failed;
+  for (auto& f : starts) {
+    StatusOr<std::unique_ptr<Instance>> one = f.get();
+    if (one.ok()) {
+      started.push_back(std::move(*one));
+    } else if (failed.ok()) {
+      failed = one.status();
+    }
+  }
+  if (!failed.ok()) {
+    for (auto& instance : started) instance->Stop(std::chrono::seconds(10));
+    return failed;
+  }
+  return started;
+}
+
 }  // namespace
 
 double RelativeError(const std::vector<double>& ms) {
@@ -323,24 +348,8 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
       }
       return DecodeInstance::Start(o, launcher_);
     };
-    std::vector<std::future<StatusOr<std::unique_ptr<DecodeInstance>>>> starts;
-    for (int slice = 0; slice < slices; ++slice) {
-      starts.push_back(std::async(std::launch::async, start, slice));
-    }
-    std::vector<std::unique_ptr<DecodeInstance>> started;
-    Status failed;
-    for (auto& f : starts) {
-      StatusOr<std::unique_ptr<DecodeInstance>> one = f.get();
-      if (one.ok()) {
-        started.push_back(std::move(*one));
-      } else if (failed.ok()) {
-        failed = one.status();
-      }
-    }
-    if (!failed.ok()) {
-      for (auto& d : started) d->Stop(std::chrono::seconds(10));
-      return failed;
-    }
+    ASSIGN_OR_RETURN(std::vector<std::unique_ptr<DecodeInstance>> started,
+                     StartSlices<DecodeInstance>(slices, start));
     if (slices > 1) {
       PACKRAT_LOG(INFO) << "profiling '" << options_.model.name << "' at t=" << threads
                         << " next to " << slices - 1 << " decoding neighbour(s) of " << threads
@@ -372,24 +381,8 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
     o.slots = 1;
     return RuntimeInstance::Start(o, launcher_);
   };
-  std::vector<std::future<StatusOr<std::unique_ptr<RuntimeInstance>>>> starts;
-  for (int slice = 0; slice < slices; ++slice) {
-    starts.push_back(std::async(std::launch::async, start, slice));
-  }
-  std::vector<std::unique_ptr<RuntimeInstance>> started;
-  Status failed;
-  for (auto& f : starts) {
-    StatusOr<std::unique_ptr<RuntimeInstance>> one = f.get();
-    if (one.ok()) {
-      started.push_back(std::move(*one));
-    } else if (failed.ok()) {
-      failed = one.status();
-    }
-  }
-  if (!failed.ok()) {
-    for (auto& r : started) r->Stop(std::chrono::seconds(10));
-    return failed;
-  }
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<RuntimeInstance>> started,
+                   StartSlices<RuntimeInstance>(slices, start));
   if (slices > 1) {
     PACKRAT_LOG(INFO) << "profiling '" << options_.model.name << "' at t=" << threads << " next to "
                       << slices - 1 << " busy neighbour(s) of " << threads << " thread(s)";
