@@ -280,6 +280,21 @@ class DecodeMeter : public PointMeter {
   std::vector<std::unique_ptr<DecodeInstance>> neighbours_;
 };
 
+// The options every profiling instance of `threads` threads on slice `slice` shares with the
+// others (a RuntimeInstanceOptions or a DecodeInstanceOptions): slice 0 is the measured one,
+// slice j the neighbour on the j-th next `threads` cores.
+template <typename InstanceOptions>
+void SetSlice(const ProfilerOptions& options, int threads, int slice, InstanceOptions* o) {
+  o->model_name = options.model.name + (slice == 0 ? "-profile" : "-neighbour");
+  o->index = slice == 0 ? threads : threads * 1000 + slice;
+  o->runtime_path = options.runtime_path;
+  o->model_path = options.model.path;
+  o->threads = threads;
+  o->cores.assign(options.cores.begin() + slice * threads,
+                  options.cores.begin() + (slice + 1) * threads);
+  o->startup_timeout = std::chrono::seconds(options.model.startup_timeout_s);
+}
+
 // Runs start(slice) for slices 0..slices-1 in parallel: all the instances in slice order, or
 // the first error once those that started are stopped again. Blocks until every start ends.
 template <typename Instance, typename Start>
@@ -321,7 +336,6 @@ Profiler::Profiler(ProfilerOptions options, ProcessLauncher* launcher)
     : options_(std::move(options)), launcher_(launcher) {}
 
 StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_batch) {
-  const std::vector<int> cores(options_.cores.begin(), options_.cores.begin() + threads);
   const int slices =
       options_.neighbours ? std::max(1, static_cast<int>(options_.cores.size()) / threads) : 1;
   if (options_.model.generation.enabled) {
@@ -329,17 +343,10 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
     auto steps = std::make_shared<DecodeMeter::Steps>();
     auto start = [&](int slice) {
       DecodeInstanceOptions o;
-      o.model_name = options_.model.name + (slice == 0 ? "-profile" : "-neighbour");
-      o.index = slice == 0 ? threads : threads * 1000 + slice;
-      o.runtime_path = options_.runtime_path;
-      o.model_path = options_.model.path;
-      o.threads = threads;
+      SetSlice(options_, threads, slice, &o);
       o.slots = max_batch;
       o.refill = "step";
       o.max_prompt_tokens = 64;
-      o.cores.assign(options_.cores.begin() + slice * threads,
-                     options_.cores.begin() + (slice + 1) * threads);
-      o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
       if (slice == 0) {
         o.on_step = [steps](int64_t n, std::chrono::nanoseconds took) {
           std::lock_guard<std::mutex> lock(steps->mu);
@@ -363,21 +370,14 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
   // The measured runtime on the first `threads` cores; neighbour j on the j-th next slice.
   auto start = [&](int slice) {
     RuntimeInstanceOptions o;
-    o.model_name = options_.model.name + (slice == 0 ? "-profile" : "-neighbour");
-    o.index = slice == 0 ? threads : threads * 1000 + slice;
-    o.runtime_path = options_.runtime_path;
-    o.model_path = options_.model.path;
-    o.threads = threads;
+    SetSlice(options_, threads, slice, &o);
     o.batch = max_batch;
-    o.cores.assign(options_.cores.begin() + slice * threads,
-                   options_.cores.begin() + (slice + 1) * threads);
     o.inputs = options_.model.inputs;
     o.outputs = options_.model.outputs;
     o.warmup_iterations = 1;
     o.kernel = options_.model.kernel;
     o.accuracy = options_.model.accuracy;
     o.accuracy.samples = 0;  // the guard runs when serving; profiling measures speed only
-    o.startup_timeout = std::chrono::seconds(options_.model.startup_timeout_s);
     o.slots = 1;
     return RuntimeInstance::Start(o, launcher_);
   };
