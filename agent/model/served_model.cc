@@ -1142,66 +1142,77 @@ void ServedModel::Tick(SteadyTime now) {
                       << "); the estimator starts afresh";
     return;
   }
+  const std::optional<SteadyTime> due = estimator_.next_decision_time();
+  const bool at_grid = due && now >= *due && estimator_.Smoothed(active->target_rows).has_value();
   std::optional<int64_t> decision = estimator_.Decide(now, active->target_rows);
-  if (!decision || !adaptive || !optimizer_) return;
+  if (!at_grid || !adaptive || !optimizer_) return;
   const int64_t period = config_.reconfiguration.sample_period_ms;
   const auto window =
       std::chrono::milliseconds(std::max<int64_t>(1, config_.reconfiguration.window - 1) * period);
   // Plans are judged against the latency limit at the rate arriving now.
   const std::optional<double> arriving = arrival_rate_.Over(window);
+  // Where the estimator keeps B, the plan for B may still change with the rate.
+  if (!decision || !FollowEstimate(*active, *decision, arriving, window, now)) {
+    ReplanAtRate(*active, arriving);
+  }
+}
+
+bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
+                                 std::optional<double> arriving, std::chrono::milliseconds window,
+                                 SteadyTime now) {
   std::string capped;  // a note for the log where the step up stops short of the estimate
-  if (*decision > active->target_rows && !generative()) {
+  if (decision > active.target_rows && !generative()) {
     // A generative model's idle decode slots cost nothing; a batch model's larger batch costs
     // every row a longer wait, worth it only while it serves more rows per second.
     std::map<int64_t, std::optional<double>> capacities;
     const std::optional<int64_t> step =
-        StepUpBatch(active->target_rows, *decision, [&](int64_t b) -> std::optional<double> {
-          auto planned = PlanWithCapacity(b, *active, arriving);
+        StepUpBatch(active.target_rows, decision, [&](int64_t b) -> std::optional<double> {
+          auto planned = PlanWithCapacity(b, active, arriving);
           return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
         });
     auto rows_per_s = [&](int64_t b) {
       return capacities[b] ? std::to_string(*capacities[b]) : std::string("?");
     };
     if (!step) {
-      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
-                        << " (" << rows_per_s(active->target_rows)
-                        << " rows/s): up to the estimate B=" << *decision << " no plan serves "
-                        << std::lround((kBatchForRateMinGain - 1) * 100)
-                        << "% more (B=" << *decision << ": " << rows_per_s(*decision) << " rows/s)";
-      return;
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
+                        << " (" << rows_per_s(active.target_rows)
+                        << " rows/s): up to the estimate B=" << decision << " no plan serves "
+                        << std::lround((kBatchForRateMinGain - 1) * 100) << "% more (B=" << decision
+                        << ": " << rows_per_s(decision) << " rows/s)";
+      return false;
     }
-    if (*step != *decision) {
-      capped = "; the estimate " + std::to_string(*decision) + " would serve " +
-               rows_per_s(*decision) + " rows/s, " + std::to_string(*step) + " serves " +
+    if (*step != decision) {
+      capped = "; the estimate " + std::to_string(decision) + " would serve " +
+               rows_per_s(decision) + " rows/s, " + std::to_string(*step) + " serves " +
                rows_per_s(*step);
-      decision = step;
+      decision = *step;
     }
   }
-  auto planned = PlanWithCapacity(*decision, *active, arriving);
+  auto planned = PlanWithCapacity(decision, active, arriving);
   if (!planned) {
-    PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << *decision;
-    return;
+    PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << decision;
+    return false;
   }
   const Plan& plan = planned->plan;
-  if (generative() && *decision < active->target_rows &&
-      ThreadCounts(plan.groups) == ThreadCounts(active->groups)) {
+  if (generative() && decision < active.target_rows &&
+      ThreadCounts(plan.groups) == ThreadCounts(active.groups)) {
     // A decode step runs the active sequences only (the runtime compacts them into the first
     // slots), so the serving instances run a smaller B as fast as the plan for it would; the
     // switch would only change how sequences are shared between them.
-    PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
-                      << ": the plan for B=" << *decision
+    PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
+                      << ": the plan for B=" << decision
                       << " has the same thread counts, and idle decode slots cost nothing";
-    return;
+    return false;
   }
-  if (*decision < active->target_rows && last_overload_move_ &&
+  if (decision < active.target_rows && last_overload_move_ &&
       now - *last_overload_move_ <
           std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms)) {
-    PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
+    PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
                       << ": the overload move to it was less than "
                       << config_.reconfiguration.scale_down_delay_ms << " ms ago";
-    return;
+    return false;
   }
-  if (*decision < active->target_rows) {
+  if (decision < active.target_rows) {
     // Fewer rows in the system may only mean that the serving plan keeps up: a smaller B is
     // taken only if its plan would too, at the peak rate of any overload window within the
     // last scale_down_delay_ms (or the estimator's window, if longer): a mean near the smaller
@@ -1215,14 +1226,14 @@ void ServedModel::Tick(SteadyTime now) {
     const double rate = arrival_rate_.PeakOver(peak_window, span).value_or(arriving.value_or(0));
     const double capacity = planned->capacity;
     if (rate > config_.reconfiguration.max_utilization * capacity) {
-      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active->target_rows
-                        << ": the plan for B=" << *decision << " serves " << capacity
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
+                        << ": the plan for B=" << decision << " serves " << capacity
                         << " rows/s, too few for the peak of " << rate << " rows/s arriving";
-      return;
+      return false;
     }
   }
-  const std::string reason = "estimator: B " + std::to_string(active->target_rows) + " -> " +
-                             std::to_string(*decision) + " (load EWMA " +
+  const std::string reason = "estimator: B " + std::to_string(active.target_rows) + " -> " +
+                             std::to_string(decision) + " (load EWMA " +
                              std::to_string(estimator_.ewma()) + capped + ")" +
                              PassedOverNote(planned->plan, planned->passed_over,
                                             config_.reconfiguration.restart_margin, generative());
@@ -1230,6 +1241,7 @@ void ServedModel::Tick(SteadyTime now) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();
   }
+  return true;
 }
 
 double ServedModel::Slowdown(int threads) const { return slowdowns_.Get(threads); }
@@ -1245,13 +1257,30 @@ double ServedModel::PredictedLatencyMs(const Plan& plan) const {
                          [this](int threads) { return Slowdown(threads); });
 }
 
+double ServedModel::LoadedPlanLatencyMs(const Plan& plan, double rate) const {
+  return LoadedLatencyMs(plan, optimizer_->profile(), rate,
+                         [this](int threads) { return Slowdown(threads); });
+}
+
 std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
     int64_t b, const InstanceSet& serving, std::optional<double> rate) const {
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
   auto best = optimizer_->Solve(threads, static_cast<int>(b));
   if (!best.ok()) return std::nullopt;
   PlanChoice choice{std::move(best).value(), 0, std::nullopt};
-  double latency = PredictedLatencyMs(choice.plan);
+  // A batch model's plans are compared at the batches the rate cuts, where it is known.
+  const bool at_rate = rate.has_value() && !generative();
+  if (at_rate) {
+    if (auto faster = FasterAtRate(*optimizer_, threads, static_cast<int>(b), choice.plan, *rate,
+                                   config_.reconfiguration.max_utilization,
+                                   [this](int t) { return Slowdown(t); })) {
+      choice.plan = *std::move(faster);
+    }
+  }
+  const auto objective = [&](const Plan& plan) {
+    return at_rate ? LoadedPlanLatencyMs(plan, *rate) : PredictedLatencyMs(plan);
+  };
+  double latency = objective(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
   // A plan that starts runtimes costs their start beside the serving set; for a decoder any
   // other thread counts cost as much, parked decoders included: the sequences decoding stay
@@ -1261,22 +1290,40 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   if (ResizableRuntimes() && !running.empty() && costly) {
     // The serving runtimes can run any b up to max_batch.
     auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
-    if (kept.ok()) {
-      const double kept_latency = PredictedLatencyMs(*kept);
-      if (kept_latency <= (1 + config_.reconfiguration.restart_margin) * latency) {
-        choice.passed_over = std::move(choice.plan);
-        choice.plan = std::move(kept).value();
-        latency = kept_latency;
-      }
+    if (kept.ok() && objective(*kept) <= (1 + config_.reconfiguration.restart_margin) * latency) {
+      choice.passed_over = std::move(choice.plan);
+      choice.plan = std::move(kept).value();
     }
   }
-  const double limited = rate ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
-                                                [this](int threads) { return Slowdown(threads); })
-                              : latency;
-  if (TooSlow(limited)) return std::nullopt;
-  choice.capacity = latency > 0 ? static_cast<double>(b) * 1e3 / latency
-                                : std::numeric_limits<double>::infinity();
+  if (TooSlow(rate ? LoadedPlanLatencyMs(choice.plan, *rate) : PredictedLatencyMs(choice.plan))) {
+    return std::nullopt;
+  }
+  const double full = PredictedLatencyMs(choice.plan);
+  choice.capacity =
+      full > 0 ? static_cast<double>(b) * 1e3 / full : std::numeric_limits<double>::infinity();
   return choice;
+}
+
+void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> arriving) {
+  if (!arriving || *arriving <= 0 || generative()) return;
+  const auto planned = PlanWithCapacity(active.target_rows, active, arriving);
+  if (!planned || planned->plan.groups == active.groups) return;
+  Plan serving;
+  serving.batch = static_cast<int>(active.target_rows);
+  serving.groups = active.groups;
+  if (active.plan) serving.latency_ms = active.plan->latency_ms;  // for unprofiled groups
+  const double serving_ms = LoadedPlanLatencyMs(serving, *arriving);
+  const double next_ms = LoadedPlanLatencyMs(planned->plan, *arriving);
+  if ((1 + config_.reconfiguration.restart_margin) * next_ms >= serving_ms) return;
+  std::ostringstream reason;
+  reason.precision(3);
+  reason << "at " << *arriving << " rows/s the batches of B=" << active.target_rows
+         << " (fewer rows than B below capacity) run in " << next_ms << " ms on this plan, "
+         << serving_ms << " ms on the serving one";
+  if (Status s = Reconfigure(planned->plan.groups, planned->plan, reason.str(), false); !s.ok()) {
+    PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
+                       << "set keeps serving: " << s.message();
+  }
 }
 
 bool ServedModel::StartsRuntimes(const Plan& plan, const InstanceSet& serving) const {

@@ -223,6 +223,13 @@ class ServedModel {
   // A plan's batch latency: its slowest group's profiled latency at that thread count's
   // Slowdown(). Needs optimizer_.
   double PredictedLatencyMs(const Plan& plan) const;
+  // The latency of the batches `plan` runs at `rate` rows/s (LoadedLatencyMs) at the measured
+  // slowdowns; full batches at or beyond its capacity. Needs optimizer_.
+  double LoadedPlanLatencyMs(const Plan& plan, double rate) const;
+  // At an estimator decision that keeps B: moves to the plan for B that runs the batches of the
+  // rows arriving (`arriving`, rows/s) faster than the serving set by more than
+  // restart_margin (FasterAtRate, within PlanWithCapacity's restart margin). Control thread.
+  void ReplanAtRate(const InstanceSet& active, std::optional<double> arriving);
   // The most rows a slice to a new runtime started for `batch` may carry; for a decoder, its
   // decode slots.
   int64_t SliceCapacity(int64_t batch) const;
@@ -237,6 +244,12 @@ class ServedModel {
   void Post(std::function<void()> job);
   // Samples the load for the estimator and acts on its decision. Control thread only.
   void Tick(SteadyTime now);
+  // Moves to the estimator's `decision` for B where its plan is worth it (a step up that serves
+  // more rows/s; a step down whose plan keeps up with the peak rate; not within
+  // scale_down_delay_ms of an overload move), at the rate `arriving` over `window`. Returns
+  // false where it keeps B, true where it reconfigured (or tried to). Control thread only.
+  bool FollowEstimate(const InstanceSet& active, int64_t decision, std::optional<double> arriving,
+                      std::chrono::milliseconds window, SteadyTime now);
   // How much slower instances of `threads` threads serve than the profile predicts (>= 1;
   // SlowdownTracker). Any thread.
   double Slowdown(int threads) const;
@@ -249,11 +262,14 @@ class ServedModel {
     // predicted batches at most reconfiguration.restart_margin faster.
     std::optional<Plan> passed_over;
   };
-  // The optimizer's plan for B = `b`; with ResizableRuntimes(), the best plan on the runtimes of
-  // `serving` instead where the optimizer's needs new runtimes and is not faster by more than
-  // restart_margin. Nullopt where the optimizer has no plan, or its predicted latency is
-  // TooSlow(): with `rate` (rows/s arriving), the latency of the batches it would run at that
-  // rate (loaded_latency.h, at the measured slowdowns), else of full ones. Control thread only.
+  // The optimizer's plan for B = `b` or, for a batch model with `rate` (rows/s arriving), the
+  // one that runs the batches of that rate faster (FasterAtRate, at max_utilization); with
+  // ResizableRuntimes(), the best plan on the runtimes of `serving` instead where that one needs
+  // new runtimes and is not faster by more than restart_margin (at `rate`'s batches where the
+  // choice was made at it). Nullopt where the optimizer has no plan, or its predicted latency is
+  // TooSlow(): with `rate`, the latency of the batches it would run at that rate (loaded_latency.h,
+  // at the measured slowdowns), else of full ones. `capacity` is always at full batches. Control
+  // thread only.
   std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving,
                                              std::optional<double> rate) const;
   // Whether serving `plan` after `serving` starts runtimes: with ResizableRuntimes(), whether its

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace packrat {
 
@@ -30,6 +32,28 @@ double LoadedLatencyMs(const Plan& plan, const Profile& profile, double rate,
     return latency;
   };
   return latency_ms(LoadedBatchRows(rate, b, latency_ms));
+}
+
+std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int batch,
+                                 const Plan& best, double rate, double max_utilization,
+                                 const std::function<double(int threads)>& slowdown) {
+  const Profile& profile = optimizer.profile();
+  std::optional<Plan> faster;
+  double fastest = LoadedLatencyMs(best, profile, rate, slowdown);
+  for (int t = threads; t >= 1; --t) {
+    const int count = threads / t;
+    if (t != threads / count) continue;  // ⌊threads/count⌋ is another t: one candidate each
+    auto plan = optimizer.SolveOnInstances(std::vector<int>(count, t), batch);
+    if (!plan.ok() || plan->groups == best.groups) continue;
+    const double full =
+        LoadedLatencyMs(*plan, profile, std::numeric_limits<double>::infinity(), slowdown);
+    if (full <= 0 || rate > max_utilization * batch * 1e3 / full) continue;
+    if (const double loaded = LoadedLatencyMs(*plan, profile, rate, slowdown); loaded < fastest) {
+      fastest = loaded;
+      faster = *std::move(plan);
+    }
+  }
+  return faster;
 }
 
 }  // namespace packrat

@@ -1,5 +1,6 @@
 #include "agent/planning/loaded_latency.h"
 
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -71,6 +72,56 @@ TEST(LoadedLatencyTest, AGroupWithoutProfiledPointsCountsAtThePlansLatency) {
   Plan plan = TwoThinInstances();
   plan.groups = {InstanceGroup{1, 2, 8}};  // nothing at 2 threads in the profile
   EXPECT_DOUBLE_EQ(LoadedLatencyMs(plan, OneThreadProfile(), 0.1, [](int) { return 1.0; }), 603);
+}
+
+// ResNet-50 on the 2-vCPU bench machine (bench/results/peers/profiles, rounded).
+Profile TwoCoreResNetProfile() {
+  Profile profile;
+  for (const auto& [threads, batch, ms] :
+       std::vector<std::tuple<int, int, double>>{{1, 1, 159.4},
+                                                 {1, 2, 319.1},
+                                                 {1, 4, 591.8},
+                                                 {1, 8, 1214.3},
+                                                 {2, 1, 82.2},
+                                                 {2, 2, 144.8},
+                                                 {2, 4, 292.4},
+                                                 {2, 8, 602.9}}) {
+    ProfilePoint p;
+    p.threads = threads;
+    p.batch = batch;
+    p.latency_ms = ms;
+    EXPECT_TRUE(profile.Add(p).ok());
+  }
+  return profile;
+}
+
+TEST(LoadedLatencyTest, BelowCapacityAnotherPlanForBMayRunThePartialBatchesFaster) {
+  const Optimizer optimizer(TwoCoreResNetProfile());
+  const auto none = [](int) { return 1.0; };
+  auto best = optimizer.Solve(2, 8);
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->groups, (std::vector<InstanceGroup>{{2, 1, 4}}));  // 591.8 ms full
+  // 10 rows/s: ⟨2,1,4⟩ cuts batches of 5 rows, 3 on one thread (455.5 ms); the fat instance
+  // cuts batches of 3 (218.6 ms), and serves 10 rows/s at 75% of its 13.3 rows/s.
+  EXPECT_NEAR(LoadedLatencyMs(*best, optimizer.profile(), 10, none), 455.45, 1e-9);
+  auto faster = FasterAtRate(optimizer, 2, 8, *best, 10, 0.8, none);
+  ASSERT_TRUE(faster.has_value());
+  EXPECT_EQ(faster->groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
+  EXPECT_NEAR(LoadedLatencyMs(*faster, optimizer.profile(), 10, none), 218.6, 1e-9);
+  // A trickle: one row, 82.2 ms on two threads against 159.4 on one.
+  faster = FasterAtRate(optimizer, 2, 8, *best, 0.5, 0.8, none);
+  ASSERT_TRUE(faster.has_value());
+  EXPECT_EQ(faster->groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
+  // 11 rows/s would keep the fat instance more than 80% busy: it would queue in every burst.
+  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *best, 11, 0.8, none).has_value());
+  EXPECT_TRUE(FasterAtRate(optimizer, 2, 8, *best, 11, 0.9, none).has_value());
+  // Two threads measured 40% slower than profiled: the thin plan stays.
+  const auto slow_pairs = [](int threads) { return threads == 2 ? 1.4 : 1.0; };
+  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *best, 10, 0.8, slow_pairs).has_value());
+  // Nothing beats the fat instance where it is `best`.
+  auto fat = optimizer.SolveOnInstances({2}, 8);
+  ASSERT_TRUE(fat.ok());
+  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *fat, 10, 0.8, none).has_value());
 }
 
 }  // namespace
