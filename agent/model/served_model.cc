@@ -1153,7 +1153,7 @@ void ServedModel::Tick(SteadyTime now) {
   const std::optional<double> arriving = arrival_rate_.Over(window);
   // Where the estimator keeps B, the plan for B may still change with the rate.
   if (!decision || !FollowEstimate(*active, *decision, arriving, window, now)) {
-    ReplanAtRate(*active, arriving);
+    ReplanAtRate(*active, arriving, now);
   }
 }
 
@@ -1304,8 +1304,14 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   return choice;
 }
 
-void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> arriving) {
+void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> arriving,
+                               SteadyTime now) {
   if (!arriving || *arriving <= 0 || generative()) return;
+  if (last_rate_move_ &&
+      now - *last_rate_move_ <
+          std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms)) {
+    return;
+  }
   const auto planned = PlanWithCapacity(active.target_rows, active, arriving);
   if (!planned || planned->plan.groups == active.groups) return;
   Plan serving;
@@ -1320,6 +1326,7 @@ void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> 
   reason << "at " << *arriving << " rows/s the batches of B=" << active.target_rows
          << " (fewer rows than B below capacity) run in " << next_ms << " ms on this plan, "
          << serving_ms << " ms on the serving one";
+  last_rate_move_ = now;
   if (Status s = Reconfigure(planned->plan.groups, planned->plan, reason.str(), false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();

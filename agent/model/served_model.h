@@ -228,8 +228,11 @@ class ServedModel {
   double LoadedPlanLatencyMs(const Plan& plan, double rate) const;
   // At an estimator decision that keeps B: moves to the plan for B that runs the batches of the
   // rows arriving (`arriving`, rows/s) faster than the serving set by more than
-  // restart_margin (FasterAtRate, within PlanWithCapacity's restart margin). Control thread.
-  void ReplanAtRate(const InstanceSet& active, std::optional<double> arriving);
+  // restart_margin (FasterAtRate, within PlanWithCapacity's restart margin), at most once per
+  // scale_down_delay_ms: the slowdowns of the thread counts just left are the old ones until
+  // they serve again, and the two plans' latencies at the rate may swap with them. Control
+  // thread.
+  void ReplanAtRate(const InstanceSet& active, std::optional<double> arriving, SteadyTime now);
   // The most rows a slice to a new runtime started for `batch` may carry; for a decoder, its
   // decode slots.
   int64_t SliceCapacity(int64_t batch) const;
@@ -344,6 +347,7 @@ class ServedModel {
   ArrivalRate arrival_rate_;
   SteadyTime last_restart_{};                     // control thread only
   std::optional<SteadyTime> last_overload_move_;  // control thread only
+  std::optional<SteadyTime> last_rate_move_;      // ReplanAtRate's last move; control thread
   bool backlog_ = false;  // an overload move's backlog is draining; control thread only
 
   std::mutex control_mu_;
