@@ -1262,6 +1262,25 @@ double ServedModel::LoadedPlanLatencyMs(const Plan& plan, double rate) const {
                          [this](int threads) { return Slowdown(threads); });
 }
 
+double ServedModel::SimulatedP99Ms(const Plan& plan, double rate) const {
+  std::vector<BatchingSimulator::Instance> instances;
+  for (const InstanceGroup& g : plan.groups) {
+    for (int i = 0; i < g.count; ++i) instances.push_back({g.threads, g.batch});
+  }
+  BatchingSimulator::Options options;
+  options.target_rows = std::max(1, plan.batch);
+  options.max_delay = std::chrono::microseconds(config_.batching.max_delay_us);
+  options.max_inflight_batches = config_.batching.max_inflight_batches;
+  const Profile& profile = optimizer_->profile();
+  return simulator_
+      .Run(instances, options, rate,
+           [&](int threads, int64_t rows) {
+             return profile.InterpolatedLatency(threads, rows).value_or(plan.latency_ms) *
+                    Slowdown(threads);
+           })
+      .p99_ms;
+}
+
 std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
     int64_t b, const InstanceSet& serving, std::optional<double> rate) const {
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
@@ -1271,14 +1290,15 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   // A batch model's plans are compared at the batches the rate cuts, where it is known.
   const bool at_rate = rate.has_value() && !generative();
   if (at_rate) {
-    if (auto faster = FasterAtRate(*optimizer_, threads, static_cast<int>(b), choice.plan, *rate,
-                                   config_.reconfiguration.max_utilization,
-                                   [this](int t) { return Slowdown(t); })) {
+    if (auto faster = FasterAtRate(
+            *optimizer_, threads, static_cast<int>(b), choice.plan, *rate,
+            config_.reconfiguration.max_utilization, [this](int t) { return Slowdown(t); },
+            [&](const Plan& plan) { return SimulatedP99Ms(plan, *rate); })) {
       choice.plan = *std::move(faster);
     }
   }
   const auto objective = [&](const Plan& plan) {
-    return at_rate ? LoadedPlanLatencyMs(plan, *rate) : PredictedLatencyMs(plan);
+    return at_rate ? SimulatedP99Ms(plan, *rate) : PredictedLatencyMs(plan);
   };
   double latency = objective(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
@@ -1318,14 +1338,13 @@ void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> 
   serving.batch = static_cast<int>(active.target_rows);
   serving.groups = active.groups;
   if (active.plan) serving.latency_ms = active.plan->latency_ms;  // for unprofiled groups
-  const double serving_ms = LoadedPlanLatencyMs(serving, *arriving);
-  const double next_ms = LoadedPlanLatencyMs(planned->plan, *arriving);
+  const double serving_ms = SimulatedP99Ms(serving, *arriving);
+  const double next_ms = SimulatedP99Ms(planned->plan, *arriving);
   if ((1 + config_.reconfiguration.restart_margin) * next_ms >= serving_ms) return;
   std::ostringstream reason;
   reason.precision(3);
-  reason << "at " << *arriving << " rows/s the batches of B=" << active.target_rows
-         << " (fewer rows than B below capacity) run in " << next_ms << " ms on this plan, "
-         << serving_ms << " ms on the serving one";
+  reason << "at " << *arriving << " rows/s, B=" << active.target_rows << ": a simulated p99 of "
+         << next_ms << " ms on this plan, " << serving_ms << " ms on the serving one";
   last_rate_move_ = now;
   if (Status s = Reconfigure(planned->plan.groups, planned->plan, reason.str(), false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "

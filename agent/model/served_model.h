@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "agent/batching/batch_scheduler.h"
+#include "agent/batching/batching_simulator.h"
 #include "agent/batching/top_up_policy.h"
 #include "agent/config/config.h"
 #include "agent/kserve/generate_codec.h"
@@ -226,10 +227,15 @@ class ServedModel {
   // The latency of the batches `plan` runs at `rate` rows/s (LoadedLatencyMs) at the measured
   // slowdowns; full batches at or beyond its capacity. Needs optimizer_.
   double LoadedPlanLatencyMs(const Plan& plan, double rate) const;
-  // At an estimator decision that keeps B: moves to the plan for B that runs the batches of the
-  // rows arriving (`arriving`, rows/s) faster than the serving set by more than
-  // restart_margin (FasterAtRate, within PlanWithCapacity's restart margin), at most once per
-  // scale_down_delay_ms: the slowdowns of the thread counts just left are the old ones until
+  // The p99 latency (ms, arrival to answer) of single-row requests arriving at `rate` rows/s on
+  // `plan` at the measured slowdowns, by simulating the batching (BatchingSimulator, with this
+  // model's max_delay and max_inflight_batches): what plans for the same B are compared by at
+  // a rate. Needs optimizer_. About a millisecond.
+  double SimulatedP99Ms(const Plan& plan, double rate) const;
+  // At an estimator decision that keeps B: moves to the plan for B that serves the rows
+  // arriving (`arriving`, rows/s) with a p99 (SimulatedP99Ms) lower than the serving set's by
+  // more than restart_margin (FasterAtRate, within PlanWithCapacity's restart margin), at most once
+  // per scale_down_delay_ms: the slowdowns of the thread counts just left are the old ones until
   // they serve again, and the two plans' latencies at the rate may swap with them. Control
   // thread.
   void ReplanAtRate(const InstanceSet& active, std::optional<double> arriving, SteadyTime now);
@@ -266,13 +272,13 @@ class ServedModel {
     std::optional<Plan> passed_over;
   };
   // The optimizer's plan for B = `b` or, for a batch model with `rate` (rows/s arriving), the
-  // one that runs the batches of that rate faster (FasterAtRate, at max_utilization); with
-  // ResizableRuntimes(), the best plan on the runtimes of `serving` instead where that one needs
-  // new runtimes and is not faster by more than restart_margin (at `rate`'s batches where the
-  // choice was made at it). Nullopt where the optimizer has no plan, or its predicted latency is
-  // TooSlow(): with `rate`, the latency of the batches it would run at that rate (loaded_latency.h,
-  // at the measured slowdowns), else of full ones. `capacity` is always at full batches. Control
-  // thread only.
+  // one whose requests see the lowest p99 at that rate (FasterAtRate judged by SimulatedP99Ms,
+  // at max_utilization); with ResizableRuntimes(), the best plan on the runtimes of `serving`
+  // instead where that one needs new runtimes and is not better by more than restart_margin
+  // (by SimulatedP99Ms where the choice was made at a rate). Nullopt where the optimizer has no
+  // plan, or its predicted latency is TooSlow(): with `rate`, the latency of the batches it would
+  // run at that rate (loaded_latency.h, at the measured slowdowns), else of full ones. `capacity`
+  // is always at full batches. Control thread only.
   std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving,
                                              std::optional<double> rate) const;
   // Whether serving `plan` after `serving` starts runtimes: with ResizableRuntimes(), whether its
@@ -333,11 +339,12 @@ class ServedModel {
 
   // The optimizer over the model's profile (`instances: auto` only); control thread after Load.
   std::unique_ptr<Optimizer> optimizer_;
-  BatchSizeEstimator estimator_;    // control thread only (snapshot values copied under mu_)
-  double estimator_ewma_ = 0;       // guarded by mu_
-  int64_t estimator_estimate_ = 0;  // guarded by mu_
-  bool adaptive_ = false;           // guarded by mu_
-  uint64_t next_generation_ = 1;    // control thread (and Load) only
+  const BatchingSimulator simulator_;  // its arrivals are drawn once; Run is const
+  BatchSizeEstimator estimator_;       // control thread only (snapshot values copied under mu_)
+  double estimator_ewma_ = 0;          // guarded by mu_
+  int64_t estimator_estimate_ = 0;     // guarded by mu_
+  bool adaptive_ = false;              // guarded by mu_
+  uint64_t next_generation_ = 1;       // control thread (and Load) only
   // Rows accepted by Submit, ever; for a generative model, decode steps asked for by Generate.
   std::atomic<int64_t> rows_arrived_{0};
   // Rows accepted by Submit and not answered yet: the estimator's load. Shared with each

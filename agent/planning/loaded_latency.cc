@@ -36,10 +36,11 @@ double LoadedLatencyMs(const Plan& plan, const Profile& profile, double rate,
 
 std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int batch,
                                  const Plan& best, double rate, double max_utilization,
-                                 const std::function<double(int threads)>& slowdown) {
+                                 const std::function<double(int threads)>& slowdown,
+                                 const std::function<double(const Plan& plan)>& latency_at_rate) {
   const Profile& profile = optimizer.profile();
   std::optional<Plan> faster;
-  double fastest = LoadedLatencyMs(best, profile, rate, slowdown);
+  double fastest = latency_at_rate(best);
   for (int t = threads; t >= 1; --t) {
     const int count = threads / t;
     if (t != threads / count) continue;  // ⌊threads/count⌋ is another t: one candidate each
@@ -48,7 +49,7 @@ std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int ba
     const double full =
         LoadedLatencyMs(*plan, profile, std::numeric_limits<double>::infinity(), slowdown);
     if (full <= 0 || rate > max_utilization * batch * 1e3 / full) continue;
-    if (const double loaded = LoadedLatencyMs(*plan, profile, rate, slowdown); loaded < fastest) {
+    if (const double loaded = latency_at_rate(*plan); loaded < fastest) {
       fastest = loaded;
       faster = *std::move(plan);
     }

@@ -32,16 +32,19 @@ double LoadedLatencyMs(const Plan& plan, const Profile& profile, double rate,
                        const std::function<double(int threads)>& slowdown);
 
 // The optimizer's plan for B is the best for B full rows; below capacity another plan for B
-// may run the partial batches of a rate faster (ResNet-50 on 2 cores, B = 8 at 10 rows/s:
-// ⟨2,1,4⟩, 2% faster than ⟨1,2,8⟩ full, runs the 3-row batches it cuts as 2 + 1 rows on one
-// thread each in 319 ms; ⟨1,2,8⟩ runs them in 218). Returns the plan for `batch` rows on
-// identical instances (k of ⌊threads/k⌋ threads each, one candidate per distinct thread count;
-// Optimizer::SolveOnInstances) whose batches at `rate` (LoadedLatencyMs) are the fastest and
-// faster than `best`'s, among those whose full batches serve `rate` at most `max_utilization`
-// busy (a plan that saves on partial batches must still ride out a burst); nullopt where none
-// is. `slowdown` as for LoadedLatencyMs. O(√threads) SolveOnInstances calls.
+// may serve the rows of a rate better (ResNet-50 on 2 cores, B = 8 at 10 rows/s: ⟨2,1,4⟩, 2%
+// faster than ⟨1,2,8⟩ full, runs the 3-row batches it cuts as 2 + 1 rows on one thread each in
+// 319 ms; ⟨1,2,8⟩ runs them in 218). Returns the plan for `batch` rows on identical instances
+// (k of ⌊threads/k⌋ threads each, one candidate per distinct thread count;
+// Optimizer::SolveOnInstances) with the lowest `latency_at_rate` (what the caller judges a
+// plan by at `rate`: LoadedLatencyMs, or a simulation of its requests), lower than `best`'s,
+// among those whose full batches serve `rate` at most `max_utilization` busy (a plan that
+// saves on partial batches must still ride out a burst); nullopt where none is. Full batches
+// take each group's profiled latency times `slowdown(threads)`. O(√threads) SolveOnInstances
+// and latency_at_rate calls.
 std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int batch,
                                  const Plan& best, double rate, double max_utilization,
-                                 const std::function<double(int threads)>& slowdown);
+                                 const std::function<double(int threads)>& slowdown,
+                                 const std::function<double(const Plan& plan)>& latency_at_rate);
 
 }  // namespace packrat

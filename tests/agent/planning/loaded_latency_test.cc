@@ -1,5 +1,6 @@
 #include "agent/planning/loaded_latency.h"
 
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -98,30 +99,37 @@ Profile TwoCoreResNetProfile() {
 TEST(LoadedLatencyTest, BelowCapacityAnotherPlanForBMayRunThePartialBatchesFaster) {
   const Optimizer optimizer(TwoCoreResNetProfile());
   const auto none = [](int) { return 1.0; };
+  // Plans judged by their batches' latency at the rate, at `slowdown`.
+  const auto loaded = [&](double rate, const std::function<double(int)>& slowdown) {
+    return [&optimizer, rate, slowdown](const Plan& plan) {
+      return LoadedLatencyMs(plan, optimizer.profile(), rate, slowdown);
+    };
+  };
   auto best = optimizer.Solve(2, 8);
   ASSERT_TRUE(best.ok());
   ASSERT_EQ(best->groups, (std::vector<InstanceGroup>{{2, 1, 4}}));  // 591.8 ms full
   // 10 rows/s: ⟨2,1,4⟩ cuts batches of 5 rows, 3 on one thread (455.5 ms); the fat instance
   // cuts batches of 3 (218.6 ms), and serves 10 rows/s at 75% of its 13.3 rows/s.
   EXPECT_NEAR(LoadedLatencyMs(*best, optimizer.profile(), 10, none), 455.45, 1e-9);
-  auto faster = FasterAtRate(optimizer, 2, 8, *best, 10, 0.8, none);
+  auto faster = FasterAtRate(optimizer, 2, 8, *best, 10, 0.8, none, loaded(10, none));
   ASSERT_TRUE(faster.has_value());
   EXPECT_EQ(faster->groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
   EXPECT_NEAR(LoadedLatencyMs(*faster, optimizer.profile(), 10, none), 218.6, 1e-9);
   // A trickle: one row, 82.2 ms on two threads against 159.4 on one.
-  faster = FasterAtRate(optimizer, 2, 8, *best, 0.5, 0.8, none);
+  faster = FasterAtRate(optimizer, 2, 8, *best, 0.5, 0.8, none, loaded(0.5, none));
   ASSERT_TRUE(faster.has_value());
   EXPECT_EQ(faster->groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
   // 11 rows/s would keep the fat instance more than 80% busy: it would queue in every burst.
-  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *best, 11, 0.8, none).has_value());
-  EXPECT_TRUE(FasterAtRate(optimizer, 2, 8, *best, 11, 0.9, none).has_value());
+  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *best, 11, 0.8, none, loaded(11, none)).has_value());
+  EXPECT_TRUE(FasterAtRate(optimizer, 2, 8, *best, 11, 0.9, none, loaded(11, none)).has_value());
   // Two threads measured 40% slower than profiled: the thin plan stays.
   const auto slow_pairs = [](int threads) { return threads == 2 ? 1.4 : 1.0; };
-  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *best, 10, 0.8, slow_pairs).has_value());
+  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *best, 10, 0.8, slow_pairs, loaded(10, slow_pairs))
+                   .has_value());
   // Nothing beats the fat instance where it is `best`.
   auto fat = optimizer.SolveOnInstances({2}, 8);
   ASSERT_TRUE(fat.ok());
-  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *fat, 10, 0.8, none).has_value());
+  EXPECT_FALSE(FasterAtRate(optimizer, 2, 8, *fat, 10, 0.8, none, loaded(10, none)).has_value());
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+#include "agent/batching/batching_simulator.h"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <random>
+
+#include "agent/batching/dispatcher.h"
+
+namespace packrat {
+
+BatchingSimulator::BatchingSimulator(int requests, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<double> gap(1.0);
+  unit_arrivals_.resize(std::max(100, requests));
+  double t = 0;
+  for (double& arrival : unit_arrivals_) arrival = t += gap(rng);
+}
+
+BatchingSimulator::Result BatchingSimulator::Run(const std::vector<Instance>& instances,
+                                                 const Options& options, double rate,
+                                                 const SliceLatency& slice_ms) const {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  const size_t n = unit_arrivals_.size();
+  const double ms_per_unit = 1e3 / std::max(rate, 1e-9);
+  const auto arrival = [&](size_t i) { return unit_arrivals_[i] * ms_per_unit; };
+  const int64_t target = std::max<int64_t>(1, options.target_rows);
+  const int64_t max_rows = std::max(target, options.max_rows);
+  const double max_delay_ms = std::chrono::duration<double, std::milli>(options.max_delay).count();
+  const size_t max_inflight = static_cast<size_t>(std::max(1, options.max_inflight_batches));
+
+  std::vector<int64_t> batch_sizes;
+  for (const Instance& instance : instances)
+    batch_sizes.push_back(std::max<int64_t>(1, instance.batch));
+  // Each instance runs its slices in order: when it frees up, and when each queued or running
+  // slice ends (its load(), as the dispatcher sees it).
+  std::vector<double> free_at(instances.size(), 0.0);
+  std::vector<std::deque<double>> slice_ends(instances.size());
+  std::priority_queue<double, std::vector<double>, std::greater<>> inflight;  // batch ends
+  std::vector<double> latencies;
+  latencies.reserve(n);
+  size_t arrived = 0;  // rows [0, arrived) have arrived
+  size_t queued = 0;   // rows [queued, arrived) wait
+  size_t rotation = 0;
+  int64_t batches = 0;
+  double now = 0;
+  while (queued < n && !instances.empty()) {
+    const double next_arrival = arrived < n ? arrival(arrived) : kNever;
+    const double next_end = inflight.empty() ? kNever : inflight.top();
+    double due = kNever;
+    if (queued < arrived && inflight.size() < max_inflight) {
+      due = static_cast<int64_t>(arrived - queued) >= target
+                ? now
+                : std::max(now, arrival(queued) + max_delay_ms);
+    }
+    now = std::min({next_arrival, next_end, due});
+    if (next_end <= now) {  // capacity first, as on_batch_done wakes the scheduler
+      inflight.pop();
+      continue;
+    }
+    if (next_arrival <= now) {
+      ++arrived;
+      continue;
+    }
+    // Cut a batch and share it as Dispatcher::Dispatch does.
+    const int64_t rows = std::min<int64_t>(static_cast<int64_t>(arrived - queued), max_rows);
+    std::vector<size_t> loads(instances.size());
+    for (size_t i = 0; i < instances.size(); ++i) {
+      while (!slice_ends[i].empty() && slice_ends[i].front() <= now) slice_ends[i].pop_front();
+      loads[i] = slice_ends[i].size();
+    }
+    std::vector<int64_t> left = PartitionRows(rows, batch_sizes, loads, rotation++);
+    double batch_end = now;
+    for (bool more = true; more;) {  // round-robin slices, rows in arrival order
+      more = false;
+      for (size_t i = 0; i < instances.size(); ++i) {
+        if (left[i] == 0) continue;
+        const int64_t slice = std::min(left[i], batch_sizes[i]);
+        const double end = std::max(free_at[i], now) + slice_ms(instances[i].threads, slice);
+        free_at[i] = end;
+        slice_ends[i].push_back(end);
+        for (int64_t r = 0; r < slice; ++r) latencies.push_back(end - arrival(queued++));
+        batch_end = std::max(batch_end, end);
+        left[i] -= slice;
+        more = more || left[i] > 0;
+      }
+    }
+    inflight.push(batch_end);
+    ++batches;
+  }
+
+  Result result;
+  if (latencies.empty()) {
+    result.p50_ms = result.p99_ms = result.mean_ms = kNever;
+    return result;
+  }
+  double sum = 0;
+  for (double l : latencies) sum += l;
+  result.mean_ms = sum / static_cast<double>(latencies.size());
+  result.mean_batch_rows = static_cast<double>(latencies.size()) / static_cast<double>(batches);
+  const auto quantile = [&](double q) {
+    auto at = latencies.begin() +
+              static_cast<std::ptrdiff_t>(q * static_cast<double>(latencies.size() - 1));
+    std::nth_element(latencies.begin(), at, latencies.end());
+    return *at;
+  };
+  result.p50_ms = quantile(0.5);
+  result.p99_ms = quantile(0.99);
+  return result;
+}
+
+}  // namespace packrat

@@ -1,0 +1,62 @@
+// A model of this directory's batching pipeline (BatchAggregator, BatchScheduler, Dispatcher)
+// run on simulated time: single-row requests arrive as a Poisson process, batches are cut as
+// the scheduler cuts them and shared between the instances as the dispatcher shares them, and
+// each slice runs for the latency the caller gives. It answers what a closed-form model cannot:
+// how a plan's requests fare at a rate below its capacity, where batches are partial and,
+// with several batches in flight, thin instances run their own small slices side by side.
+//
+// ResNet-50 and Inception-v3 on 2 cores (the bench's profiles), B = 8: at 10 rows/s ResNet-50
+// keeps its p99 lower on one two-thread instance than on two one-thread ones; at 5 rows/s
+// Inception-v3 the other way round, as the bench measured (docs/benchmarks.md).
+//
+// Deterministic: the arrivals are drawn once, from a fixed seed, at construction, and every
+// Run scales the same draws to its rate, so two plans are compared on the same arrivals and a
+// decision does not flip with the draw. Thread-safe: Run is const.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace packrat {
+
+class BatchingSimulator {
+ public:
+  // One instance of a plan: its intra-op threads and its b (its share of a batch, and the most
+  // rows of one slice).
+  struct Instance {
+    int threads = 1;
+    int64_t batch = 1;
+  };
+  struct Options {
+    int64_t target_rows = 1;                 // B: a batch is cut once B rows wait...
+    std::chrono::microseconds max_delay{0};  // ...or the oldest row has waited this long
+    int64_t max_rows = 0;                    // most rows of a batch; B where smaller
+    int max_inflight_batches = 2;            // batches dispatched and not finished
+  };
+  // Request latencies, arrival to answer (queueing included), in ms.
+  struct Result {
+    double p50_ms = 0;
+    double p99_ms = 0;
+    double mean_ms = 0;
+    double mean_batch_rows = 0;  // rows per batch cut
+  };
+  // How long a slice of `rows` rows runs on an instance of `threads` threads, in ms (> 0).
+  using SliceLatency = std::function<double(int threads, int64_t rows)>;
+
+  // Draws `requests` arrivals (at least 100) from `seed`.
+  explicit BatchingSimulator(int requests = 5000, uint64_t seed = 1);
+
+  // Serves the arrivals at `rate` rows/s (> 0) on `instances` (not empty). A rate beyond the
+  // instances' capacity builds a queue that grows over the run: the latencies then grow with
+  // `requests` and are only good for telling that the plan falls behind. O(requests ×
+  // (instances + log max_inflight_batches)).
+  Result Run(const std::vector<Instance>& instances, const Options& options, double rate,
+             const SliceLatency& slice_ms) const;
+
+ private:
+  std::vector<double> unit_arrivals_;  // arrival times (s) of a rate of one row per second
+};
+
+}  // namespace packrat
