@@ -113,6 +113,12 @@ struct ReconfigurationConfig {
   // CPUs the serving runtimes need (docs/benchmarks.md). `instances: auto` batched models,
   // whose runtimes run any b up to max_batch. 0 always takes the optimizer's plan.
   double restart_margin = 0.1;
+  // Batched models, once the arrival rate is known: each decision takes the B and plan whose
+  // requests would see the lowest p99 at that rate (BatchingSimulator), among those that serve
+  // it at most max_utilization busy, instead of the estimator's B, and moves when that p99 is
+  // more than restart_margin below the serving set's. Where no plan serves the rate so, the
+  // estimator decides. false: the estimator's B always (packrat-paper §3.8).
+  bool plan_at_rate = true;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under

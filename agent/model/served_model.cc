@@ -1151,7 +1151,9 @@ void ServedModel::Tick(SteadyTime now) {
       std::chrono::milliseconds(std::max<int64_t>(1, config_.reconfiguration.window - 1) * period);
   // Plans are judged against the latency limit at the rate arriving now.
   const std::optional<double> arriving = arrival_rate_.Over(window);
-  // Where the estimator keeps B, the plan for B may still change with the rate.
+  // Where a plan serves the rate, the rate decides B and the plan; elsewhere the estimator B,
+  // and where it keeps B, the plan for B may still change with the rate.
+  if (PlanAtRate(*active, arriving, now)) return;
   if (!decision || !FollowEstimate(*active, *decision, arriving, window, now)) {
     ReplanAtRate(*active, arriving, now);
   }
@@ -1324,6 +1326,56 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   return choice;
 }
 
+Plan ServedModel::ServingPlan(const InstanceSet& active) {
+  Plan serving;
+  serving.batch = static_cast<int>(active.target_rows);
+  serving.groups = active.groups;
+  if (active.plan) serving.latency_ms = active.plan->latency_ms;  // for unprofiled groups
+  return serving;
+}
+
+bool ServedModel::PlanAtRate(const InstanceSet& active, std::optional<double> arriving,
+                             SteadyTime now) {
+  if (!config_.reconfiguration.plan_at_rate || generative() || !arriving || *arriving <= 0) {
+    return false;
+  }
+  const auto hold = std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms);
+  if (last_overload_move_ && now - *last_overload_move_ < hold) return false;
+  struct Candidate {
+    int64_t b;
+    PlanChoice choice;
+    double p99_ms;
+  };
+  std::optional<Candidate> best;
+  for (int64_t b = 1; b <= estimator_.options().max_batch; b *= 2) {
+    auto planned = PlanWithCapacity(b, active, arriving);
+    if (!planned || *arriving > config_.reconfiguration.max_utilization * planned->capacity) {
+      continue;
+    }
+    const double p99 = SimulatedP99Ms(planned->plan, *arriving);
+    if (!best || p99 < best->p99_ms) best = Candidate{b, *std::move(planned), p99};
+  }
+  if (!best) return false;
+  if (best->b == active.target_rows && best->choice.plan.groups == active.groups) return true;
+  if (last_rate_move_ && now - *last_rate_move_ < hold) return true;
+  const double serving_ms = SimulatedP99Ms(ServingPlan(active), *arriving);
+  if ((1 + config_.reconfiguration.restart_margin) * best->p99_ms >= serving_ms) return true;
+  std::ostringstream reason;
+  reason.precision(3);
+  reason << "at " << *arriving << " rows/s: a simulated p99 of " << std::lround(best->p99_ms)
+         << " ms at B=" << best->b << ", " << std::lround(serving_ms)
+         << " ms on the serving B=" << active.target_rows
+         << PassedOverNote(best->choice.plan, best->choice.passed_over,
+                           config_.reconfiguration.restart_margin, false);
+  last_rate_move_ = now;
+  if (Status s = Reconfigure(best->choice.plan.groups, best->choice.plan, reason.str(), false);
+      !s.ok()) {
+    PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
+                       << "set keeps serving: " << s.message();
+  }
+  return true;
+}
+
 void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> arriving,
                                SteadyTime now) {
   if (!arriving || *arriving <= 0 || generative()) return;
@@ -1334,17 +1386,14 @@ void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> 
   }
   const auto planned = PlanWithCapacity(active.target_rows, active, arriving);
   if (!planned || planned->plan.groups == active.groups) return;
-  Plan serving;
-  serving.batch = static_cast<int>(active.target_rows);
-  serving.groups = active.groups;
-  if (active.plan) serving.latency_ms = active.plan->latency_ms;  // for unprofiled groups
-  const double serving_ms = SimulatedP99Ms(serving, *arriving);
+  const double serving_ms = SimulatedP99Ms(ServingPlan(active), *arriving);
   const double next_ms = SimulatedP99Ms(planned->plan, *arriving);
   if ((1 + config_.reconfiguration.restart_margin) * next_ms >= serving_ms) return;
   std::ostringstream reason;
   reason.precision(3);
   reason << "at " << *arriving << " rows/s, B=" << active.target_rows << ": a simulated p99 of "
-         << next_ms << " ms on this plan, " << serving_ms << " ms on the serving one";
+         << std::lround(next_ms) << " ms on this plan, " << std::lround(serving_ms)
+         << " ms on the serving one";
   last_rate_move_ = now;
   if (Status s = Reconfigure(planned->plan.groups, planned->plan, reason.str(), false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "

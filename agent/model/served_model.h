@@ -232,11 +232,23 @@ class ServedModel {
   // model's max_delay and max_inflight_batches): what plans for the same B are compared by at
   // a rate. Needs optimizer_. About a millisecond.
   double SimulatedP99Ms(const Plan& plan, double rate) const;
+  // The plan `active` serves: its groups at B = target_rows (and the optimizer's latency, if it
+  // made the plan, for groups the profile lacks).
+  static Plan ServingPlan(const InstanceSet& active);
+  // At a decision, for a batched model with reconfiguration.plan_at_rate and a known rate
+  // `arriving` (rows/s): of the plans for each B (powers of two up to the estimator's largest;
+  // PlanWithCapacity at the rate) that serve `arriving` at most max_utilization busy, the one
+  // with the lowest SimulatedP99Ms (the smallest B on a tie). Moves to it where that p99 is more
+  // than restart_margin below the serving set's, at most once per scale_down_delay_ms (with
+  // ReplanAtRate's moves). Returns false, and leaves the decision to the estimator, where no
+  // plan serves the rate so, or within scale_down_delay_ms of an overload move (whose step
+  // down waits); true otherwise, moved or not. Control thread only.
+  bool PlanAtRate(const InstanceSet& active, std::optional<double> arriving, SteadyTime now);
   // At an estimator decision that keeps B: moves to the plan for B that serves the rows
   // arriving (`arriving`, rows/s) with a p99 (SimulatedP99Ms) lower than the serving set's by
-  // more than restart_margin (FasterAtRate, within PlanWithCapacity's restart margin), at most once
-  // per scale_down_delay_ms: the slowdowns of the thread counts just left are the old ones until
-  // they serve again, and the two plans' latencies at the rate may swap with them. Control
+  // more than restart_margin (FasterAtRate, within PlanWithCapacity's restart margin), at most
+  // once per scale_down_delay_ms: the slowdowns of the thread counts just left are the old ones
+  // until they serve again, and the two plans' order at the rate may swap with them. Control
   // thread.
   void ReplanAtRate(const InstanceSet& active, std::optional<double> arriving, SteadyTime now);
   // The most rows a slice to a new runtime started for `batch` may carry; for a decoder, its

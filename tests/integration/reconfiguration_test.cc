@@ -121,15 +121,19 @@ bool Matches(const std::string& body, const std::vector<float>& expected) {
   return true;
 }
 
-// Closed-loop clients that send samples until stopped and count every outcome.
+// Closed-loop clients that send samples until stopped and count every outcome; with `pause`,
+// each waits that long after an answer before it sends again (a paced load, not a wait for the
+// agent).
 class Load {
  public:
-  Load(uint16_t port, const std::vector<Sample>* samples, int clients) {
+  Load(uint16_t port, const std::vector<Sample>* samples, int clients,
+       std::chrono::milliseconds pause = std::chrono::milliseconds(0)) {
     for (int c = 0; c < clients; ++c) {
-      threads_.emplace_back([this, port, samples, c] {
+      threads_.emplace_back([this, port, samples, c, pause] {
         HttpClient client("127.0.0.1", port);
         size_t i = c;
         while (!stop_.load()) {
+          if (i != static_cast<size_t>(c)) std::this_thread::sleep_for(pause);
           const Sample& s = (*samples)[i++ % samples->size()];
           const HttpResult r = client.Post("/v2/models/tiny/infer", s.body);
           std::lock_guard<std::mutex> lock(mu_);
@@ -414,11 +418,12 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
   const std::vector<Sample> samples = MakeSamples(24);
   // A short estimator window so that the test takes seconds: 10 ms samples, a decision every
   // 300 ms over the last 10 samples. Without the overload fast path, which on a busy machine
-  // may move B up first (OverloadMovesToABatchThatKeepsUpAtOnce tests it).
+  // may move B up first (OverloadMovesToABatchThatKeepsUpAtOnce tests it), and without the
+  // choice at the rate arriving, which on the tiny model serves any rate at B = 1 or 2.
   StartAgent(Config("auto",
                     "    auto_threads: 2\n"
                     "    reconfiguration: {sample_period_ms: 10, window: 10, "
-                    "timeout_ms: 300, overload_window_ms: 0}\n"));
+                    "timeout_ms: 300, overload_window_ms: 0, plan_at_rate: false}\n"));
   std::set<pid_t> all_runtimes;
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   // Idle: B falls from max_batch (8) to 1.
@@ -714,6 +719,126 @@ TEST_F(ReconfigurationTest, AMoveTakesTheOptimizersPlanWhenItsRuntimesAreParked)
     EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
     EXPECT_EQ(load.wrong(), 0) << load.Describe();
   }
+  StopAndCheckClean(all_runtimes);
+}
+
+// An estimator decision that keeps B (here: the step down within scale_down_delay_ms of an
+// overload move) may still move to another plan for B: the one whose requests see a lower p99
+// at the rate arriving (simulated, BatchingSimulator) by more than restart_margin. The profile
+// below makes B = 1 serve 10 rows/s on two threads and B = 8 the most, 16 rows/s, on two
+// one-thread instances (⟨2,1,4⟩, 500 ms; ⟨1,2,8⟩ takes 560), so that closed-loop clients move
+// the model from B = 1 to ⟨2,1,4⟩. At the 1 to 2 rows/s of a paced client its batches hold a
+// row or two, which one two-thread instance runs twice as fast (100 ms a row against 200): the
+// simulated p99 is about 30% lower on ⟨1,2,8⟩, whose runtime is parked.
+std::optional<double> FatAtLowRates(int threads, int batch) {
+  if (threads == 1) return 100.0 + 100.0 * batch;
+  switch (batch) {
+    case 1:
+      return 100.0;
+    case 2:
+      return 150.0;
+    case 4:
+      return 300.0;
+    case 8:
+      return 560.0;
+    default:
+      return std::nullopt;
+  }
+}
+
+TEST_F(ReconfigurationTest, AtALowRateThePlanForBMovesToTheOneWithTheLowerSimulatedP99) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  testing::TempDir profiles("packrat-profiles");
+  std::set<pid_t> all_runtimes;
+  StartOnRewrittenProfile(profiles.path(), 2, FatAtLowRates, 8, &all_runtimes);
+  if (HasFatalFailure()) return;
+  HttpResult r =
+      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const ConfigView one = ParseConfig(r.body);
+  ASSERT_EQ(one.workers.size(), 1u) << r.body;
+  ASSERT_EQ(one.workers[0].threads, 2);
+  const pid_t fat_pid = one.workers[0].pid;
+  all_runtimes.insert(fat_pid);
+  {
+    Load load(agent_->http_port(), &samples, 4);
+    ASSERT_TRUE(agent_->WaitForLog("reconfiguring (overloaded: ")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
+    load.Stop();
+    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+  }
+  const ConfigView thin = GetConfig();
+  ASSERT_EQ(thin.batch, 8);
+  ASSERT_EQ(thin.workers.size(), 2u);
+  for (const auto& w : thin.workers) all_runtimes.insert(w.pid);
+  {
+    std::vector<Sample> single_rows;
+    for (const Sample& s : samples) {
+      if (s.expected.size() == 8) single_rows.push_back(s);  // 1 row × 8 outputs
+    }
+    Load paced(agent_->http_port(), &single_rows, 1, std::chrono::milliseconds(600));
+    ASSERT_TRUE(agent_->WaitForLog("keeping B=8: the overload move to it was less than"))
+        << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLog("a simulated p99 of ")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 3)) << agent_->Digest();
+    const ConfigView fat = GetConfig();
+    EXPECT_EQ(fat.batch, 8);
+    ASSERT_EQ(fat.workers.size(), 1u);
+    EXPECT_EQ(fat.workers[0].threads, 2);
+    EXPECT_EQ(fat.workers[0].pid, fat_pid);  // unparked, not started
+    ASSERT_TRUE(paced.WaitForMore(3)) << paced.Describe() << agent_->Digest();
+    paced.Stop();
+    EXPECT_TRUE(paced.failures().empty()) << paced.Describe() << agent_->Digest();
+    EXPECT_EQ(paced.wrong(), 0) << paced.Describe();
+  }
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+}
+
+// Where a plan serves the rate arriving, the rate picks B and the plan: the one whose requests
+// see the lowest simulated p99 (BatchingSimulator). The profile below scales poorly to two
+// threads (90 ms a row against 100 on one), so B = 1 runs on one two-thread instance (11 rows/s)
+// and the estimator, seeing next to no rows queued behind a paced client, keeps B = 1; at the
+// client's 6 to 7 rows/s, though, two one-thread instances that each take their own rows keep
+// the simulated p99 under half of B = 1's.
+std::optional<double> ThinAtModerateRates(int threads, int batch) {
+  return (threads == 1 ? 100.0 : 90.0) * batch;
+}
+
+TEST_F(ReconfigurationTest, AtAKnownRateBAndThePlanAreThoseOfTheLowestSimulatedP99) {
+  std::vector<Sample> single_rows;
+  for (const Sample& s : MakeSamples(24)) {
+    if (s.expected.size() == 8) single_rows.push_back(s);  // 1 row × 8 outputs
+  }
+  testing::TempDir profiles("packrat-profiles");
+  std::set<pid_t> all_runtimes;
+  StartOnRewrittenProfile(profiles.path(), 2, ThinAtModerateRates, 8, &all_runtimes);
+  if (HasFatalFailure()) return;
+  const HttpResult r =
+      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const ConfigView one = ParseConfig(r.body);
+  ASSERT_EQ(one.workers.size(), 1u) << r.body;
+  ASSERT_EQ(one.workers[0].threads, 2);
+  all_runtimes.insert(one.workers[0].pid);
+  {
+    Load paced(agent_->http_port(), &single_rows, 1, std::chrono::milliseconds(150));
+    ASSERT_TRUE(agent_->WaitForLog("ms on the serving B=1)")) << agent_->Digest();
+    ASSERT_TRUE(agent_->WaitForLogCount("drained", 2)) << agent_->Digest();
+    const ConfigView thin = GetConfig();
+    ASSERT_EQ(thin.workers.size(), 2u);
+    for (const auto& w : thin.workers) {
+      EXPECT_EQ(w.threads, 1);
+      all_runtimes.insert(w.pid);
+    }
+    ASSERT_TRUE(paced.WaitForMore(10)) << paced.Describe() << agent_->Digest();
+    paced.Stop();
+    EXPECT_TRUE(paced.failures().empty()) << paced.Describe() << agent_->Digest();
+    EXPECT_EQ(paced.wrong(), 0) << paced.Describe();
+  }
+  EXPECT_EQ(agent_->Log().find("reconfiguring (estimator"), std::string::npos) << agent_->Digest();
+  EXPECT_EQ(agent_->Log().find("reconfiguring (overloaded"), std::string::npos) << agent_->Digest();
+  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   StopAndCheckClean(all_runtimes);
 }
 
