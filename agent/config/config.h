@@ -117,8 +117,10 @@ struct ReconfigurationConfig {
   // requests would see the lowest p99 at that rate (BatchingSimulator), among those that serve
   // it at most max_utilization busy, instead of the estimator's B, and moves when that p99 is
   // more than restart_margin below the serving set's. Where no plan serves the rate so, the
-  // estimator decides. false: the estimator's B always (packrat-paper §3.8).
-  bool plan_at_rate = true;
+  // estimator decides. Off by default: on the bench it matched the best peer on Inception-v3
+  // but lost a quarter of ResNet-50's throughput, whose small two-thread batches ran 30%
+  // slower than profiled (docs/benchmarks.md). false: the estimator's B (packrat-paper §3.8).
+  bool plan_at_rate = false;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under

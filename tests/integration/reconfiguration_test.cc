@@ -418,12 +418,11 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
   const std::vector<Sample> samples = MakeSamples(24);
   // A short estimator window so that the test takes seconds: 10 ms samples, a decision every
   // 300 ms over the last 10 samples. Without the overload fast path, which on a busy machine
-  // may move B up first (OverloadMovesToABatchThatKeepsUpAtOnce tests it), and without the
-  // choice at the rate arriving, which on the tiny model serves any rate at B = 1 or 2.
+  // may move B up first (OverloadMovesToABatchThatKeepsUpAtOnce tests it).
   StartAgent(Config("auto",
                     "    auto_threads: 2\n"
                     "    reconfiguration: {sample_period_ms: 10, window: 10, "
-                    "timeout_ms: 300, overload_window_ms: 0, plan_at_rate: false}\n"));
+                    "timeout_ms: 300, overload_window_ms: 0}\n"));
   std::set<pid_t> all_runtimes;
   for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   // Idle: B falls from max_batch (8) to 1.
@@ -795,12 +794,12 @@ TEST_F(ReconfigurationTest, AtALowRateThePlanForBMovesToTheOneWithTheLowerSimula
   StopAndCheckClean(all_runtimes);
 }
 
-// Where a plan serves the rate arriving, the rate picks B and the plan: the one whose requests
-// see the lowest simulated p99 (BatchingSimulator). The profile below scales poorly to two
-// threads (90 ms a row against 100 on one), so B = 1 runs on one two-thread instance (11 rows/s)
-// and the estimator, seeing next to no rows queued behind a paced client, keeps B = 1; at the
-// client's 6 to 7 rows/s, though, two one-thread instances that each take their own rows keep
-// the simulated p99 under half of B = 1's.
+// With reconfiguration.plan_at_rate, where a plan serves the rate arriving, the rate picks B and
+// the plan: the one whose requests see the lowest simulated p99 (BatchingSimulator). The
+// profile below scales poorly to two threads (90 ms a row against 100 on one), so B = 1 runs on
+// one two-thread instance (11 rows/s) and the estimator, seeing next to no rows queued behind a
+// paced client, keeps B = 1; at the client's 6 to 7 rows/s, though, two one-thread instances
+// that each take their own rows keep the simulated p99 under half of B = 1's.
 std::optional<double> ThinAtModerateRates(int threads, int batch) {
   return (threads == 1 ? 100.0 : 90.0) * batch;
 }
@@ -812,7 +811,8 @@ TEST_F(ReconfigurationTest, AtAKnownRateBAndThePlanAreThoseOfTheLowestSimulatedP
   }
   testing::TempDir profiles("packrat-profiles");
   std::set<pid_t> all_runtimes;
-  StartOnRewrittenProfile(profiles.path(), 2, ThinAtModerateRates, 8, &all_runtimes);
+  StartOnRewrittenProfile(profiles.path(), 2, ThinAtModerateRates, 8, &all_runtimes, "",
+                          ", plan_at_rate: true");
   if (HasFatalFailure()) return;
   const HttpResult r =
       management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
