@@ -1357,7 +1357,7 @@ bool ServedModel::PlanAtRate(const InstanceSet& active, std::optional<double> ar
   }
   if (!best) return false;
   if (best->b == active.target_rows && best->choice.plan.groups == active.groups) return true;
-  if (last_rate_move_ && now - *last_rate_move_ < hold) return true;
+  if (RateMoveHeld(now)) return true;
   const double serving_ms = SimulatedP99Ms(ServingPlan(active), *arriving);
   if ((1 + config_.reconfiguration.restart_margin) * best->p99_ms >= serving_ms) return true;
   std::ostringstream reason;
@@ -1367,23 +1367,27 @@ bool ServedModel::PlanAtRate(const InstanceSet& active, std::optional<double> ar
          << " ms on the serving B=" << active.target_rows
          << PassedOverNote(best->choice.plan, best->choice.passed_over,
                            config_.reconfiguration.restart_margin, false);
+  MoveAtRate(best->choice.plan, reason.str(), now);
+  return true;
+}
+
+bool ServedModel::RateMoveHeld(SteadyTime now) const {
+  return last_rate_move_ &&
+         now - *last_rate_move_ <
+             std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms);
+}
+
+void ServedModel::MoveAtRate(const Plan& plan, const std::string& reason, SteadyTime now) {
   last_rate_move_ = now;
-  if (Status s = Reconfigure(best->choice.plan.groups, best->choice.plan, reason.str(), false);
-      !s.ok()) {
+  if (Status s = Reconfigure(plan.groups, plan, reason, false); !s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
                        << "set keeps serving: " << s.message();
   }
-  return true;
 }
 
 void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> arriving,
                                SteadyTime now) {
-  if (!arriving || *arriving <= 0 || generative()) return;
-  if (last_rate_move_ &&
-      now - *last_rate_move_ <
-          std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms)) {
-    return;
-  }
+  if (!arriving || *arriving <= 0 || generative() || RateMoveHeld(now)) return;
   const auto planned = PlanWithCapacity(active.target_rows, active, arriving);
   if (!planned || planned->plan.groups == active.groups) return;
   const double serving_ms = SimulatedP99Ms(ServingPlan(active), *arriving);
@@ -1394,11 +1398,7 @@ void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> 
   reason << "at " << *arriving << " rows/s, B=" << active.target_rows << ": a simulated p99 of "
          << std::lround(next_ms) << " ms on this plan, " << std::lround(serving_ms)
          << " ms on the serving one";
-  last_rate_move_ = now;
-  if (Status s = Reconfigure(planned->plan.groups, planned->plan, reason.str(), false); !s.ok()) {
-    PACKRAT_LOG(ERROR) << "model '" << config_.name << "': reconfiguration failed, the current "
-                       << "set keeps serving: " << s.message();
-  }
+  MoveAtRate(planned->plan, reason.str(), now);
 }
 
 bool ServedModel::StartsRuntimes(const Plan& plan, const InstanceSet& serving) const {

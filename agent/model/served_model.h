@@ -251,6 +251,12 @@ class ServedModel {
   // until they serve again, and the two plans' order at the rate may swap with them. Control
   // thread.
   void ReplanAtRate(const InstanceSet& active, std::optional<double> arriving, SteadyTime now);
+  // Whether the moves at a rate (PlanAtRate, ReplanAtRate) wait: the last one was less than
+  // scale_down_delay_ms before `now`. Control thread.
+  bool RateMoveHeld(SteadyTime now) const;
+  // Reconfigures to `plan` for a move at a rate and notes it for RateMoveHeld; a failure is
+  // logged and leaves the serving set. Control thread; blocks while it reconfigures.
+  void MoveAtRate(const Plan& plan, const std::string& reason, SteadyTime now);
   // The most rows a slice to a new runtime started for `batch` may carry; for a decoder, its
   // decode slots.
   int64_t SliceCapacity(int64_t batch) const;

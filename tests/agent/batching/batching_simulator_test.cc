@@ -1,10 +1,10 @@
 #include "agent/batching/batching_simulator.h"
 
-#include <tuple>
 #include <vector>
 
 #include "agent/planning/profile.h"
 #include "gtest/gtest.h"
+#include "tests/support/bench_profiles.h"
 
 namespace packrat {
 namespace {
@@ -68,19 +68,6 @@ TEST(BatchingSimulatorTest, ABatchIsSharedInProportionToTheInstancesBatchSizes) 
   EXPECT_NEAR(r.p99_ms, 202, 1e-6);
 }
 
-// The bench's 2-vCPU profiles (bench/results/peers/profiles, rounded).
-Profile BenchProfile(const std::vector<std::tuple<int, int, double>>& points) {
-  Profile profile;
-  for (const auto& [threads, batch, ms] : points) {
-    ProfilePoint p;
-    p.threads = threads;
-    p.batch = batch;
-    p.latency_ms = ms;
-    EXPECT_TRUE(profile.Add(p).ok());
-  }
-  return profile;
-}
-
 BatchingSimulator::SliceLatency From(const Profile& profile) {
   return [&profile](int threads, int64_t rows) {
     return profile.InterpolatedLatency(threads, rows).value_or(1e9);
@@ -91,28 +78,14 @@ TEST(BatchingSimulatorTest, ThinInstancesWinBelowCapacityWhereTheirSlicesOverlap
   // Inception-v3: two threads run one row in 148 ms and eight in 1019; one thread 256 and
   // 2041. At full batches one two-thread instance is the faster plan, yet at 5 rows/s the two
   // one-thread instances keep p99 lower: with two batches in flight each runs its own rows.
-  const Profile inception = BenchProfile({{1, 1, 256.3},
-                                          {1, 2, 551.3},
-                                          {1, 4, 1082.0},
-                                          {1, 8, 2041.4},
-                                          {2, 1, 148.1},
-                                          {2, 2, 300.4},
-                                          {2, 4, 571.5},
-                                          {2, 8, 1019.4}});
+  const Profile inception = testing::TwoCoreInceptionV3Profile();
   const BatchingSimulator sim;
   const auto fat = sim.Run({{2, 8}}, Batching(8), 5, From(inception));
   const auto thin = sim.Run({{1, 4}, {1, 4}}, Batching(8), 5, From(inception));
   EXPECT_LT(thin.p99_ms, 0.95 * fat.p99_ms) << thin.p99_ms << " vs " << fat.p99_ms;
   // ResNet-50 scales better on two threads (82 ms a row against 159): there the fat instance
   // keeps p99 lower at 10 rows/s.
-  const Profile resnet = BenchProfile({{1, 1, 159.4},
-                                       {1, 2, 319.1},
-                                       {1, 4, 591.8},
-                                       {1, 8, 1214.3},
-                                       {2, 1, 82.2},
-                                       {2, 2, 144.8},
-                                       {2, 4, 292.4},
-                                       {2, 8, 602.9}});
+  const Profile resnet = testing::TwoCoreResNet50Profile();
   const auto resnet_fat = sim.Run({{2, 8}}, Batching(8), 10, From(resnet));
   const auto resnet_thin = sim.Run({{1, 4}, {1, 4}}, Batching(8), 10, From(resnet));
   EXPECT_LT(resnet_fat.p99_ms, 0.95 * resnet_thin.p99_ms)

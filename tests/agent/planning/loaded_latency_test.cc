@@ -1,10 +1,10 @@
 #include "agent/planning/loaded_latency.h"
 
 #include <functional>
-#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/bench_profiles.h"
 
 namespace packrat {
 namespace {
@@ -75,29 +75,8 @@ TEST(LoadedLatencyTest, AGroupWithoutProfiledPointsCountsAtThePlansLatency) {
   EXPECT_DOUBLE_EQ(LoadedLatencyMs(plan, OneThreadProfile(), 0.1, [](int) { return 1.0; }), 603);
 }
 
-// ResNet-50 on the 2-vCPU bench machine (bench/results/peers/profiles, rounded).
-Profile TwoCoreResNetProfile() {
-  Profile profile;
-  for (const auto& [threads, batch, ms] :
-       std::vector<std::tuple<int, int, double>>{{1, 1, 159.4},
-                                                 {1, 2, 319.1},
-                                                 {1, 4, 591.8},
-                                                 {1, 8, 1214.3},
-                                                 {2, 1, 82.2},
-                                                 {2, 2, 144.8},
-                                                 {2, 4, 292.4},
-                                                 {2, 8, 602.9}}) {
-    ProfilePoint p;
-    p.threads = threads;
-    p.batch = batch;
-    p.latency_ms = ms;
-    EXPECT_TRUE(profile.Add(p).ok());
-  }
-  return profile;
-}
-
 TEST(LoadedLatencyTest, BelowCapacityAnotherPlanForBMayRunThePartialBatchesFaster) {
-  const Optimizer optimizer(TwoCoreResNetProfile());
+  const Optimizer optimizer(testing::TwoCoreResNet50Profile());
   const auto none = [](int) { return 1.0; };
   // Plans judged by their batches' latency at the rate, at `slowdown`.
   const auto loaded = [&](double rate, const std::function<double(int)>& slowdown) {
