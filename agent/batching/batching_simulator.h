@@ -41,6 +41,10 @@ class BatchingSimulator {
     double p99_ms = 0;
     double mean_ms = 0;
     double mean_batch_rows = 0;  // rows per batch cut
+    // A batch's latency is its longest slice's run time (queueing on a busy instance left
+    // out), as the profile's L[t,b] of a full batch: what a plan's batch-latency limit
+    // (batching.max_batch_latency_ms) is judged on at a known rate.
+    double mean_batch_ms = 0;
   };
   // How long a slice of `rows` rows runs on an instance of `threads` threads, in ms (> 0).
   using SliceLatency = std::function<double(int threads, int64_t rows)>;

@@ -72,8 +72,10 @@ struct BatchingConfig {
   int64_t max_batch = 0;         // most rows one request may carry; 0 = no limit
   // `instances: auto`: the longest predicted batch latency (profile × measured slowdown) of a
   // plan the agent moves to by itself — estimator, overload path, backlog batches; 0 = no
-  // limit. A p99 objective of X ms wants about X/2: a row may wait for one batch, then run in
-  // the next. An explicit plan (management API) is not bound by it.
+  // limit. Where the arrival rate is known, a batch model's plan is judged on the mean
+  // latency of the batches that rate cuts (simulated), not on full ones. A p99 objective of
+  // X ms wants about X/2: a row may wait for one batch, then run in the next. An explicit
+  // plan (management API) is not bound by it.
   double max_batch_latency_ms = 0;
   int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
   int max_inflight_batches = 2;   // batches dispatched but not finished, per model

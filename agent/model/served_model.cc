@@ -1259,12 +1259,7 @@ double ServedModel::PredictedLatencyMs(const Plan& plan) const {
                          [this](int threads) { return Slowdown(threads); });
 }
 
-double ServedModel::LoadedPlanLatencyMs(const Plan& plan, double rate) const {
-  return LoadedLatencyMs(plan, optimizer_->profile(), rate,
-                         [this](int threads) { return Slowdown(threads); });
-}
-
-double ServedModel::SimulatedP99Ms(const Plan& plan, double rate) const {
+BatchingSimulator::Result ServedModel::Simulate(const Plan& plan, double rate) const {
   std::vector<BatchingSimulator::Instance> instances;
   for (const InstanceGroup& g : plan.groups) {
     for (int i = 0; i < g.count; ++i) instances.push_back({g.threads, g.batch});
@@ -1274,13 +1269,9 @@ double ServedModel::SimulatedP99Ms(const Plan& plan, double rate) const {
   options.max_delay = std::chrono::microseconds(config_.batching.max_delay_us);
   options.max_inflight_batches = config_.batching.max_inflight_batches;
   const Profile& profile = optimizer_->profile();
-  return simulator_
-      .Run(instances, options, rate,
-           [&](int threads, int64_t rows) {
-             return profile.InterpolatedLatency(threads, rows).value_or(plan.latency_ms) *
-                    Slowdown(threads);
-           })
-      .p99_ms;
+  return simulator_.Run(instances, options, rate, [&](int threads, int64_t rows) {
+    return profile.InterpolatedLatency(threads, rows).value_or(plan.latency_ms) * Slowdown(threads);
+  });
 }
 
 std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
@@ -1317,7 +1308,13 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
       choice.plan = std::move(kept).value();
     }
   }
-  if (TooSlow(rate ? LoadedPlanLatencyMs(choice.plan, *rate) : PredictedLatencyMs(choice.plan))) {
+  // At a rate, the batches it cuts: simulated for a batch model; for a decoder the slots
+  // the rate fills (LoadedLatencyMs).
+  const double batch_ms = at_rate ? Simulate(choice.plan, *rate).mean_batch_ms
+                          : rate  ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
+                                                    [this](int t) { return Slowdown(t); })
+                                  : PredictedLatencyMs(choice.plan);
+  if (TooSlow(batch_ms)) {
     return std::nullopt;
   }
   const double full = PredictedLatencyMs(choice.plan);

@@ -5,8 +5,10 @@
 // arrived while the one before ran: fewer than B, and shorter than the profile's L[t,B]. A row
 // waits for at most one such batch and then runs in the next, so a latency objective sees the
 // latency of these batches (ResNet-50 on 2 cores: the fat ⟨1,2,8⟩ runs 603-ms batches when
-// full, yet kept p99 at 743 ms at 10.2 rows/s). The agent's latency limit for its own moves
-// (batching.max_batch_latency_ms) is judged on them.
+// full, yet kept p99 at 743 ms at 10.2 rows/s). This closed form waits for each batch to end
+// before the next is cut; with two batches in flight they are shorter still, so the agent
+// judges its latency limit (batching.max_batch_latency_ms) at a rate on simulated batches
+// (BatchingSimulator::Result::mean_batch_ms) for batch models, on these for decoders.
 #pragma once
 
 #include <cstdint>

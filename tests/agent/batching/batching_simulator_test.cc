@@ -24,6 +24,7 @@ TEST(BatchingSimulatorTest, ATrickleRunsEachRowAloneAfterTheBatchingDelay) {
   const auto r = sim.Run({{1, 8}}, Batching(8), 0.01,
                          [](int, int64_t rows) { return 100.0 * static_cast<double>(rows); });
   EXPECT_DOUBLE_EQ(r.mean_batch_rows, 1);
+  EXPECT_DOUBLE_EQ(r.mean_batch_ms, 100);
   EXPECT_NEAR(r.p50_ms, 102, 1e-6);
   EXPECT_NEAR(r.p99_ms, 102, 1e-6);
 }
@@ -43,6 +44,8 @@ TEST(BatchingSimulatorTest, BeyondCapacityEveryBatchIsFull) {
   const auto r = sim.Run({{1, 4}, {1, 4}}, Batching(8), 80,
                          [](int, int64_t rows) { return 50.0 * static_cast<double>(rows); });
   EXPECT_GT(r.mean_batch_rows, 7.9);
+  EXPECT_GT(r.mean_batch_ms, 199);  // four rows a slice: a full batch's 200 ms
+  EXPECT_LE(r.mean_batch_ms, 200);
   EXPECT_GT(r.p99_ms, 10000);
 }
 
@@ -83,6 +86,11 @@ TEST(BatchingSimulatorTest, ThinInstancesWinBelowCapacityWhereTheirSlicesOverlap
   const auto fat = sim.Run({{2, 8}}, Batching(8), 5, From(inception));
   const auto thin = sim.Run({{1, 4}, {1, 4}}, Batching(8), 5, From(inception));
   EXPECT_LT(thin.p99_ms, 0.95 * fat.p99_ms) << thin.p99_ms << " vs " << fat.p99_ms;
+  // Their batches are mostly one row a slice (256 ms), rarely two (551): far below a full
+  // batch's 1082 ms, and below the 551 ms of the closed-form fixed point (LoadedBatchRows:
+  // 3 rows a batch at 5 rows/s), which waits for each batch to end before the next is cut.
+  EXPECT_LT(thin.mean_batch_ms, 400) << thin.mean_batch_ms;
+  EXPECT_GE(thin.mean_batch_ms, 256);
   // ResNet-50 scales better on two threads (82 ms a row against 159): there the fat instance
   // keeps p99 lower at 10 rows/s.
   const Profile resnet = testing::TwoCoreResNet50Profile();
