@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "agent/planning/loaded_latency.h"
+#include "agent/planning/optimizer.h"
 #include "agent/planning/profile.h"
 #include "gtest/gtest.h"
 #include "tests/support/bench_profiles.h"
@@ -87,10 +89,15 @@ TEST(BatchingSimulatorTest, ThinInstancesWinBelowCapacityWhereTheirSlicesOverlap
   const auto thin = sim.Run({{1, 4}, {1, 4}}, Batching(8), 5, From(inception));
   EXPECT_LT(thin.p99_ms, 0.95 * fat.p99_ms) << thin.p99_ms << " vs " << fat.p99_ms;
   // Their batches are mostly one row a slice (256 ms), rarely two (551): far below a full
-  // batch's 1082 ms, and below the 551 ms of the closed-form fixed point (LoadedBatchRows:
-  // 3 rows a batch at 5 rows/s), which waits for each batch to end before the next is cut.
+  // batch's 1082 ms, and below the closed-form fixed point (LoadedLatencyMs), which waits for
+  // each batch to end before the next is cut: 5 rows a batch, three of them on one thread
+  // (817 ms). With the bench's 500-ms batch limit the closed form ruled this plan out.
   EXPECT_LT(thin.mean_batch_ms, 400) << thin.mean_batch_ms;
   EXPECT_GE(thin.mean_batch_ms, 256);
+  Plan thin_plan;
+  thin_plan.batch = 8;
+  thin_plan.groups = {{2, 1, 4}};
+  EXPECT_NEAR(LoadedLatencyMs(thin_plan, inception, 5, [](int) { return 1.0; }), 816.6, 0.1);
   // ResNet-50 scales better on two threads (82 ms a row against 159): there the fat instance
   // keeps p99 lower at 10 rows/s.
   const Profile resnet = testing::TwoCoreResNet50Profile();
