@@ -416,7 +416,7 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
         rc, k,
         {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms", "drain_timeout_s",
          "max_utilization", "overload_window_ms", "scale_down_delay_ms", "restart_margin",
-         "plan_at_rate", "skip_warmup_on_busy_cpus", "parked_runtimes"}));
+         "slowdown_floor", "plan_at_rate", "skip_warmup_on_busy_cpus", "parked_runtimes"}));
     if (const YAML::Node parked = rc["parked_runtimes"]) {
       if (parked.IsScalar() && parked.as<std::string>() == "auto") {
         c.parked_runtimes = ReconfigurationConfig::kParkAuto;
@@ -427,6 +427,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     if (rc["restart_margin"]) {
       RETURN_IF_ERROR(
           r.GetDouble(rc["restart_margin"], k + ".restart_margin", 0, 10, &c.restart_margin));
+    }
+    if (rc["slowdown_floor"]) {
+      RETURN_IF_ERROR(
+          r.GetDouble(rc["slowdown_floor"], k + ".slowdown_floor", 0.25, 1, &c.slowdown_floor));
     }
     if (rc["plan_at_rate"]) {
       RETURN_IF_ERROR(r.Get(rc["plan_at_rate"], k + ".plan_at_rate", &c.plan_at_rate));

@@ -115,6 +115,11 @@ struct ReconfigurationConfig {
   // CPUs the serving runtimes need (docs/benchmarks.md). `instances: auto` batched models,
   // whose runtimes run any b up to max_batch. 0 always takes the optimizer's plan.
   double restart_margin = 0.1;
+  // The fastest a served thread count is taken relative to its profile (SlowdownTracker): a
+  // profile is timed beside fully busy neighbours, and below capacity they idle part of the
+  // time (ResNet-50 on 2 cores: one-thread slices at 0.85-0.95 of the profile). Below this a
+  // profile is stale, not a speed to plan on. [0.25, 1]; 1 never plans above the profile.
+  double slowdown_floor = 0.8;
   // Batched models, once the arrival rate is known: each decision takes the B and plan whose
   // requests would see the lowest p99 at that rate (BatchingSimulator), among those that serve
   // it at most max_utilization busy, instead of the estimator's B, and moves when that p99 is

@@ -115,6 +115,7 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
       signature_(config_.Signature()),
       options_(std::move(options)),
       launcher_(launcher),
+      slowdowns_(/*alpha=*/0.1, /*min_slices=*/8, config_.reconfiguration.slowdown_floor),
       estimator_(EstimatorOptions(config_)),
       // Long enough for the estimator's window, the overload windows and the scale-down span.
       arrival_rate_(std::chrono::milliseconds(

@@ -26,16 +26,15 @@ void SlowdownTracker::EndSwitch(SteadyTime now) {
 
 double SlowdownTracker::Get(int threads) const {
   std::lock_guard<std::mutex> lock(mu_);
-  double s = 1.0;
   auto it = estimates_.find(threads);
   if (it != estimates_.end() && it->second.slices >= min_slices_) {
-    s = it->second.value;
-  } else {
-    for (const auto& [t, e] : estimates_) {
-      if (e.slices >= min_slices_) s = std::max(s, e.value);
-    }
+    return std::max(fastest_, it->second.value);
   }
-  return std::max(1.0, s);
+  double s = 1.0;  // never below the profile until measured
+  for (const auto& [t, e] : estimates_) {
+    if (e.slices >= min_slices_) s = std::max(s, e.value);
+  }
+  return s;
 }
 
 }  // namespace packrat

@@ -29,7 +29,17 @@ TEST(SlowdownTrackerTest, AnUnmeasuredThreadCountIsTheSlowestMeasuredAndNeverBel
   EXPECT_DOUBLE_EQ(s.Get(2), 1.5);
   EXPECT_DOUBLE_EQ(s.Get(4), 1.5);
   s.Record(2, 0.5, kStart);
-  EXPECT_DOUBLE_EQ(s.Get(2), 1.0);  // 0.85 measured: capacities never above the profile's
+  EXPECT_DOUBLE_EQ(s.Get(2), 0.85);  // measured faster than the profile: counts so
+}
+
+TEST(SlowdownTrackerTest, ThreadCountsMeasuredFasterThanTheProfileLeaveTheOthersAtOne) {
+  SlowdownTracker s(0.1, 2);
+  s.Record(1, 0.9, kStart);
+  s.Record(1, 0.9, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(1), 0.9);
+  EXPECT_DOUBLE_EQ(s.Get(2), 1.0);  // not served yet: no better than its profile
+  for (int i = 0; i < 30; ++i) s.Record(1, 0.25, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(1), 0.8);  // a stale profile counts no faster than `fastest`
 }
 
 TEST(SlowdownTrackerTest, SlicesThatOverlapASwitchAreLeftOut) {
