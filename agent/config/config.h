@@ -125,8 +125,9 @@ struct ReconfigurationConfig {
   // it at most max_utilization busy, instead of the estimator's B, and moves when that p99 is
   // more than restart_margin below the serving set's. Where no plan serves the rate so, the
   // estimator decides. Off by default: on the bench it matched the best peer on Inception-v3
-  // but lost a quarter of ResNet-50's throughput, whose small two-thread batches ran 30%
-  // slower than profiled (docs/benchmarks.md). false: the estimator's B (packrat-paper §3.8).
+  // but lost a quarter of ResNet-50's throughput, where every plan's capacity is within the
+  // machine's drift of the others' near the knee (docs/architecture.md). false: the
+  // estimator's B (packrat-paper §3.8).
   bool plan_at_rate = false;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
