@@ -1280,7 +1280,7 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
   auto best = optimizer_->Solve(threads, static_cast<int>(b));
   if (!best.ok()) return std::nullopt;
-  PlanChoice choice{std::move(best).value(), 0, std::nullopt};
+  PlanChoice choice{std::move(best).value(), 0, std::nullopt, std::nullopt};
   // A batch model's plans are compared at the batches the rate cuts, where it is known.
   const bool at_rate = rate.has_value() && !generative();
   if (at_rate) {
@@ -1291,10 +1291,8 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
       choice.plan = *std::move(faster);
     }
   }
-  const auto objective = [&](const Plan& plan) {
-    return at_rate ? SimulatedP99Ms(plan, *rate) : PredictedLatencyMs(plan);
-  };
-  double latency = objective(choice.plan);
+  if (at_rate) choice.simulated = Simulate(choice.plan, *rate);
+  const double latency = at_rate ? choice.simulated->p99_ms : PredictedLatencyMs(choice.plan);
   const std::vector<int> running = ThreadCounts(serving.groups);
   // A plan that starts runtimes costs their start beside the serving set; for a decoder any
   // other thread counts cost as much, parked decoders included: the sequences decoding stay
@@ -1304,14 +1302,20 @@ std::optional<ServedModel::PlanChoice> ServedModel::PlanWithCapacity(
   if (ResizableRuntimes() && !running.empty() && costly) {
     // The serving runtimes can run any b up to max_batch.
     auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
-    if (kept.ok() && objective(*kept) <= (1 + config_.reconfiguration.restart_margin) * latency) {
-      choice.passed_over = std::move(choice.plan);
-      choice.plan = std::move(kept).value();
+    if (kept.ok()) {
+      std::optional<BatchingSimulator::Result> kept_simulated;
+      if (at_rate) kept_simulated = Simulate(*kept, *rate);
+      const double kept_latency = at_rate ? kept_simulated->p99_ms : PredictedLatencyMs(*kept);
+      if (kept_latency <= (1 + config_.reconfiguration.restart_margin) * latency) {
+        choice.passed_over = std::move(choice.plan);
+        choice.plan = std::move(kept).value();
+        choice.simulated = kept_simulated;
+      }
     }
   }
   // At a rate, the batches it cuts: simulated for a batch model; for a decoder the slots
   // the rate fills (LoadedLatencyMs).
-  const double batch_ms = at_rate ? Simulate(choice.plan, *rate).mean_batch_ms
+  const double batch_ms = at_rate ? choice.simulated->mean_batch_ms
                           : rate  ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
                                                     [this](int t) { return Slowdown(t); })
                                   : PredictedLatencyMs(choice.plan);
@@ -1350,7 +1354,7 @@ bool ServedModel::PlanAtRate(const InstanceSet& active, std::optional<double> ar
     if (!planned || *arriving > config_.reconfiguration.max_utilization * planned->capacity) {
       continue;
     }
-    const double p99 = SimulatedP99Ms(planned->plan, *arriving);
+    const double p99 = planned->simulated->p99_ms;
     if (!best || p99 < best->p99_ms) best = Candidate{b, *std::move(planned), p99};
   }
   if (!best) return false;
@@ -1389,7 +1393,7 @@ void ServedModel::ReplanAtRate(const InstanceSet& active, std::optional<double> 
   const auto planned = PlanWithCapacity(active.target_rows, active, arriving);
   if (!planned || planned->plan.groups == active.groups) return;
   const double serving_ms = SimulatedP99Ms(ServingPlan(active), *arriving);
-  const double next_ms = SimulatedP99Ms(planned->plan, *arriving);
+  const double next_ms = planned->simulated->p99_ms;
   if ((1 + config_.reconfiguration.restart_margin) * next_ms >= serving_ms) return;
   std::ostringstream reason;
   reason.precision(3);

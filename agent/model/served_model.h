@@ -289,6 +289,8 @@ class ServedModel {
     // The optimizer's plan where `plan` was taken instead: it needed new runtimes and
     // predicted batches at most reconfiguration.restart_margin faster.
     std::optional<Plan> passed_over;
+    // A batch model's choice at a rate: Simulate(plan, rate), run once for every use.
+    std::optional<BatchingSimulator::Result> simulated;
   };
   // The optimizer's plan for B = `b` or, for a batch model with `rate` (rows/s arriving), the
   // one whose requests see the lowest p99 at that rate (FasterAtRate judged by SimulatedP99Ms,
@@ -296,8 +298,9 @@ class ServedModel {
   // instead where that one needs new runtimes and is not better by more than restart_margin
   // (by SimulatedP99Ms where the choice was made at a rate). Nullopt where the optimizer has no
   // plan, or its predicted latency is TooSlow(): with `rate`, the latency of the batches it would
-  // run at that rate (loaded_latency.h, at the measured slowdowns), else of full ones. `capacity`
-  // is always at full batches. Control thread only.
+  // run at that rate (a batch model's simulated, a decoder's by loaded_latency.h; at the
+  // measured slowdowns), else of full ones. `capacity` is always at full batches. Control
+  // thread only.
   std::optional<PlanChoice> PlanWithCapacity(int64_t b, const InstanceSet& serving,
                                              std::optional<double> rate) const;
   // Whether serving `plan` after `serving` starts runtimes: with ResizableRuntimes(), whether its
