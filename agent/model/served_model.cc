@@ -1191,6 +1191,52 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
       decision = *step;
     }
   }
+  if (decision < active.target_rows) {
+    if (last_overload_move_ &&
+        now - *last_overload_move_ <
+            std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms)) {
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
+                        << ": the overload move to it was less than "
+                        << config_.reconfiguration.scale_down_delay_ms << " ms ago";
+      return false;
+    }
+    // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
+    // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
+    // estimator's window, if longer) would not have overloaded (StepDownBatch), else the
+    // overload path would soon move B back up.
+    const int64_t peak_window_ms = config_.reconfiguration.overload_window_ms > 0
+                                       ? config_.reconfiguration.overload_window_ms
+                                       : static_cast<int64_t>(window.count());
+    const auto span = std::max<std::chrono::milliseconds>(
+        window, std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms));
+    std::map<int64_t, std::optional<double>> capacities;
+    const std::optional<int64_t> step = StepDownBatch(
+        active.target_rows, decision, peak_window_ms, config_.reconfiguration.max_utilization,
+        [&](int64_t ms) { return arrival_rate_.PeakOver(std::chrono::milliseconds(ms), span); },
+        [&](int64_t b) -> std::optional<double> {
+          auto planned = PlanWithCapacity(b, active, arriving);
+          return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
+        });
+    const std::string peak = std::to_string(
+        arrival_rate_.PeakOver(std::chrono::milliseconds(peak_window_ms), span).value_or(0));
+    auto rows_per_s = [&](int64_t b) {
+      return capacities[b] ? std::to_string(*capacities[b]) : std::string("?");
+    };
+    if (!step) {
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
+                        << ": from the estimate B=" << decision << " (" << rows_per_s(decision)
+                        << " rows/s) up, every smaller plan would have been overloaded by the "
+                        << "recent arrivals (a peak of " << peak << " rows/s over "
+                        << peak_window_ms << " ms)";
+      return false;
+    }
+    if (*step != decision) {
+      capped = "; the estimate " + std::to_string(decision) + " serves " + rows_per_s(decision) +
+               " rows/s, too few for a recent peak of " + peak + ", " + std::to_string(*step) +
+               " serves " + rows_per_s(*step);
+      decision = *step;
+    }
+  }
   auto planned = PlanWithCapacity(decision, active, arriving);
   if (!planned) {
     PACKRAT_LOG(WARNING) << "model '" << config_.name << "': no plan for B=" << decision;
@@ -1206,34 +1252,6 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
                       << ": the plan for B=" << decision
                       << " has the same thread counts, and idle decode slots cost nothing";
     return false;
-  }
-  if (decision < active.target_rows && last_overload_move_ &&
-      now - *last_overload_move_ <
-          std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms)) {
-    PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
-                      << ": the overload move to it was less than "
-                      << config_.reconfiguration.scale_down_delay_ms << " ms ago";
-    return false;
-  }
-  if (decision < active.target_rows) {
-    // Fewer rows in the system may only mean that the serving plan keeps up: a smaller B is
-    // taken only if its plan would too, at the peak rate of any overload window within the
-    // last scale_down_delay_ms (or the estimator's window, if longer): a mean near the smaller
-    // plan's capacity would soon trigger the overload path and move B back up.
-    const auto peak_window =
-        config_.reconfiguration.overload_window_ms > 0
-            ? std::chrono::milliseconds(config_.reconfiguration.overload_window_ms)
-            : window;
-    const auto span = std::max<std::chrono::milliseconds>(
-        window, std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms));
-    const double rate = arrival_rate_.PeakOver(peak_window, span).value_or(arriving.value_or(0));
-    const double capacity = planned->capacity;
-    if (rate > config_.reconfiguration.max_utilization * capacity) {
-      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
-                        << ": the plan for B=" << decision << " serves " << capacity
-                        << " rows/s, too few for the peak of " << rate << " rows/s arriving";
-      return false;
-    }
   }
   const std::string reason = "estimator: B " + std::to_string(active.target_rows) + " -> " +
                              std::to_string(decision) + " (load EWMA " +

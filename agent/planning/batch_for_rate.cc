@@ -57,6 +57,22 @@ std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b,
   return SmallestNearMost(candidates, capacity(current_b).value_or(0));
 }
 
+std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
+                                     double max_utilization, const RateOverFn& peak_over,
+                                     const CapacityFn& capacity) {
+  std::vector<int64_t> candidates;  // ascending b
+  if (wanted_b < current_b) candidates.push_back(wanted_b);
+  for (int64_t b : LargerBatches(wanted_b, current_b)) {
+    if (b < current_b) candidates.push_back(b);
+  }
+  for (int64_t b : candidates) {
+    const std::optional<double> c = capacity(b);
+    if (!c || *c <= 0) continue;
+    if (!OverloadedRate(window_ms, max_utilization * *c, peak_over)) return b;
+  }
+  return std::nullopt;
+}
+
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity) {
   int64_t best = current_b;
   double served = capacity(current_b).value_or(0);  // unknown: any known capacity is a gain

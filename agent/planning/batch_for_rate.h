@@ -44,6 +44,25 @@ std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_
 // per second but makes every row wait for a longer batch.
 std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b, const CapacityFn& capacity);
 
+// Rows per second over stretches of `ms` milliseconds; nullopt before that much history. The
+// overload path asks for the mean over the newest stretch, the estimator's step down for the
+// peak over the stretches within its span (ArrivalRate::PeakOver).
+using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
+
+// The estimator's step down from `current_b` towards its estimate `wanted_b`, only as far as the
+// recent arrivals allow: the smallest b among `wanted_b` and the powers of two above it, below
+// `current_b`, whose plan would not have met the overload path's bar (OverloadedRate over
+// `window_ms`, twice and four times it, against `max_utilization` of capacity(b)) at the peak
+// arrivals of `peak_over`; nullopt (stay at current_b) where none. Fewer rows in the system
+// may only mean that the serving plan keeps up, and a step to a plan that a recent peak would
+// have overloaded moves B straight back up; the same bar keeps the step down from refusing
+// what the overload path would have let through. Where the estimate's own plan fails the bar,
+// a larger b's may not (Inception-v3 on 2 cores: the plan for B = 1, one two-thread instance,
+// serves 6.8 rows/s, the plan for B = 2, two one-thread instances, 7.8).
+std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
+                                     double max_utilization, const RateOverFn& peak_over,
+                                     const CapacityFn& capacity);
+
 // The most rows worth cutting into one batch from a backlog, on the serving instances: from
 // `current_b` up through the powers of two above it and `max_b`, each step taken only while it
 // serves kBatchForRateMinGain more rows per second than the batch before (sizes without a
@@ -64,9 +83,6 @@ inline constexpr double kOverloadSigmas = 2.0;
 // m = capacity·seconds. At 60% utilisation a false alarm takes a 4σ burst; a real overload of
 // 15% is found within a few windows of 8 s at 15 rows/s.
 bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity);
-
-// Rows per second accepted over the last `ms` milliseconds; nullopt before that much history.
-using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
 
 // The arrival rate over `window_ms`, or over twice or four times it (a smaller excess takes
 // longer to tell from chance), whichever first exceeds `capacity` (ArrivalsExceedCapacity);

@@ -1,6 +1,7 @@
 #include "agent/planning/slowdown_tracker.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace packrat {
 
@@ -30,11 +31,11 @@ double SlowdownTracker::Get(int threads) const {
   if (it != estimates_.end() && it->second.slices >= min_slices_) {
     return std::max(fastest_, it->second.value);
   }
-  double s = 1.0;  // never below the profile until measured
+  std::optional<double> slowest;  // the profile's figures until some thread count is measured
   for (const auto& [t, e] : estimates_) {
-    if (e.slices >= min_slices_) s = std::max(s, e.value);
+    if (e.slices >= min_slices_) slowest = std::max(slowest.value_or(e.value), e.value);
   }
-  return s;
+  return slowest ? std::max(fastest_, *slowest) : 1.0;
 }
 
 }  // namespace packrat

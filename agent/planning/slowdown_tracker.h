@@ -12,7 +12,8 @@
 //     while the fat runtime started beside them, then served at 1.08);
 //   - a thread count's estimate counts only from `min_slices` ratios on: until then it is taken
 //     as the slowest thread count measured enough (one not served yet may run beside others
-//     that interfere more: optimism would move to a plan that falls behind), and at least 1.
+//     that interfere more: optimism would move to a plan that falls behind), or as its profile
+//     while none is.
 //
 // A measured thread count may be faster than its profile (below 1) and counts so: the profile
 // times each instance beside fully busy neighbours, serving below capacity leaves them idle
@@ -21,7 +22,13 @@
 // served, against the fat one on the profile alone, and it ran at a lower p99 in three paired
 // probes of three where the profile said the opposite. It counts down to `fastest` (0.8 by
 // default): a profile more than that much too slow is stale, not a speed to plan on (the
-// tests' rewritten profiles time microsecond models at hundreds of ms).
+// tests' rewritten profiles time microsecond models at hundreds of ms). An unmeasured thread
+// count takes the slowest measured one's figure below 1 as well: what makes the served one
+// faster than its profile (the machine's drift, idle neighbours) speeds the others too
+// (Inception-v3 on 2 cores: one-thread slices at 0.83-0.95 of the profile, two-thread ones at
+// 0.90-0.94). Held at 1, a thin plan not served yet counted 8% slower than the fat plan served
+// at 0.926, which decided the overload path's move for the fat plan: its capacity (8.48 rows/s
+// against 7.80) was the only one within 5% of the most (batch_for_rate.h).
 //
 // Thread-safety: all methods may be called from any thread (runtimes' completion threads
 // record, the control thread switches and reads).
@@ -47,8 +54,8 @@ class SlowdownTracker {
   // A switch of instance sets begins / ended at `now`. Switches may overlap (counted).
   void BeginSwitch();
   void EndSwitch(SteadyTime now);
-  // The slowdown of `threads` threads: the measured one (at least `fastest`), or (not
-  // measured) at least 1.
+  // The slowdown of `threads` threads: the measured one, or (not measured) the slowest
+  // measured one, at least `fastest`; 1 while no thread count is measured.
   double Get(int threads) const;
 
  private:

@@ -73,6 +73,41 @@ TEST(BatchForRateTest, NoStepUpWhenNoLargerBatchServesFivePercentMore) {
   EXPECT_EQ(StepUpBatch(3, 8, Table({{4, 10}, {8, 10.2}})), 4);
 }
 
+// Inception-v3 on 2 cores, from the fat plan for B = 8 (7.85 rows/s): the plan for B = 1 is one
+// two-thread instance, for B = 2 two one-thread ones, for B = 4 two at b = 2.
+const std::map<int64_t, double> kInception = {{1, 6.75}, {2, 7.8}, {4, 7.26}, {8, 7.85}};
+
+TEST(BatchForRateTest, StepDownGoesOnlyAsFarAsTheRecentPeaksAllow) {
+  // Poisson arrivals at 5.6 rows/s: over 30 s the busiest 2 s see 9.5 rows/s, 4 s 8, 8 s 7.
+  const RateOverFn peaks = [](int64_t ms) -> std::optional<double> {
+    return ms == 2000 ? 9.49 : ms == 4000 ? 8.0 : 7.0;
+  };
+  std::vector<int64_t> asked;
+  // B = 1 at 80% of 6.75 rows/s expects 10.8 rows in 2 s, and the overload bar is 10.8 +
+  // 2·√10.8 = 17.4 rows: the peak's 19 would have moved B back up. B = 2's bar is 19.55.
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, peaks, Table(kInception, &asked)), 2);
+  EXPECT_EQ(asked, (std::vector<int64_t>{1, 2}));
+  // A peak that any smaller plan would have fallen behind: stay.
+  const RateOverFn busy = [](int64_t) -> std::optional<double> { return 12.0; };
+  asked.clear();
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, busy, Table(kInception, &asked)), std::nullopt);
+  EXPECT_EQ(asked, (std::vector<int64_t>{1, 2, 4}));  // never the serving B
+  // Without a window's history there is no peak to fear: the estimate itself.
+  const RateOverFn young = [](int64_t) -> std::optional<double> { return std::nullopt; };
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, young, Table(kInception)), 1);
+  // Not a step down.
+  EXPECT_EQ(StepDownBatch(2, 2, 2000, 0.8, peaks, Table(kInception)), std::nullopt);
+  EXPECT_EQ(StepDownBatch(2, 4, 2000, 0.8, peaks, Table(kInception)), std::nullopt);
+}
+
+TEST(BatchForRateTest, StepDownSkipsBatchesWithoutAPlan) {
+  const RateOverFn calm = [](int64_t) -> std::optional<double> { return 1.0; };
+  // max_b-style sizes: from 48 the candidates are 3 (the estimate), 4, 8, 16, 32.
+  std::vector<int64_t> asked;
+  EXPECT_EQ(StepDownBatch(48, 3, 2000, 0.8, calm, Table({{16, 10}}, &asked)), 16);
+  EXPECT_EQ(asked, (std::vector<int64_t>{3, 4, 8, 16}));
+}
+
 TEST(BatchForRateTest, BacklogBatchGrowsWhileEachStepServesFivePercentMore) {
   // 1 -> 2 serves 7% more; 2 -> 4 only 2.5%: a backlog runs in batches of 2, not 64.
   EXPECT_EQ(BacklogBatch(1, 64, Table(kResNet)), 2);

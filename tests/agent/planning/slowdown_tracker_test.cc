@@ -32,14 +32,22 @@ TEST(SlowdownTrackerTest, AnUnmeasuredThreadCountIsTheSlowestMeasuredAndNeverBel
   EXPECT_DOUBLE_EQ(s.Get(2), 0.85);  // measured faster than the profile: counts so
 }
 
-TEST(SlowdownTrackerTest, ThreadCountsMeasuredFasterThanTheProfileLeaveTheOthersAtOne) {
+TEST(SlowdownTrackerTest, ThreadCountsMeasuredFasterThanTheProfileCountSoForTheOthers) {
   SlowdownTracker s(0.1, 2);
   s.Record(1, 0.9, kStart);
   s.Record(1, 0.9, kStart);
   EXPECT_DOUBLE_EQ(s.Get(1), 0.9);
-  EXPECT_DOUBLE_EQ(s.Get(2), 1.0);  // not served yet: no better than its profile
+  // Not served yet: as fast as the served one, whose speed says how the machine runs now.
+  EXPECT_DOUBLE_EQ(s.Get(2), 0.9);
+  s.Record(2, 1.1, kStart);
+  s.Record(2, 1.1, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(4), 1.1);  // the slowest measured, not the fastest
   for (int i = 0; i < 30; ++i) s.Record(1, 0.25, kStart);
   EXPECT_DOUBLE_EQ(s.Get(1), 0.8);  // a stale profile counts no faster than `fastest`
+  SlowdownTracker stale(0.1, 2);
+  stale.Record(1, 0.25, kStart);
+  stale.Record(1, 0.25, kStart);
+  EXPECT_DOUBLE_EQ(stale.Get(2), 0.8);  // nor for the unmeasured ones
 }
 
 TEST(SlowdownTrackerTest, SlicesThatOverlapASwitchAreLeftOut) {
