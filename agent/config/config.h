@@ -95,9 +95,11 @@ struct ReconfigurationConfig {
   int64_t sample_period_ms = 100;
   int64_t timeout_ms = 10'000;   // how often the smoothed B is compared with the current one
   int64_t drain_timeout_s = 60;  // an old instance set gets this long to finish its batches
-  // A smaller B is taken only if its plan would run at most this busy at the measured arrival
-  // rate: rows in the system shrink when a better plan serves them, and without this guard
-  // that alone would trigger the step back down. (0, 1]; 1 disables the guard.
+  // The estimator's step down goes only as far as a plan that the arrivals of the last
+  // scale_down_delay_ms would not have overloaded at this much of its capacity (StepDownBatch):
+  // rows in the system shrink when a better plan serves them, and without this guard that
+  // alone would trigger the step back down. Also the headroom the overload path plans for.
+  // (0, 1]; at 1 only a plan that the arrivals would have overloaded fully busy is refused.
   double max_utilization = 0.8;
   // Overload: when the rows arriving over this span (or twice or four times it) exceed what
   // the serving set runs fully busy (in the batches it cuts from a backlog) by two Poisson

@@ -1,7 +1,6 @@
 #include "agent/planning/slowdown_tracker.h"
 
 #include <algorithm>
-#include <optional>
 
 namespace packrat {
 
@@ -31,11 +30,16 @@ double SlowdownTracker::Get(int threads) const {
   if (it != estimates_.end() && it->second.slices >= min_slices_) {
     return std::max(fastest_, it->second.value);
   }
-  std::optional<double> slowest;  // the profile's figures until some thread count is measured
+  // The slowest thread count measured; below 1 only if one with more threads than `threads`
+  // is measured (see the header). The profile's figures until some thread count is measured.
+  double slowest = 0;
+  bool larger = false;
   for (const auto& [t, e] : estimates_) {
-    if (e.slices >= min_slices_) slowest = std::max(slowest.value_or(e.value), e.value);
+    if (e.slices < min_slices_) continue;
+    slowest = std::max(slowest, e.value);
+    larger = larger || t > threads;
   }
-  return slowest ? std::max(fastest_, *slowest) : 1.0;
+  return larger ? std::max(fastest_, slowest) : std::max(1.0, slowest);
 }
 
 }  // namespace packrat

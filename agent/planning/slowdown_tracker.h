@@ -22,13 +22,16 @@
 // served, against the fat one on the profile alone, and it ran at a lower p99 in three paired
 // probes of three where the profile said the opposite. It counts down to `fastest` (0.8 by
 // default): a profile more than that much too slow is stale, not a speed to plan on (the
-// tests' rewritten profiles time microsecond models at hundreds of ms). An unmeasured thread
-// count takes the slowest measured one's figure below 1 as well: what makes the served one
-// faster than its profile (the machine's drift, idle neighbours) speeds the others too
-// (Inception-v3 on 2 cores: one-thread slices at 0.83-0.95 of the profile, two-thread ones at
-// 0.90-0.94). Held at 1, a thin plan not served yet counted 8% slower than the fat plan served
-// at 0.926, which decided the overload path's move for the fat plan: its capacity (8.48 rows/s
-// against 7.80) was the only one within 5% of the most (batch_for_rate.h).
+// tests' rewritten profiles time microsecond models at hundreds of ms).
+//
+// An unmeasured thread count is taken as the slowest measured one, and below 1 only where that
+// includes a count with more threads: a fat instance's speed against its profile is the
+// machine's drift alone, which speeds thinner ones too (they may gain more, from idle
+// neighbours); a thin one's may be the idle neighbours, which a fatter one lacks (ResNet-50:
+// one-thread slices at 0.85-0.95, two-thread ones at 0.99-1.05; Inception-v3: 0.83-0.95 and
+// 0.90-0.94). Held at 1 beside a fat plan served at 0.926, Inception-v3's thin plan for B = 2
+// counted 8% slower than the fat one for B = 8, and the overload path moved to the fat plan as
+// the only one within 5% of the most capacity (batch_for_rate.h).
 //
 // Thread-safety: all methods may be called from any thread (runtimes' completion threads
 // record, the control thread switches and reads).
@@ -54,8 +57,8 @@ class SlowdownTracker {
   // A switch of instance sets begins / ended at `now`. Switches may overlap (counted).
   void BeginSwitch();
   void EndSwitch(SteadyTime now);
-  // The slowdown of `threads` threads: the measured one, or (not measured) the slowest
-  // measured one, at least `fastest`; 1 while no thread count is measured.
+  // The slowdown of `threads` threads: the measured one, at least `fastest`; not measured, the
+  // slowest measured one, at least `fastest` if a larger count is measured, else at least 1.
   double Get(int threads) const;
 
  private:
