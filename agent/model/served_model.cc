@@ -1203,19 +1203,26 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
     // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
     // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
     // estimator's window, if longer) would not have overloaded (StepDownBatch), else the
-    // overload path would soon move B back up.
+    // overload path would soon move B back up; and among those, at a known rate, to the
+    // smallest whose requests' simulated p99 is near the lowest.
     const int64_t peak_window_ms = config_.reconfiguration.overload_window_ms > 0
                                        ? config_.reconfiguration.overload_window_ms
                                        : static_cast<int64_t>(window.count());
     const auto span = std::max<std::chrono::milliseconds>(
         window, std::chrono::milliseconds(config_.reconfiguration.scale_down_delay_ms));
     std::map<int64_t, std::optional<double>> capacities;
+    std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
     const std::optional<int64_t> step = StepDownBatch(
         active.target_rows, decision, peak_window_ms, config_.reconfiguration.max_utilization,
         [&](int64_t ms) { return arrival_rate_.PeakOver(std::chrono::milliseconds(ms), span); },
         [&](int64_t b) -> std::optional<double> {
           auto planned = PlanWithCapacity(b, active, arriving);
+          if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
           return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
+        },
+        [&](int64_t b) -> std::optional<double> {
+          auto it = p99s.find(b);
+          return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
         });
     const std::string peak = std::to_string(
         arrival_rate_.PeakOver(std::chrono::milliseconds(peak_window_ms), span).value_or(0));
@@ -1231,9 +1238,15 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
       return false;
     }
     if (*step != decision) {
-      capped = "; the estimate " + std::to_string(decision) + " serves " + rows_per_s(decision) +
-               " rows/s, too few for a recent peak of " + peak + ", " + std::to_string(*step) +
-               " serves " + rows_per_s(*step);
+      auto p99 = [&](int64_t b) {
+        auto it = p99s.find(b);
+        return it == p99s.end()
+                   ? std::string("")
+                   : ", a simulated p99 of " + std::to_string(std::lround(it->second)) + " ms";
+      };
+      capped = "; recent peak " + peak + " rows/s: the estimate " + std::to_string(decision) +
+               " serves " + rows_per_s(decision) + " rows/s" + p99(decision) + ", " +
+               std::to_string(*step) + " serves " + rows_per_s(*step) + p99(*step);
       decision = *step;
     }
   }

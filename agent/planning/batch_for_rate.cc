@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -59,18 +60,28 @@ std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b,
 
 std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
                                      double max_utilization, const RateOverFn& peak_over,
-                                     const CapacityFn& capacity) {
+                                     const CapacityFn& capacity, const P99Fn& p99) {
   std::vector<int64_t> candidates;  // ascending b
   if (wanted_b < current_b) candidates.push_back(wanted_b);
   for (int64_t b : LargerBatches(wanted_b, current_b)) {
     if (b < current_b) candidates.push_back(b);
   }
+  std::vector<std::pair<int64_t, std::optional<double>>> passed;  // b and its p99, ascending b
   for (int64_t b : candidates) {
     const std::optional<double> c = capacity(b);
     if (!c || *c <= 0) continue;
-    if (!OverloadedRate(window_ms, max_utilization * *c, peak_over)) return b;
+    if (!OverloadedRate(window_ms, max_utilization * *c, peak_over)) passed.emplace_back(b, p99(b));
   }
-  return std::nullopt;
+  if (passed.empty()) return std::nullopt;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const auto& [b, ms] : passed) {
+    if (!ms) return passed.front().first;  // no ranking without every candidate's p99
+    lowest = std::min(lowest, *ms);
+  }
+  for (const auto& [b, ms] : passed) {
+    if (*ms <= kBatchForRateMinGain * lowest) return b;
+  }
+  return passed.front().first;  // not reached: the lowest is within any factor >= 1 of itself
 }
 
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity) {

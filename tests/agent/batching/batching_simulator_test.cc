@@ -1,7 +1,10 @@
 #include "agent/batching/batching_simulator.h"
 
+#include <map>
+#include <optional>
 #include <vector>
 
+#include "agent/planning/batch_for_rate.h"
 #include "agent/planning/loaded_latency.h"
 #include "agent/planning/optimizer.h"
 #include "agent/planning/profile.h"
@@ -105,6 +108,40 @@ TEST(BatchingSimulatorTest, ThinInstancesWinBelowCapacityWhereTheirSlicesOverlap
   const auto resnet_thin = sim.Run({{1, 4}, {1, 4}}, Batching(8), 10, From(resnet));
   EXPECT_LT(resnet_fat.p99_ms, 0.95 * resnet_thin.p99_ms)
       << resnet_fat.p99_ms << " vs " << resnet_thin.p99_ms;
+}
+
+TEST(BatchingSimulatorTest, InceptionV3StepsDownFromTheFatPlanToTwoThinInstances) {
+  // Inception-v3's bench profile at 4.5 rows/s, the fat plan for B = 8 serving and the
+  // estimator asking for B = 1. Every smaller plan keeps up with the rate at 80% of its
+  // capacity: for B = 1 one two-thread instance (6.75 rows/s), for B = 2 two one-thread
+  // instances (7.8), for B = 4 the same at b = 2 (7.26). The plan for B = 1 runs one row at a
+  // time, 67% busy, and its rows queue (p99 921 ms); the thin plans run two rows side by side
+  // (785 ms at B = 2, 907 at B = 4, whose batches of two rows go to one instance).
+  const Profile inception = testing::TwoCoreInceptionV3Profile();
+  const BatchingSimulator sim;
+  const double rate = 4.5;
+  const std::map<int64_t, std::vector<Instance>> plans = {
+      {1, {{2, 1}}}, {2, {{1, 1}, {1, 1}}}, {4, {{1, 2}, {1, 2}}}};
+  std::map<int64_t, double> p99;
+  for (const auto& [b, instances] : plans) {
+    p99[b] = sim.Run(instances, Batching(b), rate, From(inception)).p99_ms;
+  }
+  EXPECT_GT(p99[1], 1.1 * p99[2]) << p99[1] << " vs " << p99[2];
+  const auto capacity = [&](int64_t b) -> std::optional<double> {
+    double rows_per_s = 0;
+    for (const Instance& i : plans.at(b)) {
+      rows_per_s += 1e3 * i.batch / *inception.InterpolatedLatency(i.threads, i.batch);
+    }
+    return rows_per_s;
+  };
+  const RateOverFn steady = [&](int64_t) -> std::optional<double> { return rate; };
+  const P99Fn simulated = [&](int64_t b) -> std::optional<double> { return p99.at(b); };
+  const auto step = StepDownBatch(8, 1, 2000, 0.8, steady, capacity, simulated);
+  ASSERT_TRUE(step);
+  EXPECT_EQ(*step, 2) << "p99 at B = 1, 2, 4: " << p99[1] << ", " << p99[2] << ", " << p99[4];
+  // Without the rate's ranking the estimate's own plan, which passes the bar.
+  const P99Fn unknown = [](int64_t) -> std::optional<double> { return std::nullopt; };
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, steady, capacity, unknown), 1);
 }
 
 }  // namespace

@@ -77,6 +77,17 @@ TEST(BatchForRateTest, NoStepUpWhenNoLargerBatchServesFivePercentMore) {
 // two-thread instance, for B = 2 two one-thread ones, for B = 4 two at b = 2.
 const std::map<int64_t, double> kInception = {{1, 6.75}, {2, 7.8}, {4, 7.26}, {8, 7.85}};
 
+// No known rate: no simulated p99 to rank the candidates by.
+const P99Fn kNoRate = [](int64_t) -> std::optional<double> { return std::nullopt; };
+
+P99Fn P99Table(std::map<int64_t, double> table) {
+  return [table = std::move(table)](int64_t b) -> std::optional<double> {
+    auto it = table.find(b);
+    if (it == table.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
 TEST(BatchForRateTest, StepDownGoesOnlyAsFarAsTheRecentPeaksAllow) {
   // Poisson arrivals at 5.6 rows/s: over 30 s the busiest 2 s see 9.5 rows/s, 4 s 8, 8 s 7.
   const RateOverFn peaks = [](int64_t ms) -> std::optional<double> {
@@ -85,27 +96,53 @@ TEST(BatchForRateTest, StepDownGoesOnlyAsFarAsTheRecentPeaksAllow) {
   std::vector<int64_t> asked;
   // B = 1 at 80% of 6.75 rows/s expects 10.8 rows in 2 s, and the overload bar is 10.8 +
   // 2·√10.8 = 17.4 rows: the peak's 19 would have moved B back up. B = 2's bar is 19.55.
-  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, peaks, Table(kInception, &asked)), 2);
-  EXPECT_EQ(asked, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, peaks, Table(kInception, &asked), kNoRate), 2);
+  EXPECT_EQ(asked, (std::vector<int64_t>{1, 2, 4}));  // every candidate, to rank those that pass
   // A peak that any smaller plan would have fallen behind: stay.
   const RateOverFn busy = [](int64_t) -> std::optional<double> { return 12.0; };
   asked.clear();
-  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, busy, Table(kInception, &asked)), std::nullopt);
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, busy, Table(kInception, &asked), kNoRate), std::nullopt);
   EXPECT_EQ(asked, (std::vector<int64_t>{1, 2, 4}));  // never the serving B
   // Without a window's history there is no peak to fear: the estimate itself.
   const RateOverFn young = [](int64_t) -> std::optional<double> { return std::nullopt; };
-  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, young, Table(kInception)), 1);
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, young, Table(kInception), kNoRate), 1);
   // Not a step down.
-  EXPECT_EQ(StepDownBatch(2, 2, 2000, 0.8, peaks, Table(kInception)), std::nullopt);
-  EXPECT_EQ(StepDownBatch(2, 4, 2000, 0.8, peaks, Table(kInception)), std::nullopt);
+  EXPECT_EQ(StepDownBatch(2, 2, 2000, 0.8, peaks, Table(kInception), kNoRate), std::nullopt);
+  EXPECT_EQ(StepDownBatch(2, 4, 2000, 0.8, peaks, Table(kInception), kNoRate), std::nullopt);
+}
+
+TEST(BatchForRateTest, StepDownTakesTheSmallestBatchNearTheLowestSimulatedP99) {
+  const RateOverFn calm = [](int64_t) -> std::optional<double> { return 4.5; };
+  // Every candidate passes the bar; B = 1 queues its single rows (1,300 ms), B = 2 does not.
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
+                          P99Table({{1, 1300}, {2, 600}, {4, 620}})),
+            2);
+  // Within 5% of the lowest: the smaller batch.
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
+                          P99Table({{1, 625}, {2, 600}, {4, 500}})),
+            4);
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
+                          P99Table({{1, 520}, {2, 600}, {4, 500}})),
+            1);
+  // Only candidates that pass the bar are ranked: at these peaks B = 1 and B = 4 would have
+  // been overloaded (bars of 17.4 and 18.4 rows in 2 s against 19), B = 2 not (19.55).
+  const RateOverFn peaks = [](int64_t ms) -> std::optional<double> {
+    return ms == 2000 ? 9.49 : ms == 4000 ? 8.0 : 7.0;
+  };
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, peaks, Table(kInception),
+                          P99Table({{1, 100}, {2, 600}, {4, 500}})),
+            2);
+  // A candidate without a p99 (no plan simulated): no ranking, the smallest that passes.
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception), P99Table({{2, 600}, {4, 500}})),
+            1);
 }
 
 TEST(BatchForRateTest, StepDownSkipsBatchesWithoutAPlan) {
   const RateOverFn calm = [](int64_t) -> std::optional<double> { return 1.0; };
   // max_b-style sizes: from 48 the candidates are 3 (the estimate), 4, 8, 16, 32.
   std::vector<int64_t> asked;
-  EXPECT_EQ(StepDownBatch(48, 3, 2000, 0.8, calm, Table({{16, 10}}, &asked)), 16);
-  EXPECT_EQ(asked, (std::vector<int64_t>{3, 4, 8, 16}));
+  EXPECT_EQ(StepDownBatch(48, 3, 2000, 0.8, calm, Table({{16, 10}}, &asked), kNoRate), 16);
+  EXPECT_EQ(asked, (std::vector<int64_t>{3, 4, 8, 16, 32}));
 }
 
 TEST(BatchForRateTest, BacklogBatchGrowsWhileEachStepServesFivePercentMore) {
