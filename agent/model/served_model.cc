@@ -1221,6 +1221,9 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
           return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
         },
         [&](int64_t b) -> std::optional<double> {
+          if (b == active.target_rows && arriving && *arriving > 0 && !generative()) {
+            p99s[b] = SimulatedP99Ms(ServingPlan(active), *arriving);  // the serving plan's
+          }
           auto it = p99s.find(b);
           return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
         });
@@ -1229,6 +1232,18 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
     auto rows_per_s = [&](int64_t b) {
       return capacities[b] ? std::to_string(*capacities[b]) : std::string("?");
     };
+    if (!step && p99s.count(active.target_rows)) {  // ranked: the serving plan fares better
+      std::ostringstream ranked;
+      for (const auto& [b, ms] : p99s) {
+        if (b != active.target_rows) ranked << ", B=" << b << " " << std::lround(ms) << " ms";
+      }
+      PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
+                        << ": at " << arriving.value_or(0) << " rows/s its requests see a "
+                        << "simulated p99 of " << std::lround(p99s[active.target_rows])
+                        << " ms, more than 5% below every smaller plan the recent arrivals allow"
+                        << ranked.str();
+      return false;
+    }
     if (!step) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
                         << ": from the estimate B=" << decision << " (" << rows_per_s(decision)

@@ -78,10 +78,11 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
     if (!ms) return passed.front().first;  // no ranking without every candidate's p99
     lowest = std::min(lowest, *ms);
   }
+  if (const std::optional<double> serving = p99(current_b)) lowest = std::min(lowest, *serving);
   for (const auto& [b, ms] : passed) {
     if (*ms <= kBatchForRateMinGain * lowest) return b;
   }
-  return passed.front().first;  // not reached: the lowest is within any factor >= 1 of itself
+  return std::nullopt;  // the serving plan's requests fare better than any candidate's
 }
 
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity) {

@@ -50,7 +50,8 @@ std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b, const Ca
 using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
 
 // The simulated p99 (ms) of single-row requests on the plan for batch size b at the rate
-// arriving now (BatchingSimulator); nullopt where there is no plan for b or no known rate.
+// arriving now (BatchingSimulator), for the current b the serving plan's; nullopt where there
+// is no plan for b or no known rate.
 using P99Fn = std::function<std::optional<double>(int64_t b)>;
 
 // The estimator's step down from `current_b` towards its estimate `wanted_b`, only as far as the
@@ -61,13 +62,14 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // up, and a step to a plan that a recent peak would have overloaded moves B straight back up;
 // the same bar keeps the step down from refusing what the overload path would have let
 // through. Among them, the smallest b whose p99(b) is within kBatchForRateMinGain of the lowest
-// (the smallest candidate where p99 knows any of them not); nullopt (stay at current_b) where
-// none passes. Where the estimate's own plan fails the bar, a larger b's may not (Inception-v3
-// on 2 cores: the plan for B = 1, one two-thread instance, serves 6.8 rows/s, the plan for
-// B = 2, two one-thread instances, 7.8). And a plan that passes may still queue its rows
-// longer than a larger one's: at 4.5 rows/s the plan for B = 1 runs one row at a time, 67%
-// busy (a simulated p99 of 921 ms), the plan for B = 2 two rows side by side (785 ms); the
-// bench's probe at 4.2 req/s that served B = 1 failed its 1-s target (p99 1.4 s).
+// of theirs and the serving plan's, p99(current_b) (the smallest candidate where p99 knows any
+// of them not); nullopt (stay at current_b) where none passes or none is within it. Where the
+// estimate's own plan fails the bar, a larger b's may not (Inception-v3 on 2 cores: the plan for B
+// = 1, one two-thread instance, serves 6.8 rows/s, the plan for B = 2, two one-thread
+// instances, 7.8). And a plan that passes may still queue its rows longer than a larger one's:
+// at 4.5 rows/s the plan for B = 1 runs one row at a time, 67% busy (a simulated p99 of 921 ms),
+// the plan for B = 2 two rows side by side (785 ms); the bench's probe at 4.2 req/s that served B =
+// 1 failed its 1-s target (p99 1.4 s).
 std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
                                      double max_utilization, const RateOverFn& peak_over,
                                      const CapacityFn& capacity, const P99Fn& p99);

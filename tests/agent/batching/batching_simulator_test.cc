@@ -121,7 +121,7 @@ TEST(BatchingSimulatorTest, InceptionV3StepsDownFromTheFatPlanToTwoThinInstances
   const BatchingSimulator sim;
   const double rate = 4.5;
   const std::map<int64_t, std::vector<Instance>> plans = {
-      {1, {{2, 1}}}, {2, {{1, 1}, {1, 1}}}, {4, {{1, 2}, {1, 2}}}};
+      {1, {{2, 1}}}, {2, {{1, 1}, {1, 1}}}, {4, {{1, 2}, {1, 2}}}, {8, {{2, 8}}}};
   std::map<int64_t, double> p99;
   for (const auto& [b, instances] : plans) {
     p99[b] = sim.Run(instances, Batching(b), rate, From(inception)).p99_ms;
@@ -138,7 +138,8 @@ TEST(BatchingSimulatorTest, InceptionV3StepsDownFromTheFatPlanToTwoThinInstances
   const P99Fn simulated = [&](int64_t b) -> std::optional<double> { return p99.at(b); };
   const auto step = StepDownBatch(8, 1, 2000, 0.8, steady, capacity, simulated);
   ASSERT_TRUE(step);
-  EXPECT_EQ(*step, 2) << "p99 at B = 1, 2, 4: " << p99[1] << ", " << p99[2] << ", " << p99[4];
+  EXPECT_EQ(*step, 2) << "p99 at B = 1, 2, 4, 8: " << p99[1] << ", " << p99[2] << ", " << p99[4]
+                      << ", " << p99[8];
   // Without the rate's ranking the estimate's own plan, which passes the bar.
   const P99Fn unknown = [](int64_t) -> std::optional<double> { return std::nullopt; };
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, steady, capacity, unknown), 1);

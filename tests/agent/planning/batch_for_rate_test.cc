@@ -132,6 +132,20 @@ TEST(BatchForRateTest, StepDownTakesTheSmallestBatchNearTheLowestSimulatedP99) {
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, peaks, Table(kInception),
                           P99Table({{1, 100}, {2, 600}, {4, 500}})),
             2);
+  // The serving plan (B = 8) counts too: where its requests fare more than 5% better than
+  // every candidate's, stay.
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
+                          P99Table({{1, 1300}, {2, 600}, {4, 620}, {8, 580}})),
+            2);
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
+                          P99Table({{1, 1300}, {2, 600}, {4, 620}, {8, 500}})),
+            std::nullopt);
+  // Inception-v3 at 11 rows/s on a faster host, from B = 2 towards 1: the serving plan's 203
+  // ms against 237 (the step from 2 to 1 had followed 10 s after the one from 8 to 2).
+  const RateOverFn light = [](int64_t) -> std::optional<double> { return 11.0; };
+  EXPECT_EQ(StepDownBatch(2, 1, 2000, 0.8, light, Table({{1, 20.3}, {2, 24.5}}),
+                          P99Table({{1, 237}, {2, 203}})),
+            std::nullopt);
   // A candidate without a p99 (no plan simulated): no ranking, the smallest that passes.
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception), P99Table({{2, 600}, {4, 500}})),
             1);
