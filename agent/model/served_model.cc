@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -106,6 +107,15 @@ Status AwaitStarts(std::vector<std::future<StatusOr<std::unique_ptr<Instance>>>>
     for (const auto& w : workers) w->Stop(std::chrono::milliseconds(0));
   }
   return status;
+}
+
+// For the log: a plan's rows per second at full batches, or why B has no plan (see
+// PlanWithCapacity: the batches it would run are too slow for max_batch_latency_ms).
+std::string CapacityText(const std::optional<double>& rows_per_s) {
+  if (!rows_per_s) return "no plan within the batch-latency limit";
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << *rows_per_s << " rows/s";
+  return out.str();
 }
 
 }  // namespace
@@ -1173,21 +1183,18 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
           auto planned = PlanWithCapacity(b, active, arriving);
           return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
         });
-    auto rows_per_s = [&](int64_t b) {
-      return capacities[b] ? std::to_string(*capacities[b]) : std::string("?");
-    };
+    auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
     if (!step) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
                         << " (" << rows_per_s(active.target_rows)
-                        << " rows/s): up to the estimate B=" << decision << " no plan serves "
+                        << "): up to the estimate B=" << decision << " no plan serves "
                         << std::lround((kBatchForRateMinGain - 1) * 100) << "% more (B=" << decision
-                        << ": " << rows_per_s(decision) << " rows/s)";
+                        << ": " << rows_per_s(decision) << ")";
       return false;
     }
     if (*step != decision) {
       capped = "; the estimate " + std::to_string(decision) + " would serve " +
-               rows_per_s(decision) + " rows/s, " + std::to_string(*step) + " serves " +
-               rows_per_s(*step);
+               rows_per_s(decision) + ", " + std::to_string(*step) + " serves " + rows_per_s(*step);
       decision = *step;
     }
   }
@@ -1229,9 +1236,7 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
         });
     const std::string peak = std::to_string(
         arrival_rate_.PeakOver(std::chrono::milliseconds(peak_window_ms), span).value_or(0));
-    auto rows_per_s = [&](int64_t b) {
-      return capacities[b] ? std::to_string(*capacities[b]) : std::string("?");
-    };
+    auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
     if (!step && p99s.count(active.target_rows)) {  // ranked: the serving plan fares better
       std::ostringstream ranked;
       for (const auto& [b, ms] : p99s) {
@@ -1247,7 +1252,7 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
     if (!step) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': keeping B=" << active.target_rows
                         << ": from the estimate B=" << decision << " (" << rows_per_s(decision)
-                        << " rows/s) up, every smaller plan would have been overloaded by the "
+                        << ") up, every smaller plan would have been overloaded by the "
                         << "recent arrivals (a peak of " << peak << " rows/s over "
                         << peak_window_ms << " ms)";
       return false;
@@ -1260,8 +1265,8 @@ bool ServedModel::FollowEstimate(const InstanceSet& active, int64_t decision,
                    : ", a simulated p99 of " + std::to_string(std::lround(it->second)) + " ms";
       };
       capped = "; recent peak " + peak + " rows/s: the estimate " + std::to_string(decision) +
-               " serves " + rows_per_s(decision) + " rows/s" + p99(decision) + ", " +
-               std::to_string(*step) + " serves " + rows_per_s(*step) + p99(*step);
+               " serves " + rows_per_s(decision) + p99(decision) + ", " + std::to_string(*step) +
+               " serves " + rows_per_s(*step) + p99(*step);
       decision = *step;
     }
   }
