@@ -14,10 +14,11 @@ across requests. It speaks the subset of Packrat's REST API the benchmarks use:
                                                 [--generative] [--max-concurrent N]
 
 By default every request's model call runs at once on its own Flask thread, each with T intra-op
-threads: concurrency helps ResNet-50 on 2 cores (two callers: 35 ms a call each, against 55 ms
-one at a time) and ruins the BERT-like encoder (four callers: 1.7 s a call, against 0.05 s),
-whose many small operators each wait for all of the oversubscribed threads. --max-concurrent N
-lets at most N model calls run at once (the rest wait), what a user does after seeing that.
+threads: concurrency helps ResNet-50 on 2 cores (two calls at once end after 70 ms, one alone
+after 55) and ruins the BERT-like encoder (from four threads at once a call takes 1.7 s, alone
+0.05 s), whose many small operators each wait for all of the oversubscribed threads.
+--max-concurrent N lets at most N model calls run at once (the rest wait), what a user does
+after seeing that.
 """
 import argparse
 import contextlib
