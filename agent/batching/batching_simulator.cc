@@ -117,4 +117,31 @@ BatchingSimulator::Result BatchingSimulator::Run(const std::vector<Instance>& in
   return result;
 }
 
+double BatchingSimulator::Capacity(const std::vector<Instance>& instances,
+                                   const SliceLatency& slice_ms) {
+  double rows_per_s = 0;
+  for (const Instance& instance : instances) {
+    const int64_t b = std::max<int64_t>(1, instance.batch);
+    rows_per_s += static_cast<double>(b) * 1e3 / slice_ms(instance.threads, b);
+  }
+  return rows_per_s;
+}
+
+double BatchingSimulator::MaxRate(const std::vector<Instance>& instances, const Options& options,
+                                  double p99_ms, const SliceLatency& slice_ms) const {
+  if (instances.empty()) return 0;
+  const auto meets = [&](double rate) {
+    return Run(instances, options, rate, slice_ms).p99_ms <= p99_ms;
+  };
+  double high = Capacity(instances, slice_ms);
+  if (meets(high)) return high;
+  double low = high * 1e-3;
+  if (!meets(low)) return 0;
+  while (high - low > 0.005 * high) {  // invariant: low meets the target, high does not
+    const double mid = (low + high) / 2;
+    (meets(mid) ? low : high) = mid;
+  }
+  return low;
+}
+
 }  // namespace packrat

@@ -59,6 +59,18 @@ class BatchingSimulator {
   Result Run(const std::vector<Instance>& instances, const Options& options, double rate,
              const SliceLatency& slice_ms) const;
 
+  // Rows/s that `instances` serve running full slices back to back: Σ b / slice_ms(t, b).
+  static double Capacity(const std::vector<Instance>& instances, const SliceLatency& slice_ms);
+
+  // The throughput of `instances` at a p99 latency target: the highest rate (rows/s) whose
+  // simulated p99 stays within `p99_ms`, found by bisection to within 0.5%, and never above
+  // Capacity() (beyond it the queue grows without bound, whatever a finite run's p99 says).
+  // 0 where even a trickle misses the target (a slice alone takes longer). On the same
+  // arrivals the p99 rises with the rate, though not strictly (batches cut by max_delay), so
+  // this is where it crosses the target, to within the bisection.
+  double MaxRate(const std::vector<Instance>& instances, const Options& options, double p99_ms,
+                 const SliceLatency& slice_ms) const;
+
  private:
   std::vector<double> unit_arrivals_;  // arrival times (s) of a rate of one row per second
 };

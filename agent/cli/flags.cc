@@ -82,6 +82,21 @@ StatusOr<int> ParseIntFlag(std::string_view name, std::string_view value, int mi
   return parsed;
 }
 
+StatusOr<std::vector<int>> ParseIntListFlag(std::string_view name,
+                                            const std::vector<std::string_view>& values, int min) {
+  std::vector<int> parsed;
+  for (std::string_view value : values) {
+    while (true) {
+      const size_t comma = value.find(',');
+      ASSIGN_OR_RETURN(int one, ParseIntFlag(name, value.substr(0, comma), min));
+      parsed.push_back(one);
+      if (comma == std::string_view::npos) break;
+      value.remove_prefix(comma + 1);
+    }
+  }
+  return parsed;
+}
+
 std::string FlagsHelp(std::span<const FlagSpec> specs) {
   std::vector<std::string> lefts;
   size_t width = 0;

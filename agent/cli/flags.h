@@ -53,6 +53,12 @@ StatusOr<ParsedFlags> ParseFlags(std::span<const FlagSpec> specs,
 // Parses `value` of flag `name` as an integer ≥ `min`. kInvalidArgument naming the flag.
 StatusOr<int> ParseIntFlag(std::string_view name, std::string_view value, int min);
 
+// Parses every value of a repeatable flag `name` (GetAll), each an integer ≥ `min` or a
+// comma-separated list of them ("--batch 1,8 --batch 64"), in order. kInvalidArgument naming
+// the flag.
+StatusOr<std::vector<int>> ParseIntListFlag(std::string_view name,
+                                            const std::vector<std::string_view>& values, int min);
+
 // One line per flag: "  --name VALUE   help", aligned.
 std::string FlagsHelp(std::span<const FlagSpec> specs);
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/cli/capacity_command.h"
 #include "agent/cli/command.h"
 #include "agent/cli/plan_command.h"
 #include "agent/cli/profile_command.h"
@@ -26,6 +27,8 @@ int RunVersion(std::span<const std::string_view> args, std::ostream& out, std::o
 
 constexpr CliCommand kCommands[] = {
     {"plan", "choose the <instances,threads,batch> configuration for a profile", RunPlanCommand},
+    {"capacity", "simulate each plan's throughput at a p99 latency target on a profile",
+     RunCapacityCommand},
     {"profile", "measure a model's latency profile L[t,b] with pinned runtimes", RunProfileCommand},
     {"help", "print this help, or a command's: packrat help COMMAND", RunHelp},
     {"version", "print the version", RunVersion},

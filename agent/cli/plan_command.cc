@@ -56,21 +56,6 @@ std::string FormatFixed(double value, int decimals) {
   return buf;
 }
 
-// Parses every --batch value; each may be a comma-separated list.
-StatusOr<std::vector<int>> ParseBatches(const std::vector<std::string_view>& values) {
-  std::vector<int> batches;
-  for (std::string_view value : values) {
-    while (true) {
-      size_t comma = value.find(',');
-      ASSIGN_OR_RETURN(int batch, ParseIntFlag("batch", value.substr(0, comma), 1));
-      batches.push_back(batch);
-      if (comma == std::string_view::npos) break;
-      value.remove_prefix(comma + 1);
-    }
-  }
-  return batches;
-}
-
 // Renders rows as aligned columns: column 1 (config) left-aligned, the others right-aligned.
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(rows.front().size(), 0);
@@ -149,7 +134,7 @@ int RunPlanCommand(std::span<const std::string_view> args, std::ostream& out, st
   std::optional<std::string_view> profile_path = flags->Get("profile");
   if (!profile_path.has_value()) return UsageError(err, InvalidArgument("--profile is required"));
   if (!flags->Has("batch")) return UsageError(err, InvalidArgument("--batch is required"));
-  StatusOr<std::vector<int>> batches = ParseBatches(flags->GetAll("batch"));
+  StatusOr<std::vector<int>> batches = ParseIntListFlag("batch", flags->GetAll("batch"), 1);
   if (!batches.ok()) return UsageError(err, batches.status());
   std::optional<int> threads;
   if (std::optional<std::string_view> value = flags->Get("threads"); value.has_value()) {

@@ -54,6 +54,29 @@ TEST(BatchingSimulatorTest, BeyondCapacityEveryBatchIsFull) {
   EXPECT_GT(r.p99_ms, 10000);
 }
 
+TEST(BatchingSimulatorTest, MaxRateIsWhereThePercentileCrossesTheTarget) {
+  const BatchingSimulator sim(20000);
+  const auto row = [](int, int64_t) { return 100.0; };  // 10 rows/s at most
+  const double rate = sim.MaxRate({{1, 1}}, Batching(1), 500, row);
+  EXPECT_GT(rate, 1);
+  EXPECT_LT(rate, 10);
+  EXPECT_LE(sim.Run({{1, 1}}, Batching(1), rate, row).p99_ms, 500);
+  EXPECT_GT(sim.Run({{1, 1}}, Batching(1), rate * 1.01, row).p99_ms, 500);
+}
+
+TEST(BatchingSimulatorTest, MaxRateIsZeroWhereALoneSliceMissesTheTarget) {
+  const BatchingSimulator sim;
+  EXPECT_EQ(sim.MaxRate({{1, 1}}, Batching(1), 99, [](int, int64_t) { return 100.0; }), 0);
+}
+
+TEST(BatchingSimulatorTest, MaxRateStopsAtCapacity) {
+  const BatchingSimulator sim;
+  const auto slice = [](int, int64_t rows) { return 50.0 * static_cast<double>(rows); };
+  // Two instances of 4 rows in 200 ms: 40 rows/s, whatever a lax target allows a finite run.
+  EXPECT_DOUBLE_EQ(BatchingSimulator::Capacity({{1, 4}, {1, 4}}, slice), 40);
+  EXPECT_DOUBLE_EQ(sim.MaxRate({{1, 4}, {1, 4}}, Batching(8), 1e9, slice), 40);
+}
+
 TEST(BatchingSimulatorTest, RunsAreDeterministicAndShareTheirArrivals) {
   const BatchingSimulator sim;
   const auto slice = [](int threads, int64_t rows) {
@@ -128,11 +151,7 @@ TEST(BatchingSimulatorTest, InceptionV3StepsDownFromTheFatPlanToTwoThinInstances
   }
   EXPECT_GT(p99[1], 1.1 * p99[2]) << p99[1] << " vs " << p99[2];
   const auto capacity = [&](int64_t b) -> std::optional<double> {
-    double rows_per_s = 0;
-    for (const Instance& i : plans.at(b)) {
-      rows_per_s += 1e3 * i.batch / *inception.InterpolatedLatency(i.threads, i.batch);
-    }
-    return rows_per_s;
+    return BatchingSimulator::Capacity(plans.at(b), From(inception));
   };
   const RateOverFn steady = [&](int64_t) -> std::optional<double> { return rate; };
   const P99Fn simulated = [&](int64_t b) -> std::optional<double> { return p99.at(b); };
