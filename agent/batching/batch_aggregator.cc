@@ -7,7 +7,13 @@ BatchAggregator::BatchAggregator(Options options) : options_(options) {
 }
 
 Status BatchAggregator::Enqueue(std::shared_ptr<InferenceRequest> request) {
-  if (queued_rows_ + request->rows() > options_.max_queue_rows && !queue_.empty()) {
+  if (request->rows() > options_.max_queue_rows) {
+    // Never servable, and a request of 2^62 zero-byte rows would be cut into as many slices.
+    return InvalidArgument("a request of " + std::to_string(request->rows()) +
+                           " rows is more than the model queues (batching.max_queue_rows = " +
+                           std::to_string(options_.max_queue_rows) + ")");
+  }
+  if (queued_rows_ + request->rows() > options_.max_queue_rows) {
     return ResourceExhausted("the model's queue is full (" + std::to_string(queued_rows_) +
                              " rows waiting)");
   }

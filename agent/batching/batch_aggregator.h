@@ -38,7 +38,8 @@ class BatchAggregator {
 
   explicit BatchAggregator(Options options);
 
-  // Queues a request. kResourceExhausted if it would push the queue beyond max_queue_rows.
+  // Queues a request. kResourceExhausted if it would push the queue beyond max_queue_rows;
+  // kInvalidArgument if it alone has more rows than that (it could never be queued).
   Status Enqueue(std::shared_ptr<InferenceRequest> request);
 
   // The next batch, if one is due at `now`: B rows are queued, or the oldest request arrived

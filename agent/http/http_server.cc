@@ -278,6 +278,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     request.body = std::make_shared<const std::string>(std::move(req.body()));
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
+    head_ = req.method() == bhttp::verb::head;
     ++request_number_;
     request.on_disconnect = [weak = this->weak_from_this(),
                              number = request_number_](std::function<void()> on_gone) {
@@ -307,6 +308,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     response.body = ErrorJson(message);
     server_->BeginRequest();
     linger_ = linger;
+    head_ = false;
     Write(std::move(response), /*keep_alive=*/false, 11, /*counted=*/true);
   }
 
@@ -480,6 +482,13 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     res->body() = std::move(response.body);
     res->keep_alive(keep_alive);
     res->prepare_payload();
+    if (head_) {
+      // The headers a GET would get, and no body (RFC 9110 §9.3.2): the bytes of one would
+      // be read as the start of the next response on this connection.
+      const size_t length = res->body().size();
+      res->body().clear();
+      res->content_length(length);
+    }
     stream_.expires_after(server_->options().idle_timeout);
     bhttp::async_write(
         stream_, *res,
@@ -515,6 +524,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   beast::basic_stream<Protocol> stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bool head_ = false;  // the request being answered is a HEAD: its answer has no body (strand)
   // Disconnect watching (strand only): requests read so far, the last one answered, the
   // callback for the current one and whether a readability wait is pending.
   uint64_t request_number_ = 0;

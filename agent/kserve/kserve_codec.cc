@@ -384,7 +384,15 @@ Status ParseRequestParameters(const object& root, DecodedRequest* req) {
     if (value.get_uint64().get(timeout) != simdjson::SUCCESS) {
       return InvalidArgument("parameter 'timeout' must be a non-negative integer (microseconds)");
     }
-    req->timeout_us = timeout;
+    // A day, as batching.timeout_ms allows; beyond it a deadline of received + timeout
+    // overflows the clock. 0 sets none, as in Triton (the model's timeout_ms applies).
+    constexpr uint64_t kMaxTimeoutUs = 86'400'000'000;
+    if (timeout > kMaxTimeoutUs) {
+      return InvalidArgument("parameter 'timeout' must be at most " +
+                             std::to_string(kMaxTimeoutUs) + " microseconds (a day), got " +
+                             std::to_string(timeout));
+    }
+    if (timeout > 0) req->timeout_us = timeout;
   }
   return Status::Ok();
 }

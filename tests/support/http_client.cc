@@ -95,6 +95,7 @@ HttpResult HttpClient::Request(const std::string& method, const std::string& tar
     beast::error_code ec;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(1ull << 30);
+    parser.skip(method == "HEAD");  // an answer to HEAD has headers only
     auto exchange = [&](auto& stream) {
       bhttp::write(stream, req, ec);
       // A server may answer (413, say) and close before the whole body is sent: its answer is

@@ -224,11 +224,15 @@ TEST_F(BatchAggregatorTest, QueueFullIsResourceExhausted) {
   EXPECT_TRUE(aggregator.Enqueue(Request(1)).ok());
 }
 
-TEST_F(BatchAggregatorTest, OversizedRequestIsAcceptedIntoAnEmptyQueue) {
-  // A request larger than the queue would otherwise never be servable.
+TEST_F(BatchAggregatorTest, ARequestLargerThanTheQueueIsInvalid) {
+  // It could never be queued: a client error (400), not a full queue to retry (429).
   BatchAggregator aggregator(Options(kTarget, /*max_queue=*/10));
-  ASSERT_TRUE(aggregator.Enqueue(Request(30)).ok());
-  EXPECT_EQ(aggregator.Enqueue(Request(1)).code(), StatusCode::kResourceExhausted);
+  const Status s = aggregator.Enqueue(Request(11));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("batching.max_queue_rows = 10"), std::string::npos) << s.message();
+  EXPECT_EQ(aggregator.queued_rows(), 0);
+  // One that fits alone is queued into an empty queue.
+  EXPECT_TRUE(aggregator.Enqueue(Request(10)).ok());
 }
 
 TEST_F(BatchAggregatorTest, TakeAllEmptiesTheQueueInOrder) {

@@ -1,6 +1,6 @@
 // HttpServer on a Unix domain socket: it serves the same handler as on TCP, replaces a stale
 // socket file but never a live socket or another kind of file, makes the socket mode 0666 and
-// removes it on Stop() (only if it is still its own).
+// removes it on Stop() (only if it is still its own). And an answer to HEAD has no body.
 #include "agent/http/http_server.h"
 
 #include <gtest/gtest.h>
@@ -144,6 +144,22 @@ TEST_F(HttpServerUnixSocketTest, StopLeavesASuccessorsSocketAlone) {
   Stop(**old_server);
   EXPECT_TRUE(std::filesystem::is_socket(path_));
   EXPECT_EQ(HttpClient(UnixSocket{path_}).Get("/new").body, "GET /new 0");
+}
+
+TEST_F(HttpServerUnixSocketTest, AnswersHeadWithTheHeadersOnlyAndKeepsTheConnection) {
+  auto server = Create(path_);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  (*server)->Start();
+  HttpClient client(UnixSocket{path_});
+  HttpResult head = client.Request("HEAD", "/v2");
+  EXPECT_EQ(head.status, 200) << head.error;
+  EXPECT_EQ(head.headers["content-length"], std::to_string(std::string("HEAD /v2 0").size()));
+  EXPECT_EQ(head.body, "");
+  // Body bytes after the headers would be read as this answer's start.
+  HttpResult get = client.Get("/next");
+  EXPECT_EQ(get.status, 200) << get.error;
+  EXPECT_EQ(get.body, "GET /next 0");
+  Stop(**server);
 }
 
 }  // namespace

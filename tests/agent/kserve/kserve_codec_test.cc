@@ -545,6 +545,13 @@ TEST(KserveCodecTest, RejectsBadTopLevelFields) {
   ExpectInvalid(DecodeJson(sig, Request({x}, "\"parameters\":[],")), "'parameters'");
   ExpectInvalid(DecodeJson(sig, Request({x}, "\"parameters\":{\"timeout\":-1},")), "'timeout'");
   ExpectInvalid(DecodeJson(sig, Request({x}, "\"parameters\":{\"timeout\":1.5},")), "'timeout'");
+  // Beyond a day (here: the largest uint64, which as µs would overflow the deadline).
+  ExpectInvalid(DecodeJson(sig, Request({x}, "\"parameters\":{\"timeout\":18446744073709551615},")),
+                "'timeout' must be at most 86400000000 microseconds");
+  // 0 sets no deadline of the request's own, as in Triton.
+  auto zero = DecodeJson(sig, Request({x}, "\"parameters\":{\"timeout\":0},"));
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_FALSE(zero->timeout_us.has_value());
   ExpectInvalid(DecodeJson(sig, Request({x}, "\"parameters\":{\"binary_data_output\":1},")),
                 "'binary_data_output'");
   ExpectInvalid(DecodeJson(sig, Request({x}, "\"outputs\":{},")), "'outputs' must be an array");
