@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace packrat {
 
@@ -66,18 +67,30 @@ void Dispatcher::Dispatch(Batch batch) {
   std::vector<size_t> loads;
   loads.reserve(executors_.size());
   for (const InstanceExecutor* e : executors_) loads.push_back(e->load());
+  // A dead instance (its replacement starting) gets no rows while a live one is left: each of
+  // its slices would fail. With none left, the slices fail as they would anyway.
+  std::vector<int64_t> sizes = batch_sizes_;
+  bool any_alive = false;
+  for (size_t i = 0; i < executors_.size(); ++i) {
+    if (executors_[i]->alive()) {
+      any_alive = true;
+    } else {
+      sizes[i] = 0;
+    }
+  }
+  if (!any_alive) sizes = batch_sizes_;
   const size_t rotation = rotation_.fetch_add(1);
   std::vector<int64_t> counts;
   if (whole_batches_) {
     counts.assign(executors_.size(), 0);
-    size_t pick = rotation % executors_.size();
+    std::optional<size_t> pick;
     for (size_t k = 0; k < executors_.size(); ++k) {
       const size_t i = (rotation + k) % executors_.size();
-      if (loads[i] < loads[pick]) pick = i;
+      if (sizes[i] > 0 && (!pick || loads[i] < loads[*pick])) pick = i;
     }
-    counts[pick] = batch.rows;
+    counts[pick.value_or(rotation % executors_.size())] = batch.rows;
   } else {
-    counts = PartitionRows(batch.rows, batch_sizes_, loads, rotation);
+    counts = PartitionRows(batch.rows, sizes, loads, rotation);
   }
 
   // Cut the batch's rows, request by request, into slices of at most what each instance can

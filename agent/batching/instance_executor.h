@@ -65,6 +65,10 @@ class InstanceExecutor {
   virtual int64_t batch_size() const = 0;
   // Slices queued or running; the dispatcher prefers instances with fewer.
   virtual size_t load() const = 0;
+  // False once the executor cannot run slices any more (its runtime died and awaits its
+  // replacement, or it stopped): the dispatcher then shares batches among the live ones, and
+  // a slice still given to it is failed or retried by its owner. Short locks only.
+  virtual bool alive() const { return true; }
 };
 
 }  // namespace packrat

@@ -220,7 +220,9 @@ void DecodeInstance::CompletionLoop() {
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (msg.slot < slot_busy_.size()) slot_busy_[msg.slot] = false;
-          if (accepting_) failed = SendLocked();
+          // Also while Stop() drains (accepting_ false): the prompts queued before it must
+          // reach the runtime, or the drain waits its whole timeout and then fails them.
+          if (!stopped_ && dead_reason_.empty()) failed = SendLocked();
         }
         for (auto& [entry, status] : failed) entry.request->on_done(status);
         break;

@@ -101,7 +101,7 @@ class RuntimeInstance : public InstanceExecutor {
   // runtime_main.cc); empty from runtimes that report nothing.
   const std::string& load_report() const { return load_report_; }
   const RuntimeInstanceOptions& options() const { return options_; }
-  bool alive() const;
+  bool alive() const override;
 
  private:
   RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher* launcher,

@@ -1018,9 +1018,10 @@ TEST_F(ReconfigurationTest, KilledRuntimeIsRetriedAndRestarted) {
   ASSERT_TRUE(agent_->WaitForLog("drained", std::chrono::seconds(60))) << agent_->Digest();
   ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
   load.Stop();
-  // Every request got an answer: right, or 503 for rows that could not be retried.
+  // Every request got the right answer: the dead runtime's slices were retried on the live
+  // one, and until its replacement served, batches went to the live one alone.
   EXPECT_EQ(load.wrong(), 0) << load.Describe();
-  for (const auto& [code, n] : load.failures()) EXPECT_EQ(code, 503) << n << " answered " << code;
+  EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
   const ConfigView after = GetConfig();
   ASSERT_EQ(after.workers.size(), 2u);
   for (const auto& w : after.workers) {

@@ -419,6 +419,31 @@ TEST_F(DispatcherTest, PrefersTheLessLoadedInstance) {
   ExpectAllCorrect();
 }
 
+TEST_F(DispatcherTest, ADeadInstanceGetsNoRowsWhileALiveOneIsLeft) {
+  // Its runtime died and its replacement is starting: each slice it got would fail.
+  MakeExecutors(Mode::kInline, {4, 4, 2});
+  executors_[1]->set_alive(false);
+  auto dispatcher = MakeDispatcher(2);
+  std::mt19937 rng(5);
+  for (int b = 0; b < 50; ++b) dispatcher->Dispatch(RandomBatch(rng, 1 + b % 4, 5));
+  EXPECT_EQ(executors_[1]->slices(), 0u);
+  EXPECT_GT(executors_[0]->rows(), executors_[2]->rows());  // still shared by b: 4 to 2
+  ExpectAllCorrect();
+  ExpectEveryRowSentOnce();
+  // Whole batches (layered) skip it too, though its load of 0 is the lowest.
+  dispatcher->set_whole_batches(true);
+  for (int b = 0; b < 10; ++b) dispatcher->Dispatch(RandomBatch(rng, 1, 3));
+  EXPECT_EQ(executors_[1]->slices(), 0u);
+  ExpectAllCorrect();
+  // With every instance dead the rows still go out, to fail or be retried there.
+  executors_[0]->set_alive(false);
+  executors_[2]->set_alive(false);
+  dispatcher->set_whole_batches(false);
+  dispatcher->Dispatch(RandomBatch(rng, 2, 5));
+  EXPECT_GT(executors_[0]->slices() + executors_[1]->slices() + executors_[2]->slices(), 0u);
+  ExpectEveryRowSentOnce();
+}
+
 TEST_F(DispatcherTest, FailingInstanceFailsOnlyTheRequestsItCarried) {
   MakeExecutors(Mode::kInline, {4, 2, 1}, {false, true, false});
   auto dispatcher = MakeDispatcher(2);

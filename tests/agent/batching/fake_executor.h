@@ -164,6 +164,15 @@ class FakeExecutor : public InstanceExecutor {
   }
 
   int64_t batch_size() const override { return batch_size_; }
+  bool alive() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return alive_;
+  }
+  // Marks the executor dead (its runtime gone) or alive again; it still runs what it is given.
+  void set_alive(bool alive) {
+    std::lock_guard<std::mutex> lock(mu_);
+    alive_ = alive;
+  }
   size_t load() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return pending_.size() + extra_load_;
@@ -315,6 +324,7 @@ class FakeExecutor : public InstanceExecutor {
   std::deque<WorkSlice> pending_;
   bool stop_ = false;
   size_t extra_load_ = 0;
+  bool alive_ = true;
   size_t slices_ = 0;
   int64_t rows_ = 0;
   int64_t max_slice_rows_ = 0;
