@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,17 +37,6 @@ std::string CapacityUsage() {
          "\n"
          "flags:\n" +
          FlagsHelp(kCapacityFlags);
-}
-
-int UsageError(std::ostream& err, const Status& status) {
-  err << "error: " << status.message() << "\nrun 'packrat capacity --help' for usage\n";
-  return kExitUsage;
-}
-
-std::string Fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, value);
-  return buf;
 }
 
 struct PeerResult {
@@ -101,8 +89,8 @@ std::string ToJson(int threads, int batch, int p99_ms, const std::vector<PeerRes
     const PeerResult& p = peers[i];
     if (i > 0) out += ',';
     out.append("{\"peer\":\"").append(p.peer).append("\",\"config\":\"").append(p.Config());
-    out.append("\",\"batch_ms\":").append(p.batch_ms ? Fixed(*p.batch_ms, 3) : "null");
-    out.append(",\"rows_per_s\":").append(p.rows_per_s ? Fixed(*p.rows_per_s, 2) : "null");
+    out.append("\",\"batch_ms\":").append(p.batch_ms ? FormatFixed(*p.batch_ms, 3) : "null");
+    out.append(",\"rows_per_s\":").append(p.rows_per_s ? FormatFixed(*p.rows_per_s, 2) : "null");
     out.append("}");
   }
   return out + "]}";
@@ -113,24 +101,22 @@ std::string ToJson(int threads, int batch, int p99_ms, const std::vector<PeerRes
 int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out,
                        std::ostream& err) {
   StatusOr<ParsedFlags> flags = ParseFlags(kCapacityFlags, args);
-  if (!flags.ok()) return UsageError(err, flags.status());
+  if (!flags.ok()) return UsageError(err, flags.status(), "capacity");
   if (flags->Has("help")) {
     out << CapacityUsage();
     return kExitOk;
   }
   if (!flags->positional().empty()) {
-    return UsageError(err, InvalidArgument("unexpected argument '" +
-                                           std::string(flags->positional().front()) + "'"));
+    return UsageError(
+        err,
+        InvalidArgument("unexpected argument '" + std::string(flags->positional().front()) + "'"),
+        "capacity");
   }
-  for (const char* required : {"profile", "batch", "p99-ms"}) {
-    if (!flags->Has(required)) {
-      std::string message = "--";  // appended piecewise: GCC 12's -Wrestrict false positive
-      message.append(required).append(" is required");
-      return UsageError(err, InvalidArgument(message));
-    }
+  if (Status s = RequireFlags(*flags, {"profile", "batch", "p99-ms"}); !s.ok()) {
+    return UsageError(err, s, "capacity");
   }
   StatusOr<std::vector<int>> batches = ParseIntListFlag("batch", flags->GetAll("batch"), 1);
-  if (!batches.ok()) return UsageError(err, batches.status());
+  if (!batches.ok()) return UsageError(err, batches.status(), "capacity");
   // An integer flag's value, or `fallback` where it is not given.
   const auto int_flag = [&](const char* name, int min, int fallback) -> StatusOr<int> {
     std::optional<std::string_view> value = flags->Get(name);
@@ -141,14 +127,11 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
   StatusOr<int> max_delay_us = int_flag("max-delay-us", 0, 2000);
   StatusOr<int> requests = int_flag("requests", 100, 20000);
   for (const StatusOr<int>* parsed : {&threads_flag, &p99_ms, &max_delay_us, &requests}) {
-    if (!parsed->ok()) return UsageError(err, parsed->status());
+    if (!parsed->ok()) return UsageError(err, parsed->status(), "capacity");
   }
 
   StatusOr<Profile> loaded = Profile::LoadCsv(std::string(*flags->Get("profile")));
-  if (!loaded.ok()) {
-    err << "error: " << loaded.status().message() << "\n";
-    return kExitError;
-  }
+  if (!loaded.ok()) return CommandFailure(err, loaded.status());
   const int threads = *threads_flag > 0 ? *threads_flag : loaded->MaxThreads();
   const Optimizer optimizer(*std::move(loaded));
   const Profile& profile = optimizer.profile();
@@ -159,10 +142,7 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
   std::vector<std::vector<PeerResult>> rows;
   for (int batch : *batches) {
     StatusOr<Plan> plan = optimizer.Solve(threads, batch);
-    if (!plan.ok()) {
-      err << "error: " << plan.status().message() << "\n";
-      return kExitError;
-    }
+    if (!plan.ok()) return CommandFailure(err, plan.status());
     rows.push_back(
         {Simulate("fat", {{1, threads, batch}}, batch, profile, simulator, options, *p99_ms),
          Simulate("per_core", PerCoreGroups(threads, batch), batch, profile, simulator, options,
@@ -180,7 +160,8 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
     for (size_t i = 0; i < rows.size(); ++i) {
       for (const PeerResult& p : rows[i]) {
         out << "B=" << (*batches)[i] << "  " << p.peer << "  " << p.Config() << "  "
-            << (p.rows_per_s ? Fixed(*p.rows_per_s, 2) + " rows/s" : "not in the profile") << "\n";
+            << (p.rows_per_s ? FormatFixed(*p.rows_per_s, 2) + " rows/s" : "not in the profile")
+            << "\n";
       }
     }
   }

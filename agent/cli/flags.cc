@@ -68,6 +68,17 @@ StatusOr<ParsedFlags> ParseFlags(std::span<const FlagSpec> specs,
   return parsed;
 }
 
+Status RequireFlags(const ParsedFlags& flags, std::initializer_list<std::string_view> names) {
+  for (std::string_view name : names) {
+    if (!flags.Has(name)) {
+      std::string message = "--";  // appended piecewise: GCC 12's -Wrestrict false positive
+      message.append(name).append(" is required");
+      return InvalidArgument(message);
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<int> ParseIntFlag(std::string_view name, std::string_view value, int min) {
   int parsed = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);

@@ -8,6 +8,7 @@
 // Thread-safety: plain values; no shared state.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,6 +50,9 @@ class ParsedFlags {
 // kInvalidArgument for a flag not in `specs`, a missing value, or a value given to a switch.
 StatusOr<ParsedFlags> ParseFlags(std::span<const FlagSpec> specs,
                                  std::span<const std::string_view> args);
+
+// kInvalidArgument "--NAME is required" for the first of `names` that `flags` lacks.
+Status RequireFlags(const ParsedFlags& flags, std::initializer_list<std::string_view> names);
 
 // Parses `value` of flag `name` as an integer ≥ `min`. kInvalidArgument naming the flag.
 StatusOr<int> ParseIntFlag(std::string_view name, std::string_view value, int min);

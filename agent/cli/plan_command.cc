@@ -33,27 +33,11 @@ std::string PlanUsage() {
          FlagsHelp(kPlanFlags);
 }
 
-int UsageError(std::ostream& err, const Status& status) {
-  err << "error: " << status.message() << "\nrun 'packrat plan --help' for usage\n";
-  return kExitUsage;
-}
-
-int Failure(std::ostream& err, const Status& status) {
-  err << "error: " << status.message() << "\n";
-  return kExitError;
-}
-
 // Shortest decimal form that reads back as the same double (latencies print as profiled).
 std::string FormatShortest(double value) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
   return ec == std::errc() ? std::string(buf, end) : "0";
-}
-
-std::string FormatFixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, value);
-  return buf;
 }
 
 // Renders rows as aligned columns: column 1 (config) left-aligned, the others right-aligned.
@@ -122,37 +106,40 @@ std::string PlanToJson(const Plan& plan) {
 
 int RunPlanCommand(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
   StatusOr<ParsedFlags> flags = ParseFlags(kPlanFlags, args);
-  if (!flags.ok()) return UsageError(err, flags.status());
+  if (!flags.ok()) return UsageError(err, flags.status(), "plan");
   if (flags->Has("help")) {
     out << PlanUsage();
     return kExitOk;
   }
   if (!flags->positional().empty()) {
-    return UsageError(err, InvalidArgument("unexpected argument '" +
-                                           std::string(flags->positional().front()) + "'"));
+    return UsageError(
+        err,
+        InvalidArgument("unexpected argument '" + std::string(flags->positional().front()) + "'"),
+        "plan");
+  }
+  if (Status s = RequireFlags(*flags, {"profile", "batch"}); !s.ok()) {
+    return UsageError(err, s, "plan");
   }
   std::optional<std::string_view> profile_path = flags->Get("profile");
-  if (!profile_path.has_value()) return UsageError(err, InvalidArgument("--profile is required"));
-  if (!flags->Has("batch")) return UsageError(err, InvalidArgument("--batch is required"));
   StatusOr<std::vector<int>> batches = ParseIntListFlag("batch", flags->GetAll("batch"), 1);
-  if (!batches.ok()) return UsageError(err, batches.status());
+  if (!batches.ok()) return UsageError(err, batches.status(), "plan");
   std::optional<int> threads;
   if (std::optional<std::string_view> value = flags->Get("threads"); value.has_value()) {
     StatusOr<int> parsed = ParseIntFlag("threads", *value, 1);
-    if (!parsed.ok()) return UsageError(err, parsed.status());
+    if (!parsed.ok()) return UsageError(err, parsed.status(), "plan");
     threads = *parsed;
   }
 
   const std::string path(*profile_path);
   StatusOr<Profile> profile = Profile::LoadCsv(path);
-  if (!profile.ok()) return Failure(err, profile.status());
+  if (!profile.ok()) return CommandFailure(err, profile.status());
   if (!threads.has_value()) threads = profile->MaxThreads();
 
   const Optimizer optimizer(*std::move(profile));
   std::vector<Plan> plans;
   for (int batch : *batches) {
     StatusOr<Plan> plan = optimizer.Solve(*threads, batch);
-    if (!plan.ok()) return Failure(err, plan.status());
+    if (!plan.ok()) return CommandFailure(err, plan.status());
     plans.push_back(*std::move(plan));
   }
 

@@ -51,25 +51,18 @@ std::string Duration(double s) {
   return buf;
 }
 
-int Usage(std::ostream& err, const Status& s) {
-  err << "error: " << s.message() << "\nrun 'packrat profile --help' for usage\n";
-  return kExitUsage;
-}
-
 }  // namespace
 
 int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
                       std::ostream& err) {
   auto flags = ParseFlags(kProfileFlags, args);
-  if (!flags.ok()) return Usage(err, flags.status());
+  if (!flags.ok()) return UsageError(err, flags.status(), "profile");
   if (flags->Has("help")) {
     out << Usage();
     return kExitOk;
   }
-  for (const char* required : {"config", "model", "out"}) {
-    if (!flags->Get(required)) {
-      return Usage(err, InvalidArgument(std::string("--") + required + " is required"));
-    }
+  if (Status s = RequireFlags(*flags, {"config", "model", "out"}); !s.ok()) {
+    return UsageError(err, s, "profile");
   }
   auto config = LoadConfig(std::string(*flags->Get("config")));
   if (!config.ok()) {
@@ -95,7 +88,7 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
       flags->Get("runtime") ? std::string(*flags->Get("runtime")) : DefaultRuntime();
   if (auto v = flags->Get("threads")) {
     auto threads = ParseIntRanges(std::string(*v));
-    if (!threads.ok()) return Usage(err, threads.status());
+    if (!threads.ok()) return UsageError(err, threads.status(), "profile");
     options.threads = *threads;
   } else {
     for (size_t t = 1; t <= options.cores.size(); ++t)
@@ -103,7 +96,7 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
   }
   if (auto v = flags->Get("batches")) {
     auto batches = ParseIntRanges(std::string(*v));
-    if (!batches.ok()) return Usage(err, batches.status());
+    if (!batches.ok()) return UsageError(err, batches.status(), "profile");
     options.batches = *batches;
   } else {
     options.batches = PowersOfTwoUpTo(
@@ -112,12 +105,12 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
   if (auto v = flags->Get("target-error")) {
     options.target_rel_error = std::atof(std::string(*v).c_str());
     if (!(options.target_rel_error > 0 && options.target_rel_error < 1)) {
-      return Usage(err, InvalidArgument("--target-error must be in (0, 1)"));
+      return UsageError(err, InvalidArgument("--target-error must be in (0, 1)"), "profile");
     }
   }
   if (auto v = flags->Get("max-seconds-per-point")) {
     auto s = ParseIntFlag("max-seconds-per-point", *v, 1);
-    if (!s.ok()) return Usage(err, s.status());
+    if (!s.ok()) return UsageError(err, s.status(), "profile");
     options.max_seconds_per_point = std::chrono::seconds(*s);
   }
 
