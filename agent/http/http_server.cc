@@ -249,6 +249,24 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   void OnHeader(beast::error_code ec, size_t) {
     if (ec) return OnRead(ec, 0);
     stream_.expires_after(server_->options().read_timeout);
+    // A client that asks first (curl and libcurl do for large bodies) sends the body only
+    // after "100 Continue", or after waiting a second for it. A body over the limit was
+    // refused with the headers (413), so a client is told to continue only when it may.
+    const auto& header = parser_->get();
+    if (header.version() == 11 && !parser_->is_done() &&
+        beast::iequals(header[bhttp::field::expect], "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                       [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                         if (ec) return self->Close();
+                         self->ReadBody();
+                       });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&Session::OnRead, this->shared_from_this()));
   }

@@ -1,12 +1,16 @@
 // HttpServer on a Unix domain socket: it serves the same handler as on TCP, replaces a stale
 // socket file but never a live socket or another kind of file, makes the socket mode 0666 and
-// removes it on Stop() (only if it is still its own). And an answer to HEAD has no body.
+// removes it on Stop() (only if it is still its own). An answer to HEAD has no body, and a
+// client that sends "Expect: 100-continue" is told to continue.
 #include "agent/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -159,6 +163,75 @@ TEST_F(HttpServerUnixSocketTest, AnswersHeadWithTheHeadersOnlyAndKeepsTheConnect
   HttpResult get = client.Get("/next");
   EXPECT_EQ(get.status, 200) << get.error;
   EXPECT_EQ(get.body, "GET /next 0");
+  Stop(**server);
+}
+
+// A blocking TCP connection with a 10-s receive timeout, for bytes no HTTP client sends.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    timeval timeout{10, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawConnection() { close(fd_); }
+
+  bool connected() const { return connected_; }
+  bool Send(const std::string& bytes) {
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  // Reads until `bytes` holds `end` (then returns all read so far); what it has on a timeout
+  // or a close.
+  std::string ReadUntil(const std::string& end) {
+    while (received_.find(end) == std::string::npos) {
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      received_.append(buf, static_cast<size_t>(n));
+    }
+    return std::exchange(received_, {});
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string received_;
+};
+
+TEST_F(HttpServerUnixSocketTest, TellsAClientThatExpectsItToContinue) {
+  HttpServerOptions options;
+  options.endpoint = {"127.0.0.1", 0};
+  options.threads = 1;
+  options.max_body_bytes = 1000;
+  auto server = HttpServer::Create(options, &handler_);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  (*server)->Start();
+  RawConnection c((*server)->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(
+      c.Send("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+             "Expect: 100-continue\r\n\r\n"));
+  EXPECT_EQ(c.ReadUntil("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(c.Send("hello"));
+  const std::string answer = c.ReadUntil("POST /a 5");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("POST /a 5"), std::string::npos) << answer;
+  // Without the header the body simply follows, on the same connection.
+  ASSERT_TRUE(c.Send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"));
+  EXPECT_NE(c.ReadUntil("POST /b 3").find("HTTP/1.1 200 OK"), std::string::npos);
+  // A body over the limit is refused before the client sends it.
+  RawConnection big((*server)->port());
+  ASSERT_TRUE(
+      big.Send("POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n"
+               "Expect: 100-continue\r\n\r\n"));
+  const std::string refused = big.ReadUntil("bytes");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
   Stop(**server);
 }
 
