@@ -14,6 +14,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "ALREADY_EXISTS";
     case StatusCode::kResourceExhausted:
       return "RESOURCE_EXHAUSTED";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
     case StatusCode::kFailedPrecondition:
       return "FAILED_PRECONDITION";
     case StatusCode::kUnavailable:

@@ -20,7 +20,9 @@ enum class StatusCode {
   kInvalidArgument,     // bad input from a client or a config file -> 400
   kNotFound,            // unknown model, file, segment -> 404
   kAlreadyExists,       // -> 409
-  kResourceExhausted,   // queue full, body too large -> 429 / 413
+  kResourceExhausted,   // queue full: retry later -> 429
+  kOutOfRange,          // larger than the server can ever take (a row beyond the runtimes'
+                        // slabs): retrying cannot help -> 413
   kFailedPrecondition,  // model not ready -> 503
   kUnavailable,         // a peer died or is shutting down -> 503
   kDeadlineExceeded,    // a wait timed out -> 504
@@ -60,6 +62,7 @@ inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists,
 inline Status ResourceExhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }
+inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }

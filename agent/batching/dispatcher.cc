@@ -4,6 +4,8 @@
 #include <numeric>
 #include <optional>
 
+#include "agent/batching/slice_io.h"
+
 namespace packrat {
 
 std::vector<int64_t> PartitionRows(int64_t rows, const std::vector<int64_t>& batch_sizes,
@@ -95,7 +97,18 @@ void Dispatcher::Dispatch(Batch batch) {
 
   // Cut the batch's rows, request by request, into slices of at most what each instance can
   // run at once (its b, unless its slabs hold more: a batch larger than B then runs in one
-  // larger slice per instance instead of several of b).
+  // larger slice per instance instead of several of b), and whose inputs fit its slab: rows
+  // of varying size may fit fewer (the batch's requests have the same non-batch dims). A row
+  // that fits no slab still goes, alone, and fails with kOutOfRange; the model refuses such
+  // requests before they queue (ServedModel::Submit).
+  std::vector<int64_t> limits = slice_limits_;
+  if (!batch.requests.empty()) {
+    for (size_t i = 0; i < executors_.size(); ++i) {
+      if (const uint64_t bytes = executors_[i]->input_capacity(); bytes > 0) {
+        limits[i] = std::clamp<int64_t>(RowsThatFit(*batch.requests.front(), bytes), 1, limits[i]);
+      }
+    }
+  }
   struct Cut {
     size_t executor;
     int64_t rows;
@@ -107,7 +120,7 @@ void Dispatcher::Dispatch(Batch batch) {
     more = false;
     for (size_t i = 0; i < executors_.size(); ++i) {
       if (left[i] == 0) continue;
-      const int64_t n = std::min(left[i], slice_limits_[i]);
+      const int64_t n = std::min(left[i], limits[i]);
       cuts.push_back({i, n});
       left[i] -= n;
       more = more || left[i] > 0;

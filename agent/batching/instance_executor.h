@@ -63,6 +63,10 @@ class InstanceExecutor {
   virtual void Enqueue(WorkSlice slice) = 0;
   // The most rows one slice may carry (at least the instance's b in any plan that uses it).
   virtual int64_t batch_size() const = 0;
+  // The most bytes of inputs one slice may carry, as GatherInputs lays them out (the runtime's
+  // input slab); 0: no limit. Where rows vary in size (a -1 beyond the batch dim), fewer than
+  // batch_size() rows may fit: the dispatcher cuts slices to fit (RowsThatFit).
+  virtual uint64_t input_capacity() const { return 0; }
   // Slices queued or running; the dispatcher prefers instances with fewer.
   virtual size_t load() const = 0;
   // False once the executor cannot run slices any more (its runtime died and awaits its

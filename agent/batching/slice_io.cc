@@ -1,8 +1,33 @@
 #include "agent/batching/slice_io.h"
 
 #include <cstring>
+#include <limits>
 
 namespace packrat {
+
+uint64_t SlabBytes(const std::vector<TensorSpec>& specs, int64_t rows, uint64_t variable_bytes) {
+  uint64_t total = 0;
+  for (const TensorSpec& s : specs) {
+    const int64_t row = s.RowBytes();
+    const uint64_t bytes = row < 0 ? variable_bytes : static_cast<uint64_t>(row) * rows;
+    total += (bytes + kSlabAlign - 1) / kSlabAlign * kSlabAlign + kSlabAlign;
+  }
+  return total;
+}
+
+int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity) {
+  // GatherInputs aligns each input's start: at most kAlign - 1 bytes of padding before each.
+  const auto& inputs = request.decoded().inputs;
+  const uint64_t padding = inputs.size() * (kSlabAlign - 1);
+  if (capacity < padding) return 0;
+  uint64_t row_bytes = 0;
+  for (const TensorView& t : inputs) {
+    row_bytes += t.shape[0] > 0 ? t.byte_size / static_cast<uint64_t>(t.shape[0]) : 0;
+  }
+  if (row_bytes == 0) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(
+      std::min<uint64_t>((capacity - padding) / row_bytes, std::numeric_limits<int64_t>::max()));
+}
 
 Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
                     std::vector<TensorView>* inputs) {
@@ -14,10 +39,10 @@ Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
     const TensorView& proto = first[i];
     const size_t row_bytes = proto.byte_size / static_cast<size_t>(proto.shape[0]);
     const size_t bytes = row_bytes * static_cast<size_t>(slice.rows);
-    offset = (offset + 63) / 64 * 64;
+    offset = (offset + kSlabAlign - 1) / kSlabAlign * kSlabAlign;
     if (offset + bytes > capacity) {
-      return ResourceExhausted("batch of " + std::to_string(slice.rows) + " rows needs more than " +
-                               "the instance's " + std::to_string(capacity) + "-byte input slab");
+      return OutOfRange("a slice of " + std::to_string(slice.rows) + " row(s) needs more than " +
+                        "the instance's " + std::to_string(capacity) + "-byte input slab");
     }
     uint8_t* dst = slab + offset;
     for (const RowRange& range : slice.ranges) {

@@ -11,9 +11,22 @@
 
 namespace packrat {
 
+// Every tensor in a slab starts at a multiple of this (shm::kAlign: the runtime's layout).
+inline constexpr uint64_t kSlabAlign = 64;
+
+// Bytes of a slab for `rows` rows of every tensor of `specs`, as runtimes size theirs: each
+// tensor 64-byte aligned, plus one alignment gap per tensor for rows that join a running slice
+// (layered batching). A tensor whose row size varies (a -1 beyond the batch dim) gets
+// `variable_bytes`, whatever `rows`.
+uint64_t SlabBytes(const std::vector<TensorSpec>& specs, int64_t rows, uint64_t variable_bytes);
+
+// The most rows shaped like `request`'s whose inputs GatherInputs fits in `capacity` bytes;
+// 0 when not even one row fits. Requests that are CompatibleWith each other fit alike.
+int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity);
+
 // Copies the slice's rows of every input into `slab` (capacity bytes), each input 64-byte
 // aligned, and describes the batched tensors in *inputs (data pointing into the slab).
-// kResourceExhausted if they do not fit.
+// kOutOfRange if they do not fit (RowsThatFit tells beforehand).
 Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
                     std::vector<TensorView>* inputs);
 

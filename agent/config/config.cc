@@ -263,10 +263,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   }
   if (const YAML::Node b = node["batching"]) {
     const std::string k = key + ".batching";
-    RETURN_IF_ERROR(r.CheckKeys(
-        b, k,
-        {"mode", "latency_budget_ms", "profile_repeats", "max_batch", "max_delay_us",
-         "max_inflight_batches", "max_queue_rows", "timeout_ms", "max_batch_latency_ms"}));
+    RETURN_IF_ERROR(r.CheckKeys(b, k,
+                                {"mode", "latency_budget_ms", "profile_repeats", "max_batch",
+                                 "max_delay_us", "max_inflight_batches", "max_queue_rows",
+                                 "timeout_ms", "max_batch_latency_ms", "variable_tensor_bytes"}));
     if (b["mode"]) {
       std::string mode;
       RETURN_IF_ERROR(r.GetString(b["mode"], k + ".mode", &mode));
@@ -321,6 +321,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     if (b["max_queue_rows"]) {
       RETURN_IF_ERROR(r.GetInt(b["max_queue_rows"], k + ".max_queue_rows", 1, 1 << 24,
                                &m->batching.max_queue_rows));
+    }
+    if (b["variable_tensor_bytes"]) {
+      RETURN_IF_ERROR(r.GetInt(b["variable_tensor_bytes"], k + ".variable_tensor_bytes", 4096,
+                               int64_t{1} << 34, &m->batching.variable_tensor_bytes));
     }
   }
   const YAML::Node inst = node["instances"];

@@ -80,9 +80,14 @@ struct BatchingConfig {
   int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
   int max_inflight_batches = 2;   // batches dispatched but not finished, per model
   int64_t max_queue_rows = 4096;  // rows waiting per model; beyond it requests get 429
-  int64_t timeout_ms = 0;         // a request still queued this long after arrival is
-                                  // answered 504 and never run; 0 = none. A request's own
-                                  // `parameters.timeout` (µs) overrides it
+  // Each runtime's shared-memory room, per slot, for a tensor whose row size varies (a -1
+  // beyond the batch dim): a slice carries at most this many bytes of it. Batches are cut into
+  // slices that fit; a request of which one row does not fit gets 413. The room is sparse:
+  // bytes never written take no memory.
+  int64_t variable_tensor_bytes = int64_t{16} << 20;
+  int64_t timeout_ms = 0;  // a request still queued this long after arrival is
+                           // answered 504 and never run; 0 = none. A request's own
+                           // `parameters.timeout` (µs) overrides it
 };
 
 // The batch-size estimator and automatic reconfiguration (packrat-paper §3.8). The estimator

@@ -198,6 +198,8 @@ int HttpStatusFor(StatusCode code) {
       return 409;
     case StatusCode::kResourceExhausted:
       return 429;
+    case StatusCode::kOutOfRange:
+      return 413;
     case StatusCode::kFailedPrecondition:
       return 503;
     case StatusCode::kUnavailable:

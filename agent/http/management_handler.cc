@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <cstdint>
+
 #include "agent/kserve/kserve_codec.h"
 #include "agent/pool/cpu_list.h"
 
@@ -38,12 +40,13 @@ StatusOr<int64_t> PositiveInt(simdjson::dom::element e, const std::string& field
   int64_t v = 0;
   if (e.get_int64().get(v) != simdjson::SUCCESS) {
     uint64_t u = 0;
-    if (e.get_uint64().get(u) != simdjson::SUCCESS || u > (1ull << 31)) {
+    if (e.get_uint64().get(u) != simdjson::SUCCESS || u > uint64_t{INT32_MAX}) {
       return InvalidArgument("'" + field + "' must be an integer");
     }
     v = static_cast<int64_t>(u);
   }
-  if (v < 1 || v > (int64_t{1} << 31)) return InvalidArgument("'" + field + "' must be >= 1");
+  if (v < 1) return InvalidArgument("'" + field + "' must be >= 1");
+  if (v > INT32_MAX) return InvalidArgument("'" + field + "' is out of range");
   return v;
 }
 

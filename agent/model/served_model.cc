@@ -22,6 +22,8 @@ namespace {
 
 // A restart of dead runtimes is tried again this long after a failed attempt.
 constexpr auto kRestartBackoff = std::chrono::seconds(5);
+// The most instances a plan may have, and of one group (ValidatePlan).
+constexpr int64_t kMaxPlanInstances = 1024;
 
 int64_t FloorPowerOfTwo(int64_t x) {
   int64_t p = 1;
@@ -445,6 +447,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
     o.inputs = config_.inputs;
     o.outputs = config_.outputs;
+    o.variable_slab_bytes = static_cast<uint64_t>(config_.batching.variable_tensor_bytes);
     o.warmup_iterations = config_.warmup_iterations;
     if (busy[i] && config_.reconfiguration.skip_warmup_on_busy_cpus) {
       o.warmup_iterations = 0;
@@ -547,32 +550,43 @@ Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
   if (state() != ModelState::kReady) {
     return FailedPrecondition("model '" + config_.name + "' is not ready");
   }
-  std::shared_ptr<Worker> target;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (active_) {
-      // The least loaded decoder for its share b of the plan (MakeSet sets how many it
-      // decodes at once; the rest wait in it).
-      size_t best = 0;
-      for (size_t i = 0; i < active_->workers.size(); ++i) {
-        const std::shared_ptr<Worker>& w = active_->workers[i];
-        if (!w->decoder || !w->decoder->alive()) continue;
-        const int64_t share = i < active_->batches.size() ? active_->batches[i] : w->batch;
-        const size_t load =
-            w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, share));
-        if (!target || load < best) target = w, best = load;
+  // A decoder picked from the active set may be stopping when the sequence reaches it (a
+  // switch of sets in between): it refuses the sequence, and the next pick, from the set
+  // active then, takes it.
+  std::vector<std::shared_ptr<Worker>> refused;
+  for (;;) {
+    std::shared_ptr<Worker> target;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (active_) {
+        // The least loaded decoder for its share b of the plan (MakeSet sets how many it
+        // decodes at once; the rest wait in it).
+        size_t best = 0;
+        for (size_t i = 0; i < active_->workers.size(); ++i) {
+          const std::shared_ptr<Worker>& w = active_->workers[i];
+          if (!w->decoder || !w->decoder->alive()) continue;
+          if (std::find(refused.begin(), refused.end(), w) != refused.end()) continue;
+          const int64_t share = i < active_->batches.size() ? active_->batches[i] : w->batch;
+          const size_t load =
+              w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, share));
+          if (!target || load < best) target = w, best = load;
+        }
       }
     }
+    if (!target) return Unavailable("model '" + config_.name + "' has no live instance");
+    const std::optional<uint64_t> id = target->decoder->TrySubmit(request);
+    if (!id) {
+      refused.push_back(std::move(target));
+      continue;
+    }
+    // A generative model's arrivals are decode steps asked for (max_tokens, an upper bound),
+    // the unit of its plans' capacity: b sequences a step.
+    rows_arrived_.fetch_add(std::max<int64_t>(1, request->params.max_tokens),
+                            std::memory_order_relaxed);
+    // The worker (and its decoder) stays alive as long as a canceller can reach it.
+    *cancel = [target, id = *id] { target->decoder->Cancel(id); };
+    return Status::Ok();
   }
-  if (!target) return Unavailable("model '" + config_.name + "' has no live instance");
-  // A generative model's arrivals are decode steps asked for (max_tokens, an upper bound),
-  // the unit of its plans' capacity: b sequences a step.
-  rows_arrived_.fetch_add(std::max<int64_t>(1, request->params.max_tokens),
-                          std::memory_order_relaxed);
-  const uint64_t id = target->decoder->Submit(std::move(request));
-  // The worker (and its decoder) stays alive as long as a canceller can reach it.
-  *cancel = [target, id] { target->decoder->Cancel(id); };
-  return Status::Ok();
 }
 
 std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
@@ -709,6 +723,37 @@ Status ServedModel::Load() {
   return Status::Ok();
 }
 
+Status ServedModel::CheckRowFits(const InferenceRequest& request) const {
+  const bool varies = std::any_of(config_.inputs.begin(), config_.inputs.end(),
+                                  [](const TensorSpec& t) { return t.RowBytes() < 0; });
+  if (!varies) return Status::Ok();  // slabs hold every row they were sized for
+  // The smallest input slab a runtime of this model has: one row of each fixed-size input.
+  const uint64_t slab =
+      SlabBytes(config_.inputs, 1, static_cast<uint64_t>(config_.batching.variable_tensor_bytes));
+  if (RowsThatFit(request, slab) >= 1) return Status::Ok();
+  uint64_t total = 0;
+  std::string each;
+  for (const TensorView& t : request.decoded().inputs) {
+    const uint64_t row = t.byte_size / static_cast<uint64_t>(std::max<int64_t>(1, t.shape[0]));
+    total += row;
+    if (!each.empty()) each += ", ";
+    each += "'";
+    each += t.name;
+    each += "' ";
+    each += std::to_string(row);
+  }
+  std::string why = "one row of the inputs takes ";
+  why += std::to_string(total);
+  why += " bytes (";
+  why += each;
+  why += "); a slice of model '";
+  why += config_.name;
+  why += "' carries at most ";
+  why += std::to_string(config_.batching.variable_tensor_bytes);
+  why += " bytes of each input whose row size varies (batching.variable_tensor_bytes)";
+  return OutOfRange(std::move(why));
+}
+
 Status ServedModel::Submit(std::shared_ptr<InferenceRequest> request) {
   if (generative()) {
     return FailedPrecondition("model '" + config_.name + "' is generative: use POST /v2/models/" +
@@ -717,6 +762,7 @@ Status ServedModel::Submit(std::shared_ptr<InferenceRequest> request) {
   if (state() != ModelState::kReady) {
     return FailedPrecondition("model '" + config_.name + "' is not ready");
   }
+  RETURN_IF_ERROR(CheckRowFits(*request));
   const int64_t rows = request->rows();
   request->set_rows_finished_observer([in_system = rows_in_system_](int64_t n) {
     in_system->fetch_sub(n, std::memory_order_relaxed);
@@ -775,17 +821,27 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
 
 Status ServedModel::ValidatePlan(const std::vector<InstanceGroup>& groups) const {
   if (groups.empty()) return InvalidArgument("the plan has no instances");
-  int threads = 0;
+  if (groups.size() > static_cast<size_t>(kMaxPlanInstances)) {
+    return InvalidArgument("the plan has " + std::to_string(groups.size()) +
+                           " instance groups; at most " + std::to_string(kMaxPlanInstances));
+  }
+  int64_t threads = 0;
+  int64_t instances = 0;
   for (const InstanceGroup& g : groups) {
     if (g.count < 1 || g.threads < 1 || g.batch < 1) {
       return InvalidArgument("every instance group needs count, threads and batch >= 1");
     }
-    if (g.count > 1024 || g.threads > 4096 || g.batch > (1 << 16)) {
+    if (g.count > kMaxPlanInstances || g.threads > 4096 || g.batch > (1 << 16)) {
       return InvalidArgument(
           "instance group out of range (count <= 1024, threads <= 4096, "
           "batch <= 65536)");
     }
-    threads += g.count * g.threads;
+    threads += int64_t{g.count} * g.threads;
+    instances += g.count;
+  }
+  if (instances > kMaxPlanInstances) {
+    return InvalidArgument("the plan has " + std::to_string(instances) + " instances; at most " +
+                           std::to_string(kMaxPlanInstances));
   }
   const int budget = options_.allocator ? options_.allocator->thread_budget() : 0;
   if (budget > 0 && threads > budget) {
@@ -908,11 +964,18 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
       keep(i, g.batch);
     }
   }
+  // A dead runtime's process has exited: its CPUs are free for its replacement, which then
+  // warms up there instead of starting cold beside a lease nobody uses.
+  for (size_t i = 0; i < old->workers.size(); ++i) {
+    if (!taken[i] && !old->workers[i]->alive()) old->workers[i]->lease = CpuLease();
+  }
   // Then parked runtimes, the most recently parked first, each on CPUs that no instance the
   // new set already has runs on (they were placed for another set).
   std::vector<std::shared_ptr<Worker>> unparked;
+  std::vector<std::shared_ptr<Worker>> parked_order;  // parked_ before, oldest first
   {
     std::lock_guard<std::mutex> lock(mu_);
+    parked_order = parked_;
     for (const InstanceGroup& g : groups) {
       int& n = wanted[{g.threads, g.batch}];
       for (size_t i = parked_.size(); i-- > 0 && n > 0;) {
@@ -936,8 +999,19 @@ Status ServedModel::Reconfigure(std::vector<InstanceGroup> groups, std::optional
   }
   auto repark = [&] {
     for (const auto& w : unparked) w->lease = CpuLease();
+    // Back in their places: oldest first, as the limit evicts from the front.
     std::lock_guard<std::mutex> lock(mu_);
-    parked_.insert(parked_.end(), unparked.begin(), unparked.end());
+    auto in = [](const std::vector<std::shared_ptr<Worker>>& v, const std::shared_ptr<Worker>& w) {
+      return std::find(v.begin(), v.end(), w) != v.end();
+    };
+    std::vector<std::shared_ptr<Worker>> order;
+    for (const auto& w : parked_order) {
+      if (in(parked_, w) || in(unparked, w)) order.push_back(w);
+    }
+    for (const auto& w : parked_) {
+      if (!in(parked_order, w)) order.push_back(w);
+    }
+    parked_ = std::move(order);
   };
   std::vector<std::pair<int, int64_t>> shapes;
   for (const InstanceGroup& g : groups) {
@@ -1579,6 +1653,9 @@ void ServedModel::OnWorkerDeath(std::vector<WorkSlice> orphans, const std::strin
 
 void ServedModel::RestartSoon() {
   Post([this] {
+    // Run by Stop() on its own thread once the control thread stops: then nothing restarts,
+    // and last_restart_ (the control thread's) must not be touched.
+    if (state() != ModelState::kReady) return;
     last_restart_ = SteadyTime{};  // restart at the next tick, without the backoff
     Tick(std::chrono::steady_clock::now());
   });

@@ -316,6 +316,8 @@ class ServedModel {
   void OnWorkerDeath(std::vector<WorkSlice> orphans, const std::string& why);
   // Replaces dead runtimes on the control thread as soon as it gets to it (no backoff).
   void RestartSoon();
+  // kOutOfRange (413) when not even one row of `request` fits a runtime's input slab.
+  Status CheckRowFits(const InferenceRequest& request) const;
 
   // Publishes instance counts (serving "ready", old sets "draining") in the metrics. Requires mu_.
   void PublishInstancesLocked();

@@ -107,19 +107,27 @@ bool DecodeInstance::alive() const {
 }
 
 uint64_t DecodeInstance::Submit(std::shared_ptr<GenerateRequest> request) {
+  if (const std::optional<uint64_t> id = TrySubmit(request)) return *id;
+  uint64_t id;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_id_++;
+    why = dead_reason_.empty() ? "instance is stopping" : dead_reason_;
+  }
+  request->on_done(Unavailable(why));
+  return id;
+}
+
+std::optional<uint64_t> DecodeInstance::TrySubmit(const std::shared_ptr<GenerateRequest>& request) {
   std::vector<std::pair<Entry, Status>> failed;
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) return std::nullopt;
     id = next_id_++;
-    if (!accepting_) {
-      failed.emplace_back(
-          Entry{id, std::move(request)},
-          Unavailable(dead_reason_.empty() ? "instance is stopping" : dead_reason_));
-    } else {
-      queued_.push_back({id, std::move(request)});
-      failed = SendLocked();
-    }
+    queued_.push_back({id, request});
+    failed = SendLocked();
   }
   for (auto& [entry, status] : failed) entry.request->on_done(status);
   return id;

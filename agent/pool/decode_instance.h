@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +74,9 @@ class DecodeInstance {
 
   // Queues a sequence; returns its id (for Cancel). A stopped or dead instance fails it at once.
   uint64_t Submit(std::shared_ptr<GenerateRequest> request);
+  // As Submit, but a stopped or dead instance refuses the sequence (nullopt) without touching
+  // it, so that the caller can give it to another instance (one it picked may be stopping).
+  std::optional<uint64_t> TrySubmit(const std::shared_ptr<GenerateRequest>& request);
   // Ends sequence `id` (its on_done gets kCancelled) and frees its decode slot. No-op if it has
   // ended already.
   void Cancel(uint64_t id);

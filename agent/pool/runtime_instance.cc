@@ -16,16 +16,7 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
 
-// A slab for `rows` rows of every tensor, each 64-byte aligned, plus one alignment gap per
-// tensor for rows that join a running slice (layered batching) and are copied in after it.
-uint64_t SlabBytes(const std::vector<TensorSpec>& specs, int64_t rows, uint64_t variable) {
-  uint64_t total = 0;
-  for (const TensorSpec& s : specs) {
-    const int64_t row = s.RowBytes();
-    total += shm::AlignUp(row < 0 ? variable : static_cast<uint64_t>(row) * rows) + shm::kAlign;
-  }
-  return total;
-}
+static_assert(kSlabAlign == shm::kAlign, "slice_io lays tensors out as the runtime does");
 
 // The end of the last of `inputs` in `slab`, 64-byte aligned.
 uint64_t UsedBytes(const std::vector<TensorView>& inputs, const uint8_t* slab) {
@@ -144,6 +135,8 @@ void RuntimeInstance::SetQueuedRowsHint(int64_t rows) {
       static_cast<uint32_t>(std::clamp<int64_t>(rows, 0, UINT32_MAX)), std::memory_order_release);
 }
 
+uint64_t RuntimeInstance::input_capacity() const { return segment_->input_capacity(); }
+
 size_t RuntimeInstance::load() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queued_.size() + std::count(slot_busy_.begin(), slot_busy_.end(), true);
@@ -248,7 +241,11 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
       const WorkSlice& running = *running_[msg.slot];
       like = running.ranges.front().request;
       query.rows = running.rows;
-      query.max_rows = options_.batch - running.rows;
+      // Room left in rows, and in the slab's bytes after the running slice's inputs.
+      const uint64_t used = slot_used_[msg.slot];
+      const uint64_t room =
+          segment_->input_capacity() > used ? segment_->input_capacity() - used : 0;
+      query.max_rows = std::min(options_.batch - running.rows, RowsThatFit(*like, room));
     }
   }
   query.stages_done = static_cast<int>(msg.stages_done);

@@ -63,7 +63,8 @@ struct RuntimeInstanceOptions {
   std::chrono::seconds startup_timeout{300};
   uint32_t slots = 2;      // slices in flight: one computing while the next is copied in
   int idle_spin_us = 100;  // the runtime polls this long for the next slice before sleeping
-  uint64_t variable_slab_bytes = 16ull << 20;  // slab size per tensor whose row size varies
+  // Slab bytes per slot of each tensor whose row size varies (BatchingConfig).
+  uint64_t variable_slab_bytes = 16ull << 20;
   // Called on the completion thread for every slice the runtime computed successfully. Must
   // not block. May be empty.
   std::function<void(const SliceTiming&)> on_slice_computed;
@@ -86,6 +87,7 @@ class RuntimeInstance : public InstanceExecutor {
 
   void Enqueue(WorkSlice slice) override;
   int64_t batch_size() const override { return std::max(options_.batch, options_.capacity); }
+  uint64_t input_capacity() const override;
   size_t load() const override;
 
   // Lets in-flight and queued slices finish (up to `drain`), then stops the process and removes

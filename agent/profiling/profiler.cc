@@ -374,6 +374,7 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
     o.batch = max_batch;
     o.inputs = options_.model.inputs;
     o.outputs = options_.model.outputs;
+    o.variable_slab_bytes = static_cast<uint64_t>(options_.model.batching.variable_tensor_bytes);
     o.warmup_iterations = 1;
     o.kernel = options_.model.kernel;
     o.accuracy = options_.model.accuracy;

@@ -32,6 +32,7 @@ StatusOr<StageProfile> MeasureStageProfile(const StageProfilerOptions& options,
   }
   o.inputs = options.model.inputs;
   o.outputs = options.model.outputs;
+  o.variable_slab_bytes = static_cast<uint64_t>(options.model.batching.variable_tensor_bytes);
   o.warmup_iterations = 1;
   o.kernel = options.model.kernel;
   o.accuracy = options.model.accuracy;

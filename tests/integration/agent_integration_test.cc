@@ -61,19 +61,22 @@ struct Sample {
   int64_t rows = 0;
   std::vector<float> floats;  // x or image
   std::vector<int64_t> ids;   // two_head only
+  int64_t ids_per_row = 4;    // two_head: the ids input's second dim
 };
 
-Sample MakeSample(const std::string& model, int64_t rows, std::mt19937& rng) {
+Sample MakeSample(const std::string& model, int64_t rows, std::mt19937& rng,
+                  int64_t ids_per_row = 4) {
   Sample s;
   s.model = model;
   s.rows = rows;
+  s.ids_per_row = ids_per_row;
   std::normal_distribution<float> normal;
   const int64_t per_row = model == "cnn" ? 3 * 32 * 32 : 8;
   s.floats.resize(rows * per_row);
   for (float& f : s.floats) f = normal(rng);
   if (model == "two_head") {
     std::uniform_int_distribution<int64_t> id(0, 99);
-    s.ids.resize(rows * 4);
+    s.ids.resize(rows * ids_per_row);
     for (int64_t& v : s.ids) v = id(rng);
   }
   return s;
@@ -115,7 +118,7 @@ std::pair<std::string, std::map<std::string, std::string>> EncodeRequest(const S
     json += ",\"data\":" + JsonArray(s.floats) + "}";
   }
   if (!cnn) {
-    json += ",{\"name\":\"ids\",\"datatype\":\"INT64\",\"shape\":" + Shape(s.rows, {4});
+    json += ",{\"name\":\"ids\",\"datatype\":\"INT64\",\"shape\":" + Shape(s.rows, {s.ids_per_row});
     if (binary) {
       json += ",\"parameters\":{\"binary_data_size\":" + std::to_string(s.ids.size() * 8) + "}}";
       tail.append(reinterpret_cast<const char*>(s.ids.data()), s.ids.size() * 8);
@@ -208,7 +211,7 @@ class Reference {
     if (!cnn) {
       runtime::RawTensor ids;
       ids.datatype = DataType::kInt64;
-      ids.shape = {s.rows, 4};
+      ids.shape = {s.rows, s.ids_per_row};
       ids.data = s.ids.data();
       ids.byte_size = s.ids.size() * 8;
       in.push_back(ids);
@@ -390,6 +393,79 @@ TEST_F(AgentIntegrationTest, BadInputIsRejectedWhileGoodRequestsSucceed) {
   for (auto& g : good) g.join();
   EXPECT_GE(good_ok.load(), 40);
   EXPECT_EQ(good_failed.load(), 0);
+  StopAgentAndCheckClean();
+}
+
+// A model whose ids input varies in length ([-1, -1]) with 4 KiB of slab room for it: batches
+// whose rows do not fit together run in slices that do (before, such a batch was a 429), and a
+// request with one row too large for any slab is a 413 at once (retrying cannot help), while
+// the others are served right.
+TEST_F(AgentIntegrationTest, VariableSizedRowsRunInSlicesThatFitAndARowTooLargeIs413) {
+  StartAgent(
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+      "models:\n"
+      "  - name: two_head\n"
+      "    path: " +
+      kModels +
+      "/two_head.pt\n"
+      "    inputs: [{name: x, datatype: FP32, shape: [-1, 8]},\n"
+      "             {name: ids, datatype: INT64, shape: [-1, -1]}]\n"
+      "    outputs: [{name: scores, datatype: FP32, shape: [-1, 5]},\n"
+      "              {name: best, datatype: INT64, shape: [-1]}]\n"
+      "    batching: {max_batch: 16, max_delay_us: 5000, variable_tensor_bytes: 4096}\n"
+      "    instances: [{count: 1, threads: 1, batch: 8}]\n"
+      "    warmup_iterations: 1\n");
+  // 200 ids a row: 1,632 bytes with x's, four rows to a slice at most (the runtime's slab is
+  // the 4 KiB room plus x's, rounded up to whole pages: 8 KiB); 500 ids: one row fits.
+  std::mt19937 rng(7);
+  std::vector<Sample> samples;
+  for (int i = 0; i < 24; ++i) {
+    const int64_t per_row = i % 6 == 5 ? 500 : i % 2 ? 200 : 40;
+    samples.push_back(MakeSample("two_head", per_row == 500 ? 1 : 1 + i % 8, rng, per_row));
+  }
+  std::vector<HttpResult> results(samples.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&] {
+      HttpClient client("127.0.0.1", agent_->http_port());
+      for (size_t i; (i = next.fetch_add(1)) < samples.size();) {
+        auto [body, headers] = EncodeRequest(samples[i], i % 2 == 1);
+        results[i] = client.Post("/v2/models/two_head/infer", body, headers);
+      }
+    });
+  }
+  HttpClient client("127.0.0.1", agent_->http_port());
+  const Sample huge = MakeSample("two_head", 2, rng, 600);  // 4,832 bytes a row
+  const HttpResult refused =
+      client.Post("/v2/models/two_head/infer", EncodeRequest(huge, false).first);
+  EXPECT_EQ(refused.status, 413) << refused.body;
+  EXPECT_EQ(refused.body.rfind("{\"error\":\"one row of the inputs takes 4832 bytes ('x' 32, 'ids' "
+                               "4800); a slice of model 'two_head' carries at most 4096 bytes",
+                               0),
+            0u)
+      << refused.body;
+  for (auto& c : clients) c.join();
+
+  Reference reference;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i) + ": " + std::to_string(samples[i].rows) +
+                 " row(s) of " + std::to_string(samples[i].ids_per_row) + " ids");
+    ASSERT_EQ(results[i].status, 200) << results[i].body << results[i].error;
+    auto outputs = ParseResponse(results[i]);
+    const auto expected = reference.Run(samples[i]);
+    ASSERT_EQ(expected.size(), 2u);
+    const std::vector<std::string> names{"scores", "best"};
+    for (size_t k = 0; k < names.size(); ++k) {
+      const Output& got = outputs[names[k]];
+      ASSERT_EQ(got.values.size(), expected[k].size()) << names[k];
+      for (size_t e = 0; e < got.values.size(); ++e) {
+        EXPECT_NEAR(got.values[e], expected[k][e], 1e-5) << names[k] << "[" << e << "]";
+      }
+    }
+  }
+  EXPECT_EQ(client.Post("/v2/models/two_head/infer", EncodeRequest(samples[1], false).first).status,
+            200);
   StopAgentAndCheckClean();
 }
 

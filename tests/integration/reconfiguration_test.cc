@@ -398,8 +398,21 @@ TEST_F(ReconfigurationTest, BadPlanChangesAreClearErrorsAndChangeNothing) {
     int status;
     std::string error;
   };
+  // 600 groups of 1024 instances of 4096 threads each: 2.5e9 threads (beyond an int) and 614,400
+  // instances, each group alone within its limits.
+  std::string many = R"({"instances":[)";
+  for (int i = 0; i < 600; ++i) {
+    if (i) many += ',';
+    many += R"({"count":1024,"threads":4096,"batch":1})";
+  }
+  many += "]}";
   const std::vector<Case> cases = {
       {"tiny", R"({"instances":[{"count":64,"threads":64,"batch":1}]})", 400, "only"},
+      {"tiny", many, 400, "the plan has 614400 instances; at most 1024"},
+      {"tiny", R"({"instances":[{"count":2147483648,"threads":1,"batch":1}]})", 400,
+       "'instances[0].count' is out of range"},
+      {"tiny", R"({"instances":[{"count":2147483647,"threads":1,"batch":1}]})", 400,
+       "count <= 1024"},
       {"tiny", R"({"instances":[{"count":1,"threads":0,"batch":1}]})", 400, "threads"},
       {"tiny", R"({"instances":[{"count":1,"threads":1}]})", 400, "needs count, threads"},
       {"tiny", R"({"instances":[]})", 400, "non-empty"},
@@ -1030,6 +1043,14 @@ TEST_F(ReconfigurationTest, KilledRuntimeIsRetriedAndRestarted) {
     all_runtimes.insert(w.pid);
   }
   EXPECT_EQ(after.generation, before.generation + 1);
+  // The replacement took the dead runtime's CPUs, which its exit freed, and warmed up there
+  // instead of starting cold beside a lease nobody held any more.
+  if (before.workers[0].cpus != before.workers[1].cpus) {
+    const WorkerView& replacement =
+        after.workers[0].pid == before.workers[1].pid ? after.workers[1] : after.workers[0];
+    EXPECT_EQ(replacement.cpus, before.workers[0].cpus);
+    EXPECT_EQ(agent_->Log().find("starts cold"), std::string::npos) << agent_->Digest();
+  }
   HttpClient metrics("127.0.0.1", agent_->metrics_port());
   EXPECT_NE(metrics.Get("/metrics").body.find("packrat_runtime_restarts_total{model=\"tiny\"} 1\n"),
             std::string::npos);

@@ -264,6 +264,46 @@ TEST_F(DispatcherTest, SharesByThePlansBatchSizesAndCutsByTheExecutorsLimits) {
   EXPECT_EQ(batches_done(), 1);
 }
 
+// Rows whose size varies fit fewer to a slab than the instance's b: each share runs in slices
+// whose inputs fit (RowsThatFit), several per instance where needed, and every row is right.
+TEST_F(DispatcherTest, CutsSlicesSoThatTheirInputsFitTheSlab) {
+  MakeExecutors(Mode::kDeferred, {8, 8});
+  constexpr int64_t kWidth = 100;                      // 800-byte rows
+  const uint64_t capacity = 4 * kWidth * 8 + 63 + 10;  // four rows, with alignment to spare
+  for (auto& e : executors_) e->set_input_capacity(capacity);
+  auto dispatcher = MakeDispatcher(2);
+  Batch batch;
+  batch.id = 4;
+  Completion a, b;
+  batch.requests = {MakeRequest(0, 12, &a, SteadyTime{}, kWidth),
+                    MakeRequest(1, 4, &b, SteadyTime{}, kWidth)};
+  batch.rows = 16;  // one full round of B = 16
+  dispatcher->Dispatch(std::move(batch));
+  for (auto& e : executors_) {
+    EXPECT_EQ(e->rows(), 8);
+    EXPECT_EQ(e->slices(), 2u);
+    EXPECT_EQ(e->max_slice_rows(), 4);
+    e->RunAll();
+  }
+  EXPECT_TRUE(a.HasCorrectOutputs(0, 12));
+  EXPECT_TRUE(b.HasCorrectOutputs(1, 4));
+  EXPECT_EQ(batches_done(), 1);
+
+  // Narrow rows fit the instances' b as before.
+  Completion c;
+  Batch narrow;
+  narrow.id = 5;
+  narrow.requests = {MakeRequest(2, 16, &c)};
+  narrow.rows = 16;
+  dispatcher->Dispatch(std::move(narrow));
+  for (auto& e : executors_) {
+    EXPECT_EQ(e->slices(), 3u);
+    EXPECT_EQ(e->max_slice_rows(), 8);
+    e->RunAll();
+  }
+  EXPECT_TRUE(c.HasCorrectOutputs(2, 16));
+}
+
 TEST_F(DispatcherTest, InflightCountsBatchesUntilTheirLastSliceFinishes) {
   MakeExecutors(Mode::kDeferred);
   auto dispatcher = MakeDispatcher(2);

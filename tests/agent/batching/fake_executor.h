@@ -164,6 +164,16 @@ class FakeExecutor : public InstanceExecutor {
   }
 
   int64_t batch_size() const override { return batch_size_; }
+  uint64_t input_capacity() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return input_capacity_;
+  }
+  // Its input slab's bytes, as a runtime's (0: 64 KiB, unreported); a slice that does not fit
+  // is a test failure.
+  void set_input_capacity(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    input_capacity_ = bytes;
+  }
   bool alive() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return alive_;
@@ -291,7 +301,7 @@ class FakeExecutor : public InstanceExecutor {
     if (failing_) {
       FailSlice(slice, Internal("instance crashed"));
     } else {
-      std::vector<uint8_t> slab(1 << 16);
+      std::vector<uint8_t> slab(input_capacity() > 0 ? input_capacity() : 1 << 16);
       std::vector<TensorView> inputs;
       const Status gathered = GatherInputs(slice, slab.data(), slab.size(), &inputs);
       if (!gathered.ok()) {
@@ -324,6 +334,7 @@ class FakeExecutor : public InstanceExecutor {
   std::deque<WorkSlice> pending_;
   bool stop_ = false;
   size_t extra_load_ = 0;
+  uint64_t input_capacity_ = 0;
   bool alive_ = true;
   size_t slices_ = 0;
   int64_t rows_ = 0;

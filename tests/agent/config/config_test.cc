@@ -384,6 +384,16 @@ TEST_F(ConfigTest, MaxBatchLatency) {
             std::string::npos);
 }
 
+TEST_F(ConfigTest, VariableTensorBytes) {
+  auto config = Parse(OneModel("    batching: {variable_tensor_bytes: 1048576}\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].batching.variable_tensor_bytes, 1 << 20);
+  EXPECT_EQ(Parse(OneModel())->models[0].batching.variable_tensor_bytes, 16 << 20);
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {variable_tensor_bytes: 100}\n")),
+            "test.yaml:7: models[0].batching.variable_tensor_bytes: must be between 4096 and "
+            "17179869184");
+}
+
 TEST_F(ConfigTest, LayeredBatchingKeys) {
   auto config = Parse(
       OneModel("    batching: {mode: layered, latency_budget_ms: 250.5, profile_repeats: 3}\n"));

@@ -1,0 +1,98 @@
+#include "agent/batching/slice_io.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "tests/agent/batching/fake_executor.h"
+
+namespace packrat {
+namespace {
+
+using batching_test::Completion;
+using batching_test::MakeRequest;
+
+TensorSpec Spec(DataType type, std::vector<int64_t> shape) {
+  return TensorSpec{"t", type, std::move(shape)};
+}
+
+TEST(SlabBytesTest, FixedRowsScaleVariableRowsTakeTheirRoom) {
+  // 3 × 4 bytes a row: 5 rows are 60 bytes, aligned to 64, plus one gap of 64.
+  EXPECT_EQ(SlabBytes({Spec(DataType::kFp32, {-1, 3})}, 5, 1 << 20), 128u);
+  EXPECT_EQ(SlabBytes({Spec(DataType::kFp32, {-1, 3})}, 6, 1 << 20), 192u);
+  // A -1 beyond the batch dim: the room, whatever the rows.
+  EXPECT_EQ(SlabBytes({Spec(DataType::kInt64, {-1, -1})}, 1, 4096), 4096u + 64);
+  EXPECT_EQ(SlabBytes({Spec(DataType::kInt64, {-1, -1})}, 64, 4096), 4096u + 64);
+  EXPECT_EQ(SlabBytes({Spec(DataType::kFp32, {-1, 3}), Spec(DataType::kInt64, {-1, -1})}, 5, 4096),
+            128u + 4096 + 64);
+}
+
+TEST(RowsThatFitTest, CountsRowsWithEveryInputsAlignment) {
+  Completion done;
+  const auto request = MakeRequest(0, 3, &done, SteadyTime{}, 100);  // one input, 800-byte rows
+  EXPECT_EQ(RowsThatFit(*request, 0), 0);
+  EXPECT_EQ(RowsThatFit(*request, 800 + 62), 0);  // 63 bytes of padding are allowed for
+  EXPECT_EQ(RowsThatFit(*request, 800 + 63), 1);
+  EXPECT_EQ(RowsThatFit(*request, 4 * 800 + 63), 4);
+  EXPECT_EQ(RowsThatFit(*request, 5 * 800 + 62), 4);
+}
+
+// A request of `rows` rows with two UINT8 inputs of `a` and `b` bytes a row: odd sizes, so
+// that the second input's start needs padding.
+std::shared_ptr<InferenceRequest> TwoInputs(int64_t rows, int64_t a, int64_t b, Completion* done) {
+  DecodedRequest d;
+  d.id = "two";
+  d.rows = rows;
+  for (const int64_t width : {a, b}) {
+    d.owned.emplace_back(static_cast<size_t>(rows * width), uint8_t{7});
+    d.inputs.push_back({"in" + std::to_string(d.inputs.size()),
+                        DataType::kUint8,
+                        {rows, width},
+                        d.owned.back().data(),
+                        d.owned.back().size()});
+  }
+  return std::make_shared<InferenceRequest>(std::move(d), done->Callback(), SteadyTime{});
+}
+
+// What RowsThatFit counts, GatherInputs lays out within the capacity; rows beyond the
+// capacity's bytes never fit.
+TEST(RowsThatFitTest, TheRowsItCountsGather) {
+  for (const auto& [a, b] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {13, 5}, {100, 3}, {800, 0}, {257, 1000}}) {
+    for (const uint64_t capacity : {64u, 130u, 1000u, 4096u, 10'000u}) {
+      SCOPED_TRACE("rows of " + std::to_string(a) + " + " + std::to_string(b) + " bytes, " +
+                   std::to_string(capacity) + "-byte slab");
+      Completion done;
+      const int64_t rows = 64;
+      const auto request = TwoInputs(rows, a, b, &done);
+      const int64_t fit = RowsThatFit(*request, capacity);
+      std::vector<uint8_t> buffer(capacity + 64);
+      auto* slab = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) /
+                                              64 * 64);  // slabs are aligned
+      std::vector<TensorView> inputs;
+      auto gather = [&](int64_t n) {
+        WorkSlice slice;
+        slice.rows = n;
+        slice.ranges.push_back(RowRange{request, 0, n});
+        return GatherInputs(slice, slab, capacity, &inputs);
+      };
+      if (fit > 0) {
+        EXPECT_TRUE(gather(std::min(fit, rows)).ok()) << fit << " rows";
+      }
+      const int64_t over = static_cast<int64_t>(capacity) / (a + b) + 1;
+      if (over <= rows) {
+        EXPECT_EQ(gather(over).code(), StatusCode::kOutOfRange) << over;
+      }
+      EXPECT_LT(fit, over);
+    }
+  }
+}
+
+TEST(RowsThatFitTest, RowsWithoutBytesAlwaysFit) {
+  Completion done;
+  const auto request = MakeRequest(0, 2, &done, SteadyTime{}, 0);
+  EXPECT_EQ(RowsThatFit(*request, 64), std::numeric_limits<int64_t>::max());
+}
+
+}  // namespace
+}  // namespace packrat
