@@ -7,7 +7,9 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <random>
 
 #include "shm/futex.h"
 
@@ -25,8 +27,20 @@ constexpr uint32_t kTopUpRingCapacity = 2;
 
 }  // namespace
 
-std::string Segment::MakeName(pid_t agent_pid, const std::string& tag) {
-  std::string name = kPrefix + std::to_string(agent_pid) + ".";
+const std::string& Segment::Incarnation() {
+  static const std::string incarnation = [] {
+    std::random_device random;
+    std::uniform_int_distribution<uint32_t> draw;
+    char text[9];
+    std::snprintf(text, sizeof(text), "%08x", draw(random));
+    return std::string(text);
+  }();
+  return incarnation;
+}
+
+std::string Segment::MakeName(pid_t agent_pid, const std::string& tag,
+                              const std::string& incarnation) {
+  std::string name = kPrefix + std::to_string(agent_pid) + "." + incarnation + ".";
   for (char c : tag) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '-' || c == '.';
@@ -192,8 +206,13 @@ std::vector<std::string> Segment::RemoveStale() {
     char* end = nullptr;
     const long pid = std::strtol(pid_text.c_str(), &end, 10);
     if (pid_text.empty() || *end != '\0' || pid <= 0) continue;
-    if (pid == getpid()) continue;
-    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // still alive
+    if (pid == getpid()) {
+      // Ours, or an earlier incarnation's (names without one are of versions before them).
+      const std::string mine = std::to_string(pid) + "." + Incarnation() + ".";
+      if (name.compare(sizeof(kPrefix) - 1, mine.size(), mine) == 0) continue;
+    } else if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) {
+      continue;  // still alive
+    }
     bip::shared_memory_object::remove(name.c_str());
     removed.push_back(name);
   }

@@ -2,8 +2,9 @@
 // runtime process it launches.
 //
 // Ownership: the Segment that Create()d the object removes its name on destruction (or on
-// Remove()); one that Open()ed it only unmaps. Segment names are "packrat.<agent pid>.<tag>" so
-// that a later agent can find and remove the segments of an agent that died (RemoveStale).
+// Remove()); one that Open()ed it only unmaps. Segment names are "packrat.<agent pid>.
+// <incarnation>.<tag>" so that a later agent can find and remove the segments of an agent that
+// died (RemoveStale), also when it has the dead one's pid.
 #pragma once
 
 #include <sys/types.h>
@@ -32,8 +33,13 @@ struct SegmentOptions {
 
 class Segment {
  public:
-  // "packrat.<pid>.<tag>"; `tag` may hold [A-Za-z0-9_.-] (other characters become '_').
-  static std::string MakeName(pid_t agent_pid, const std::string& tag);
+  // "packrat.<pid>.<incarnation>.<tag>"; `tag` may hold [A-Za-z0-9_.-] (other characters
+  // become '_'). The incarnation tells this process's segments from those of an earlier one
+  // with the same pid (a restarted container's agent is PID 1 again).
+  static std::string MakeName(pid_t agent_pid, const std::string& tag,
+                              const std::string& incarnation = Incarnation());
+  // Eight hex digits drawn once per process.
+  static const std::string& Incarnation();
 
   // Creates, sizes and initialises a new segment; fails if the name exists.
   static StatusOr<std::unique_ptr<Segment>> Create(const std::string& name,
@@ -46,7 +52,8 @@ class Segment {
   static Status ValidateMapping(void* base, size_t size);
   // Removes a segment name; OK if it does not exist.
   static Status Remove(const std::string& name);
-  // Removes the segments of agents that are no longer running; returns the names removed.
+  // Removes the segments of agents that are no longer running, and those of an earlier process
+  // with this one's pid (another incarnation); returns the names removed.
   static std::vector<std::string> RemoveStale();
 
   ~Segment();

@@ -221,6 +221,9 @@ void RuntimeInstance::CompletionLoop() {
       if (stopped_ || !dead_reason_.empty()) continue;
     }
     if (auto exit = launcher_->Poll(pid_)) {
+      // What it finished before it died is delivered, not retried: it may have pushed a
+      // completion since the Pop above timed out.
+      while (segment_->completions().TryPop(&msg)) HandleCompletion(msg);
       MarkDead("runtime " + options_.model_name + "/" + std::to_string(options_.index) +
                " exited (" + *exit + ")");
     }

@@ -53,9 +53,15 @@ class SegmentTest : public ::testing::Test {
   std::string name_;
 };
 
-TEST_F(SegmentTest, MakeNameEmbedsPidAndSanitisesTag) {
-  EXPECT_EQ(Segment::MakeName(123, "demo.0"), "packrat.123.demo.0");
-  EXPECT_EQ(Segment::MakeName(7, "a/b c:d-E_9"), "packrat.7.a_b_c_d-E_9");
+TEST_F(SegmentTest, MakeNameEmbedsPidIncarnationAndSanitisesTag) {
+  EXPECT_EQ(Segment::MakeName(123, "demo.0", "0a1b2c3d"), "packrat.123.0a1b2c3d.demo.0");
+  EXPECT_EQ(Segment::MakeName(7, "a/b c:d-E_9", "ffffffff"), "packrat.7.ffffffff.a_b_c_d-E_9");
+  // One incarnation per process: eight hex digits, the default.
+  const std::string& incarnation = Segment::Incarnation();
+  EXPECT_EQ(incarnation.size(), 8u);
+  EXPECT_EQ(incarnation.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(&Segment::Incarnation(), &incarnation);
+  EXPECT_EQ(Segment::MakeName(5, "x"), "packrat.5." + incarnation + ".x");
 }
 
 TEST_F(SegmentTest, CreateLaysOutAlignedNonOverlappingSlabs) {
@@ -285,7 +291,7 @@ TEST_F(SegmentTest, RemoveIsIdempotent) {
   EXPECT_EQ(seg->state(), RuntimeState::kStopped);
 }
 
-TEST_F(SegmentTest, RemoveStaleRemovesDeadAgentsAndKeepsLiveOnes) {
+TEST_F(SegmentTest, RemoveStaleRemovesDeadAgentsAndEarlierIncarnationsAndKeepsLiveOnes) {
   // A pid that is certainly dead: a child that exited and was reaped.
   const pid_t dead = fork();
   ASSERT_GE(dead, 0);
@@ -309,17 +315,30 @@ TEST_F(SegmentTest, RemoveStaleRemovesDeadAgentsAndKeepsLiveOnes) {
   const std::string dead_name = Segment::MakeName(dead, "segtest.stale");
   const std::string live_name = Segment::MakeName(live, "segtest.live");
   const std::string own_name = name_;
-  (void)Segment::Remove(dead_name);
-  (void)Segment::Remove(live_name);
+  // An earlier process with our pid (a restarted container's PID 1) left this one behind, and
+  // one named before names had incarnations.
+  const std::string earlier_name = Segment::MakeName(
+      getpid(), "segtest.earlier", Segment::Incarnation() == "0000beef" ? "0000cafe" : "0000beef");
+  const std::string unversioned_name = "packrat." + std::to_string(getpid()) + ".segtest.0";
+  for (const std::string& name : {dead_name, live_name, earlier_name, unversioned_name}) {
+    (void)Segment::Remove(name);
+  }
   auto dead_seg = Segment::Create(dead_name, Options());
   auto live_seg = Segment::Create(live_name, Options());
   auto own_seg = Segment::Create(own_name, Options());
-  ASSERT_TRUE(dead_seg.ok() && live_seg.ok() && own_seg.ok());
+  auto earlier_seg = Segment::Create(earlier_name, Options());
+  auto unversioned_seg = Segment::Create(unversioned_name, Options());
+  ASSERT_TRUE(dead_seg.ok() && live_seg.ok() && own_seg.ok() && earlier_seg.ok() &&
+              unversioned_seg.ok());
 
   const std::vector<std::string> removed = Segment::RemoveStale();
   EXPECT_TRUE(Contains(removed, dead_name));
   EXPECT_FALSE(Contains(removed, live_name));
   EXPECT_FALSE(Contains(removed, own_name));
+  EXPECT_TRUE(Contains(removed, earlier_name));
+  EXPECT_TRUE(Contains(removed, unversioned_name));
+  // The name is free again for this process (an agent restarted as PID 1 creates the same one).
+  EXPECT_TRUE(Segment::Create(earlier_name, Options()).ok());
   EXPECT_EQ(Segment::Open(dead_name).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(Segment::Open(live_name).ok());
   EXPECT_TRUE(Segment::Open(own_name).ok());
