@@ -207,6 +207,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kDeadlineExceeded:
       return 504;
     case StatusCode::kCancelled:
+      return 499;  // the client went away (nginx's and Envoy's code): not a server error
     case StatusCode::kInternal:
       return 500;
   }
@@ -367,10 +368,13 @@ class Generation {
     }
     if (now) cancel();
   }
+  // Once: every failed write after the client left, its disconnect and a failed Attach may
+  // each ask, and each cancel the decoder gets is a message on its runtime's request ring.
   void Cancel() {
     std::function<void()> cancel;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (cancel_wanted_) return;
       cancel_wanted_ = true;
       cancel = cancel_;
     }
@@ -379,7 +383,7 @@ class Generation {
 
   // A token: kept, and sent as an event when streaming.
   void Token(int32_t token, float prob, bool last, bool streaming) {
-    std::shared_ptr<HttpStream> writer;
+    bool written;
     std::string event;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -397,23 +401,26 @@ class Generation {
         pending_ += event;  // the headers are not out yet
         return;
       }
-      writer = writer_;
+      // Under the lock, so that events go out in order (Write only queues).
+      written = writer_->Write(std::move(event));
     }
-    if (!writer->Write(std::move(event))) Cancel();  // the client is gone
+    if (!written) Cancel();  // the client is gone
   }
 
   // The stream's headers are out: send what came meanwhile, and finish if it is over.
   void Attach(std::shared_ptr<HttpStream> writer) {
-    std::string pending;
+    bool written = true;
     bool finished;
     {
+      // The waiting events are queued before any later one (Token writes under this lock) and
+      // before the end (EndStream finishes only a stream it found attached).
       std::lock_guard<std::mutex> lock(mu_);
       writer_ = writer;
-      pending = std::move(pending_);
+      if (!pending_.empty()) written = writer->Write(std::move(pending_));
       pending_.clear();
       finished = finished_;
     }
-    if (!pending.empty() && !writer->Write(std::move(pending))) Cancel();
+    if (!written) Cancel();
     if (finished) writer->Finish();
   }
 
