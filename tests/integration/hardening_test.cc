@@ -1,11 +1,8 @@
 // Faults and overload against the real agent: slow clients, a connection cap, a full queue,
 // expired deadlines and an agent killed with SIGKILL. Every request sent is counted against
 // the answers received, so that none is lost.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/raw_connection.h"
 
 namespace packrat {
 namespace {
@@ -28,6 +26,7 @@ namespace {
 using testing::AgentProcess;
 using testing::HttpClient;
 using testing::HttpResult;
+using testing::RawConnection;
 
 const std::string kModels = PACKRAT_MODELS_DIR;
 
@@ -51,45 +50,6 @@ std::string TinyBody(int rows, const std::string& parameters = "") {
          ",16],\"data\":" + data + "}]" +
          (parameters.empty() ? "" : ",\"parameters\":" + parameters) + "}";
 }
-
-// A raw TCP connection, for clients that misbehave on purpose.
-class RawConnection {
- public:
-  explicit RawConnection(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
-  ~RawConnection() { close(fd_); }
-  bool connected() const { return connected_; }
-  void Send(const std::string& bytes) {
-    [[maybe_unused]] ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  }
-  // Reads until the server closes the connection or `timeout`; what arrived, and whether the
-  // connection was closed.
-  std::pair<std::string, bool> ReadUntilClosed(std::chrono::milliseconds timeout) {
-    std::string got;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return {got, false};
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return {got, true};
-      got.append(buf, static_cast<size_t>(n));
-    }
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
 
 // Blocks until process `pid` (not necessarily our child) has exited, or `timeout`.
 bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {

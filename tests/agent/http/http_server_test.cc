@@ -4,13 +4,10 @@
 // client that sends "Expect: 100-continue" is told to continue.
 #include "agent/http/http_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,6 +18,7 @@
 #include <string>
 
 #include "tests/support/http_client.h"
+#include "tests/support/raw_connection.h"
 #include "tests/support/temp_dir.h"
 
 namespace packrat {
@@ -28,6 +26,7 @@ namespace {
 
 using testing::HttpClient;
 using testing::HttpResult;
+using testing::RawConnection;
 using testing::UnixSocket;
 
 // Answers "METHOD TARGET <body bytes>".
@@ -166,45 +165,8 @@ TEST_F(HttpServerUnixSocketTest, AnswersHeadWithTheHeadersOnlyAndKeepsTheConnect
   Stop(**server);
 }
 
-// A blocking TCP connection with a 10-s receive timeout, for bytes no HTTP client sends.
-class RawConnection {
- public:
-  explicit RawConnection(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    timeval timeout{10, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
-  ~RawConnection() { close(fd_); }
-
-  bool connected() const { return connected_; }
-  bool Send(const std::string& bytes) {
-    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  // Reads until `bytes` holds `end` (then returns all read so far); what it has on a timeout
-  // or a close.
-  std::string ReadUntil(const std::string& end) {
-    while (received_.find(end) == std::string::npos) {
-      char buf[4096];
-      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      received_.append(buf, static_cast<size_t>(n));
-    }
-    return std::exchange(received_, {});
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string received_;
-};
-
 TEST_F(HttpServerUnixSocketTest, TellsAClientThatExpectsItToContinue) {
+  constexpr std::chrono::seconds kWait{10};
   HttpServerOptions options;
   options.endpoint = {"127.0.0.1", 0};
   options.threads = 1;
@@ -217,20 +179,20 @@ TEST_F(HttpServerUnixSocketTest, TellsAClientThatExpectsItToContinue) {
   ASSERT_TRUE(
       c.Send("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
              "Expect: 100-continue\r\n\r\n"));
-  EXPECT_EQ(c.ReadUntil("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  EXPECT_EQ(c.ReadUntil("\r\n\r\n", kWait), "HTTP/1.1 100 Continue\r\n\r\n");
   ASSERT_TRUE(c.Send("hello"));
-  const std::string answer = c.ReadUntil("POST /a 5");
+  const std::string answer = c.ReadUntil("POST /a 5", kWait);
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
   EXPECT_NE(answer.find("POST /a 5"), std::string::npos) << answer;
   // Without the header the body simply follows, on the same connection.
   ASSERT_TRUE(c.Send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"));
-  EXPECT_NE(c.ReadUntil("POST /b 3").find("HTTP/1.1 200 OK"), std::string::npos);
+  EXPECT_NE(c.ReadUntil("POST /b 3", kWait).find("HTTP/1.1 200 OK"), std::string::npos);
   // A body over the limit is refused before the client sends it.
   RawConnection big((*server)->port());
   ASSERT_TRUE(
       big.Send("POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n"
                "Expect: 100-continue\r\n\r\n"));
-  const std::string refused = big.ReadUntil("bytes");
+  const std::string refused = big.ReadUntil("bytes", kWait);
   EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
   Stop(**server);
 }
