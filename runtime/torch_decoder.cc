@@ -71,6 +71,7 @@ class TorchDecoder : public Decoder {
     } catch (const std::exception& e) {
       return Internal(std::string("prefill failed: ") + e.what());
     }
+    if (logits_.numel() < shape_.vocab) return WrongLogits("prefill", logits_.numel(), 1);
     return logits_.data_ptr<float>();
   }
 
@@ -90,6 +91,9 @@ class TorchDecoder : public Decoder {
       logits_ = (*step_)({t, p, cache_k_, cache_v_}).toTensor().to(at::kFloat).contiguous();
     } catch (const std::exception& e) {
       return Internal(std::string("decode step failed: ") + e.what());
+    }
+    if (logits_.numel() < int64_t{count} * shape_.vocab) {
+      return WrongLogits("step", logits_.numel(), count);
     }
     return logits_.data_ptr<float>();
   }
@@ -136,6 +140,12 @@ class TorchDecoder : public Decoder {
   }
 
  private:
+  // The sampler reads `rows` × vocab logits: fewer would be read past their end.
+  Status WrongLogits(const char* what, int64_t got, int64_t rows) const {
+    return Internal(std::string(what) + " returned " + std::to_string(got) + " logits for " +
+                    std::to_string(rows) + " sequence(s); config() says the vocabulary has " +
+                    std::to_string(shape_.vocab));
+  }
   torch::jit::Module module_;
   const DecoderShape shape_;
   const int slots_;
@@ -174,6 +184,14 @@ StatusOr<std::unique_ptr<Decoder>> LoadTorchDecoder(const std::string& model_pat
                              "': config() must return [layers, heads, head_dim, max_len, vocab]");
     }
     shape = {static_cast<int>(c[0]), static_cast<int>(c[1]), static_cast<int>(c[2]), c[3], c[4]};
+    if (module.hasattr("lm_bias")) {
+      const int64_t bias = module.attr("lm_bias").toTensor().numel();
+      if (bias != shape.vocab) {
+        return InvalidArgument("'" + model_path + "': lm_bias has " + std::to_string(bias) +
+                               " elements; config() says the vocabulary has " +
+                               std::to_string(shape.vocab));
+      }
+    }
   } catch (const c10::Error& e) {
     return InvalidArgument("cannot load TorchScript model '" + model_path +
                            "': " + e.what_without_backtrace());
