@@ -15,15 +15,17 @@ uint64_t SlabBytes(const std::vector<TensorSpec>& specs, int64_t rows, uint64_t 
   return total;
 }
 
+uint64_t RowBytesOf(const TensorView& input) {
+  return input.shape[0] > 0 ? input.byte_size / static_cast<uint64_t>(input.shape[0]) : 0;
+}
+
 int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity) {
   // GatherInputs aligns each input's start: at most kAlign - 1 bytes of padding before each.
   const auto& inputs = request.decoded().inputs;
   const uint64_t padding = inputs.size() * (kSlabAlign - 1);
   if (capacity < padding) return 0;
   uint64_t row_bytes = 0;
-  for (const TensorView& t : inputs) {
-    row_bytes += t.shape[0] > 0 ? t.byte_size / static_cast<uint64_t>(t.shape[0]) : 0;
-  }
+  for (const TensorView& t : inputs) row_bytes += RowBytesOf(t);
   if (row_bytes == 0) return std::numeric_limits<int64_t>::max();
   return static_cast<int64_t>(
       std::min<uint64_t>((capacity - padding) / row_bytes, std::numeric_limits<int64_t>::max()));

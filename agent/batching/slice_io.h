@@ -20,6 +20,9 @@ inline constexpr uint64_t kSlabAlign = 64;
 // `variable_bytes`, whatever `rows`.
 uint64_t SlabBytes(const std::vector<TensorSpec>& specs, int64_t rows, uint64_t variable_bytes);
 
+// Bytes of one row of `input` (a request's input: shape[0] rows).
+uint64_t RowBytesOf(const TensorView& input);
+
 // The most rows shaped like `request`'s whose inputs GatherInputs fits in `capacity` bytes;
 // 0 when not even one row fits. Requests that are CompatibleWith each other fit alike.
 int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity);

@@ -136,6 +136,13 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
                     config_.reconfiguration.scale_down_delay_ms}) +
           config_.reconfiguration.sample_period_ms)) {
   adaptive_ = config_.auto_instances && config_.reconfiguration.adaptive;
+  // Where an input's row size varies, the smallest input slab a runtime of this model has: one
+  // row of each fixed-size input, and the room of each varying one. Fixed rows always fit.
+  if (std::any_of(config_.inputs.begin(), config_.inputs.end(),
+                  [](const TensorSpec& t) { return t.RowBytes() < 0; })) {
+    smallest_input_slab_ =
+        SlabBytes(config_.inputs, 1, static_cast<uint64_t>(config_.batching.variable_tensor_bytes));
+  }
 }
 
 ServedModel::~ServedModel() { Stop(std::chrono::seconds(5)); }
@@ -724,17 +731,13 @@ Status ServedModel::Load() {
 }
 
 Status ServedModel::CheckRowFits(const InferenceRequest& request) const {
-  const bool varies = std::any_of(config_.inputs.begin(), config_.inputs.end(),
-                                  [](const TensorSpec& t) { return t.RowBytes() < 0; });
-  if (!varies) return Status::Ok();  // slabs hold every row they were sized for
-  // The smallest input slab a runtime of this model has: one row of each fixed-size input.
-  const uint64_t slab =
-      SlabBytes(config_.inputs, 1, static_cast<uint64_t>(config_.batching.variable_tensor_bytes));
-  if (RowsThatFit(request, slab) >= 1) return Status::Ok();
+  if (smallest_input_slab_ == 0 || RowsThatFit(request, smallest_input_slab_) >= 1) {
+    return Status::Ok();
+  }
   uint64_t total = 0;
   std::string each;
   for (const TensorView& t : request.decoded().inputs) {
-    const uint64_t row = t.byte_size / static_cast<uint64_t>(std::max<int64_t>(1, t.shape[0]));
+    const uint64_t row = RowBytesOf(t);
     total += row;
     if (!each.empty()) each += ", ";
     each += "'";
@@ -821,10 +824,6 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
 
 Status ServedModel::ValidatePlan(const std::vector<InstanceGroup>& groups) const {
   if (groups.empty()) return InvalidArgument("the plan has no instances");
-  if (groups.size() > static_cast<size_t>(kMaxPlanInstances)) {
-    return InvalidArgument("the plan has " + std::to_string(groups.size()) +
-                           " instance groups; at most " + std::to_string(kMaxPlanInstances));
-  }
   int64_t threads = 0;
   int64_t instances = 0;
   for (const InstanceGroup& g : groups) {

@@ -333,6 +333,7 @@ class ServedModel {
 
   const ModelConfig config_;
   const ModelSignature signature_;
+  uint64_t smallest_input_slab_ = 0;  // CheckRowFits' bound; 0: every row fits (set once)
   const ServedModelOptions options_;
   ProcessLauncher* const launcher_;
 

@@ -28,22 +28,29 @@ using testing::HttpResult;
 
 const std::string kModels = PACKRAT_MODELS_DIR;
 
-std::string TwoModelConfig(const std::string& extra_server = "") {
-  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
-         "max_body_bytes: 1048576" +
-         extra_server + "}\n" +
-         "models:\n"
-         "  - name: two_head\n"
+// The two_head model's entry in `models:`, its ids input of `ids_shape`.
+std::string TwoHeadModel(const std::string& ids_shape, const std::string& batching,
+                         const std::string& instances) {
+  return "  - name: two_head\n"
          "    path: " +
          kModels +
          "/two_head.pt\n"
          "    inputs: [{name: x, datatype: FP32, shape: [-1, 8]},\n"
-         "             {name: ids, datatype: INT64, shape: [-1, 4]}]\n"
+         "             {name: ids, datatype: INT64, shape: " +
+         ids_shape +
+         "}]\n"
          "    outputs: [{name: scores, datatype: FP32, shape: [-1, 5]},\n"
          "              {name: best, datatype: INT64, shape: [-1]}]\n"
-         "    batching: {max_batch: 8, max_delay_us: 1000}\n"
-         "    instances: [{count: 1, threads: 1, batch: 4}, {count: 1, threads: 1, batch: 2}]\n"
-         "    warmup_iterations: 1\n"
+         "    batching: " +
+         batching + "\n    instances: " + instances + "\n    warmup_iterations: 1\n";
+}
+
+std::string TwoModelConfig(const std::string& extra_server = "") {
+  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+         "max_body_bytes: 1048576" +
+         extra_server + "}\n" + "models:\n" +
+         TwoHeadModel("[-1, 4]", "{max_batch: 8, max_delay_us: 1000}",
+                      "[{count: 1, threads: 1, batch: 4}, {count: 1, threads: 1, batch: 2}]") +
          "  - name: cnn\n"
          "    path: " +
          kModels +
@@ -403,18 +410,9 @@ TEST_F(AgentIntegrationTest, BadInputIsRejectedWhileGoodRequestsSucceed) {
 TEST_F(AgentIntegrationTest, VariableSizedRowsRunInSlicesThatFitAndARowTooLargeIs413) {
   StartAgent(
       "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
-      "models:\n"
-      "  - name: two_head\n"
-      "    path: " +
-      kModels +
-      "/two_head.pt\n"
-      "    inputs: [{name: x, datatype: FP32, shape: [-1, 8]},\n"
-      "             {name: ids, datatype: INT64, shape: [-1, -1]}]\n"
-      "    outputs: [{name: scores, datatype: FP32, shape: [-1, 5]},\n"
-      "              {name: best, datatype: INT64, shape: [-1]}]\n"
-      "    batching: {max_batch: 16, max_delay_us: 5000, variable_tensor_bytes: 4096}\n"
-      "    instances: [{count: 1, threads: 1, batch: 8}]\n"
-      "    warmup_iterations: 1\n");
+      "models:\n" +
+      TwoHeadModel("[-1, -1]", "{max_batch: 16, max_delay_us: 5000, variable_tensor_bytes: 4096}",
+                   "[{count: 1, threads: 1, batch: 8}]"));
   // 200 ids a row: 1,632 bytes with x's, four rows to a slice at most (the runtime's slab is
   // the 4 KiB room plus x's, rounded up to whole pages: 8 KiB); 500 ids: one row fits.
   std::mt19937 rng(7);
