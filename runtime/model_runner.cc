@@ -294,7 +294,7 @@ Status ModelRunner::Impl::WriteOutputs(const c10::IValue& result, uint8_t* out, 
       return ResourceExhausted("outputs need more than the " + std::to_string(capacity) +
                                "-byte output slab");
     }
-    std::memcpy(out + offset, t.data_ptr(), bytes);
+    if (bytes > 0) std::memcpy(out + offset, t.data_ptr(), bytes);  // empty: maybe no storage
     RawTensor raw;
     raw.datatype = type;
     raw.shape.assign(t.sizes().begin(), t.sizes().end());
@@ -486,6 +486,8 @@ Status ModelRunner::Finish(uint8_t* out, size_t out_capacity, std::vector<RawTen
     return impl_->WriteOutputs(result, out, out_capacity, outputs);
   } catch (const c10::Error& e) {
     return InvalidArgument(std::string("model failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc making an output contiguous
+    return Internal(std::string("writing the outputs failed: ") + e.what());
   }
 }
 

@@ -51,6 +51,7 @@ void InferenceRequest::DeliverRows(int64_t begin, int64_t count,
           status_ = Internal("model output '" + out.name + "' changed shape between slices");
           break;
         }
+        if (row_bytes == 0) continue;  // a zero-sized output has no buffer to copy
         std::memcpy(dst.bytes.data() + begin * row_bytes, out.data + batch_row * row_bytes,
                     count * row_bytes);
       }

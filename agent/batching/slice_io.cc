@@ -49,8 +49,10 @@ Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
     uint8_t* dst = slab + offset;
     for (const RowRange& range : slice.ranges) {
       const TensorView& src = range.request->decoded().inputs[i];
-      std::memcpy(dst, src.data + range.begin * row_bytes, range.rows * row_bytes);
-      dst += range.rows * row_bytes;
+      const size_t n = range.rows * row_bytes;
+      if (n == 0) continue;  // an input with a zero-sized dim may have no buffer at all
+      std::memcpy(dst, src.data + range.begin * row_bytes, n);
+      dst += n;
     }
     TensorView view;
     view.name = proto.name;

@@ -70,5 +70,31 @@ TEST(InferenceRequestTest, FailedRowsAreCountedOutToo) {
   EXPECT_EQ(in_system.load(), 0);
 }
 
+// An output with a zero-sized dim has no bytes: the request gathers its shape from the
+// slices and copies nothing (the view's buffer may be null).
+TEST(InferenceRequestTest, ZeroSizedOutputsAreGatheredWithoutCopying) {
+  int calls = 0;
+  InferenceRequest request(
+      MakeDecoded(3, 3),
+      [&](const Status& s, InferenceRequest& r) {
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ASSERT_EQ(r.outputs().size(), 1u);
+        EXPECT_EQ(r.outputs()[0].shape, (std::vector<int64_t>{3, 0}));
+        EXPECT_TRUE(r.outputs()[0].bytes.empty());
+        ++calls;
+      },
+      SteadyTime{});
+  TensorView empty;
+  empty.name = "y";
+  empty.datatype = DataType::kFp32;
+  empty.shape = {2, 0};
+  empty.data = nullptr;
+  empty.byte_size = 0;
+  request.DeliverRows(0, 2, {empty}, 0);
+  empty.shape = {1, 0};
+  request.DeliverRows(2, 1, {empty}, 0);
+  EXPECT_EQ(calls, 1);
+}
+
 }  // namespace
 }  // namespace packrat
