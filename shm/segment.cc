@@ -56,6 +56,10 @@ Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region, b
       region_(std::move(region)),
       owner_(owner),
       header_(static_cast<SegmentHeader*>(region_->get_address())),
+      num_slots_(header_->num_slots),
+      slots_offset_(header_->slots_offset),
+      slot_input_bytes_(header_->slot_input_bytes),
+      slot_output_bytes_(header_->slot_output_bytes),
       requests_(requests),
       completions_(completions),
       topups_(topups) {}
@@ -222,13 +226,10 @@ std::vector<std::string> Segment::RemoveStale() {
 
 uint8_t* Segment::input_slab(uint32_t slot) const {
   auto* base = reinterpret_cast<uint8_t*>(header_);
-  return base + header_->slots_offset +
-         slot * (header_->slot_input_bytes + header_->slot_output_bytes);
+  return base + slots_offset_ + slot * (slot_input_bytes_ + slot_output_bytes_);
 }
 
-uint8_t* Segment::output_slab(uint32_t slot) const {
-  return input_slab(slot) + header_->slot_input_bytes;
-}
+uint8_t* Segment::output_slab(uint32_t slot) const { return input_slab(slot) + slot_input_bytes_; }
 
 void Segment::SetState(RuntimeState state) {
   header_->state.store(static_cast<uint32_t>(state), std::memory_order_release);

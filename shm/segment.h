@@ -67,11 +67,14 @@ class Segment {
   // Agent -> runtime: answers to top-up queries (layered batching), one per query.
   SpscRing<BatchMessage>& topups() { return topups_; }
 
-  uint32_t num_slots() const { return header_->num_slots; }
+  // The geometry is read from the header once, at Create or Open (after validation): the peer
+  // process can write the header, and a slab address computed from fields it changed later
+  // would reach outside the mapping.
+  uint32_t num_slots() const { return num_slots_; }
   uint8_t* input_slab(uint32_t slot) const;
   uint8_t* output_slab(uint32_t slot) const;
-  uint64_t input_capacity() const { return header_->slot_input_bytes; }
-  uint64_t output_capacity() const { return header_->slot_output_bytes; }
+  uint64_t input_capacity() const { return slot_input_bytes_; }
+  uint64_t output_capacity() const { return slot_output_bytes_; }
 
   RuntimeState state() const {
     return static_cast<RuntimeState>(header_->state.load(std::memory_order_acquire));
@@ -94,6 +97,10 @@ class Segment {
   std::unique_ptr<boost::interprocess::mapped_region> region_;
   bool owner_;
   SegmentHeader* header_;
+  uint32_t num_slots_;
+  uint64_t slots_offset_;
+  uint64_t slot_input_bytes_;
+  uint64_t slot_output_bytes_;
   SpscRing<BatchMessage> requests_;
   SpscRing<CompletionMessage> completions_;
   SpscRing<BatchMessage> topups_;

@@ -8,7 +8,7 @@
 // which then return kUnavailable, so a peer that is going away never leaves the other stuck.
 //
 // Thread-safety: at most one thread (or serialised threads) pushes and one pops at a time.
-// The object itself is a cheap view (two pointers) and may be copied.
+// The object itself is a cheap view (a pointer and the capacity) and may be copied.
 #pragma once
 
 #include <algorithm>
@@ -59,7 +59,7 @@ class SpscRing {
     return SpscRing(header);
   }
 
-  uint32_t capacity() const { return header_->capacity; }
+  uint32_t capacity() const { return capacity_; }
   size_t size() const {
     return static_cast<size_t>(header_->head.load(std::memory_order_acquire) -
                                header_->tail.load(std::memory_order_acquire));
@@ -70,8 +70,8 @@ class SpscRing {
   bool TryPush(const T& entry) {
     const uint64_t head = header_->head.load(std::memory_order_relaxed);
     const uint64_t tail = header_->tail.load(std::memory_order_acquire);
-    if (head - tail >= header_->capacity) return false;
-    std::memcpy(&entries()[head & (header_->capacity - 1)], &entry, sizeof(T));
+    if (head - tail >= capacity_) return false;
+    std::memcpy(&entries()[head & (capacity_ - 1)], &entry, sizeof(T));
     header_->head.store(head + 1, std::memory_order_release);
     Signal(&header_->data_seq, &header_->consumer_waiting);
     return true;
@@ -82,7 +82,7 @@ class SpscRing {
     const uint64_t tail = header_->tail.load(std::memory_order_relaxed);
     const uint64_t head = header_->head.load(std::memory_order_acquire);
     if (head == tail) return false;
-    std::memcpy(entry, &entries()[tail & (header_->capacity - 1)], sizeof(T));
+    std::memcpy(entry, &entries()[tail & (capacity_ - 1)], sizeof(T));
     header_->tail.store(tail + 1, std::memory_order_release);
     Signal(&header_->space_seq, &header_->producer_waiting);
     return true;
@@ -118,7 +118,9 @@ class SpscRing {
   void set_spin_iterations(int n) { spin_ = n == 0 ? std::chrono::nanoseconds(0) : spin_; }
 
  private:
-  explicit SpscRing(RingHeader* header) : header_(header) {}
+  // The capacity is read once: the peer process can write the header, and indices masked with
+  // a capacity it changed later would reach past the ring.
+  explicit SpscRing(RingHeader* header) : header_(header), capacity_(header->capacity) {}
 
   T* entries() const {
     return reinterpret_cast<T*>(reinterpret_cast<char*>(header_) + sizeof(RingHeader));
@@ -145,8 +147,11 @@ class SpscRing {
     const auto deadline = start + timeout;
     while (true) {
       if (try_once()) return Status::Ok();
-      if (closed()) return Unavailable("ring closed");
+      // `closed` is read after `observed`: Close() sets it before bumping the sequence words,
+      // so a Close() that this check misses changes `seq` and FutexWait returns at once. Read
+      // before `observed`, a Close() in between would be missed by both and its wake-up lost.
       const uint32_t observed = seq->load(std::memory_order_seq_cst);
+      if (closed()) return try_once() ? Status::Ok() : Unavailable("ring closed");
       waiting->store(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (try_once()) {
@@ -164,6 +169,7 @@ class SpscRing {
   }
 
   RingHeader* header_;
+  uint32_t capacity_;
   std::chrono::nanoseconds spin_{std::chrono::microseconds(5)};
 };
 

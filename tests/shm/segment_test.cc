@@ -136,6 +136,34 @@ TEST_F(SegmentTest, OpenSeesTheCreatorsSlabsRingsAndState) {
   EXPECT_EQ(created->state(), RuntimeState::kReady);
 }
 
+// The runtime can write the whole header. Fields it rewrites after the agent created the
+// segment change neither the agent's slab addresses nor its rings' capacities: every push
+// stays inside the ring.
+TEST_F(SegmentTest, TheCreatorKeepsItsGeometryWhenThePeerRewritesTheHeader) {
+  auto seg = CreateOrDie();
+  ASSERT_NE(seg, nullptr);
+  const uint8_t* slab = seg->input_slab(2);
+  const uint8_t* output = seg->output_slab(2);
+  auto* base = reinterpret_cast<uint8_t*>(seg->header());
+  auto* ring = reinterpret_cast<RingHeader*>(base + seg->header()->request_ring_offset);
+  // What a broken or hostile runtime might write.
+  seg->header()->num_slots = 1000;
+  seg->header()->slots_offset = 1ull << 40;
+  seg->header()->slot_input_bytes = 1ull << 40;
+  seg->header()->slot_output_bytes = 1ull << 40;
+  ring->capacity = 1u << 30;
+
+  EXPECT_EQ(seg->num_slots(), 3u);
+  EXPECT_EQ(seg->input_capacity(), 12288u);
+  EXPECT_EQ(seg->output_capacity(), 8192u);
+  EXPECT_EQ(seg->input_slab(2), slab);
+  EXPECT_EQ(seg->output_slab(2), output);
+  EXPECT_EQ(seg->requests().capacity(), 4u);
+  BatchMessage m{};
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(seg->requests().TryPush(m)) << i;
+  EXPECT_FALSE(seg->requests().TryPush(m));  // full at the capacity it was created with
+}
+
 TEST_F(SegmentTest, OpenOfMissingNameIsNotFound) {
   auto opened = Segment::Open(name_);
   ASSERT_FALSE(opened.ok());

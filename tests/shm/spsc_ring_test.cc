@@ -252,6 +252,27 @@ TEST_F(SpscRingTest, CloseWakesBlockedPush) {
   EXPECT_EQ(pushed.get().code(), StatusCode::kUnavailable);
 }
 
+// Close() racing a consumer that is about to sleep: whatever the interleaving, the consumer
+// wakes (a lost wake-up leaves it asleep for its whole 30 s timeout).
+TEST_F(SpscRingTest, CloseRacingAWaiterAlwaysWakesIt) {
+  for (int i = 0; i < 2000; ++i) {
+    SpscRing<Entry> fresh = SpscRing<Entry>::Initialize(memory_.get(), kCapacity);
+    fresh.set_spin_iterations(0);
+    auto popped = std::async(std::launch::async, [&fresh] {
+      Entry e{};
+      return fresh.Pop(&e, 30s);
+    });
+    // Close after a varying head start, so that some rounds land in the waiter's window
+    // between its checks and its sleep.
+    const auto head_start = std::chrono::steady_clock::now() + std::chrono::microseconds(i % 100);
+    while (std::chrono::steady_clock::now() < head_start) {
+    }
+    fresh.Close();
+    ASSERT_EQ(popped.wait_for(10s), std::future_status::ready) << "lost wake-up, round " << i;
+    ASSERT_EQ(popped.get().code(), StatusCode::kUnavailable);
+  }
+}
+
 TEST_F(SpscRingTest, EntriesPushedBeforeCloseAreStillDelivered) {
   for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(ring().Push(MakeEntry(i), 1s).ok());
   ring().Close();
