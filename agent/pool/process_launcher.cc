@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -148,16 +150,30 @@ std::optional<std::string> ForkExecLauncher::Poll(pid_t pid) {
 
 std::optional<std::string> ForkExecLauncher::Wait(pid_t pid, std::chrono::milliseconds timeout) {
   if (auto done = Poll(pid)) return done;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (pidfd >= 0) {
     pollfd pfd{pidfd, POLLIN, 0};
     int rc;
     do {
-      rc = poll(&pfd, 1, static_cast<int>(timeout.count()));
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      rc = poll(&pfd, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
     } while (rc < 0 && errno == EINTR);
     close(pidfd);
+    return Poll(pid);
   }
-  return Poll(pid);
+  // No pidfd (kernels before 5.3, or a seccomp profile that forbids it): poll waitpid with a
+  // backoff of 1 to 20 ms, which bounds both the lag and the wake-ups of a long wait.
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    if (auto done = Poll(pid)) return done;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace packrat

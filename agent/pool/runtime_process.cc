@@ -31,7 +31,12 @@ StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& option
     const uint32_t s = state->load(std::memory_order_acquire);
     if (s == static_cast<uint32_t>(shm::RuntimeState::kReady)) break;
     if (s == static_cast<uint32_t>(shm::RuntimeState::kFailed)) {
-      launcher->Wait(p.pid, std::chrono::seconds(5));
+      // A runtime exits after reporting its failure; one that hangs on the way out is killed,
+      // so that no process outlives the failed start.
+      if (!launcher->Wait(p.pid, std::chrono::seconds(5))) {
+        launcher->Signal(p.pid, SIGKILL);
+        launcher->Wait(p.pid, std::chrono::seconds(5));
+      }
       return FailedPrecondition("runtime " + options.label +
                                 " failed to start: " + p.segment->ErrorText());
     }
