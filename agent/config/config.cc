@@ -203,10 +203,11 @@ Status ParseTensors(const Reader& r, const YAML::Node& node, const std::string& 
 
 Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& key,
                   const std::string& base_dir, ModelConfig* m) {
-  RETURN_IF_ERROR(r.CheckKeys(node, key,
-                              {"name", "path", "inputs", "outputs", "batching", "instances",
-                               "warmup_iterations", "startup_timeout_s", "auto_threads",
-                               "reconfiguration", "optimize", "accuracy", "generation"}));
+  RETURN_IF_ERROR(
+      r.CheckKeys(node, key,
+                  {"name", "path", "inputs", "outputs", "batching", "instances",
+                   "warmup_iterations", "startup_timeout_s", "slice_timeout_s", "auto_threads",
+                   "reconfiguration", "optimize", "accuracy", "generation"}));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {
@@ -366,6 +367,10 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (node["startup_timeout_s"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["startup_timeout_s"], key + ".startup_timeout_s", 1, 86400,
                                &m->startup_timeout_s));
+  }
+  if (node["slice_timeout_s"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["slice_timeout_s"], key + ".slice_timeout_s", 0, 86400,
+                               &m->slice_timeout_s));
   }
   if (const YAML::Node opt = node["optimize"]) {
     const std::string k = key + ".optimize";

@@ -466,6 +466,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartWorkers(
     o.kernel = config_.kernel;
     o.accuracy = config_.accuracy;
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
+    o.slice_timeout = std::chrono::seconds(config_.slice_timeout_s);
     const Profile* profile = optimizer_ ? &optimizer_->profile() : nullptr;
     o.on_slice_computed = [this, profile, threads = o.threads,
                            seen =
@@ -512,6 +513,7 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> ServedModel::StartDecoders(
     o.cores = workers[i]->placement.cpus;
     if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
     o.startup_timeout = std::chrono::seconds(config_.startup_timeout_s);
+    o.slice_timeout = std::chrono::seconds(config_.slice_timeout_s);
     o.on_death = [this](const std::string&) { RestartSoon(); };  // its sequences failed
     const Profile* profile = optimizer_ ? &optimizer_->profile() : nullptr;
     o.on_step = [this, profile,

@@ -169,6 +169,7 @@ std::vector<std::pair<DecodeInstance::Entry, Status>> DecodeInstance::SendLocked
       break;
     }
     slot_busy_[slot] = true;
+    if (running_.empty()) last_progress_ = std::chrono::steady_clock::now();
     running_.emplace(entry.id, std::move(entry.request));
   }
   return failed;
@@ -216,11 +217,22 @@ void DecodeInstance::CompletionLoop() {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopped_ || !dead_reason_.empty()) continue;
       }
+      const std::string label =
+          "runtime " + options_.model_name + "/" + std::to_string(options_.index);
       if (auto exit = launcher_->Poll(pid_)) {
-        MarkDead("runtime " + options_.model_name + "/" + std::to_string(options_.index) +
-                 " exited (" + *exit + ")");
+        MarkDead(label + " exited (" + *exit + ")");
+      } else if (std::string hung = Hung(); !hung.empty()) {
+        PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killing it";
+        launcher_->Signal(pid_, SIGKILL);
+        if (launcher_->Wait(pid_, std::chrono::seconds(5))) {
+          MarkDead(label + " " + hung + " and was killed");
+        }
       }
       continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_progress_ = std::chrono::steady_clock::now();
     }
     switch (msg.kind) {
       case shm::CompletionKind::kAccepted: {
@@ -280,6 +292,16 @@ void DecodeInstance::CompletionLoop() {
                            << static_cast<uint32_t>(msg.kind);
     }
   }
+}
+
+std::string DecodeInstance::Hung() const {
+  if (options_.slice_timeout.count() <= 0) return "";
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto silent = std::chrono::steady_clock::now() - last_progress_;
+  if (running_.empty() || silent < options_.slice_timeout) return "";
+  return "reported nothing for " +
+         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+         " ms with " + std::to_string(running_.size()) + " sequence(s) running (slice_timeout_s)";
 }
 
 void DecodeInstance::MarkDead(const std::string& why) {

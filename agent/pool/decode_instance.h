@@ -57,6 +57,9 @@ struct DecodeInstanceOptions {
   std::vector<int> cores;
   std::string cgroup_procs;
   std::chrono::seconds startup_timeout{300};
+  // A runtime with sequences running that reports nothing (no step, no acceptance) for this
+  // long is hung: it is killed and handled as dead. Zero: never.
+  std::chrono::milliseconds slice_timeout{0};
   // Called once, on the completion thread, if the runtime dies while not being stopped (its
   // sequences have failed with kUnavailable by then).
   std::function<void(const std::string& why)> on_death;
@@ -113,6 +116,8 @@ class DecodeInstance {
   // sent, to be failed without the lock. Requires mu_.
   std::vector<std::pair<Entry, Status>> SendLocked();
   void MarkDead(const std::string& why);
+  // Why the runtime counts as hung now (options.slice_timeout), or empty. Completion thread.
+  std::string Hung() const;
   bool IdleLocked() const { return queued_.empty() && running_.empty(); }
 
   const DecodeInstanceOptions options_;
@@ -128,10 +133,12 @@ class DecodeInstance {
   std::deque<Entry> queued_;                                      // guarded by mu_
   std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_;  // sent; guarded by mu_
   std::vector<bool> slot_busy_;                                   // guarded by mu_
-  uint64_t next_id_ = 1;                                          // guarded by mu_
-  bool accepting_ = true;                                         // guarded by mu_
-  bool stopped_ = false;                                          // guarded by mu_
-  std::string dead_reason_;                                       // guarded by mu_
+  // When the runtime last reported anything, or was handed a prompt while it had none running.
+  std::chrono::steady_clock::time_point last_progress_;  // guarded by mu_
+  uint64_t next_id_ = 1;                                 // guarded by mu_
+  bool accepting_ = true;                                // guarded by mu_
+  bool stopped_ = false;                                 // guarded by mu_
+  std::string dead_reason_;                              // guarded by mu_
   std::thread completion_thread_;
 };
 

@@ -195,6 +195,10 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
       failed.emplace_back(std::move(slice), Internal("request ring unexpectedly full"));
       continue;
     }
+    if (std::none_of(running_.begin(), running_.end(),
+                     [](const auto& r) { return r.has_value(); })) {
+      last_progress_ = std::chrono::steady_clock::now();  // the clock starts with its first slice
+    }
     running_[slot] = std::move(slice);
     slot_busy_[slot] = true;
     slot_used_[slot] = UsedBytes(inputs, slab);
@@ -220,14 +224,37 @@ void RuntimeInstance::CompletionLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopped_ || !dead_reason_.empty()) continue;
     }
+    const std::string label =
+        "runtime " + options_.model_name + "/" + std::to_string(options_.index);
+    std::string why;
     if (auto exit = launcher_->Poll(pid_)) {
-      // What it finished before it died is delivered, not retried: it may have pushed a
-      // completion since the Pop above timed out.
-      while (segment_->completions().TryPop(&msg)) HandleCompletion(msg);
-      MarkDead("runtime " + options_.model_name + "/" + std::to_string(options_.index) +
-               " exited (" + *exit + ")");
+      why = label + " exited (" + *exit + ")";
+    } else if (std::string hung = Hung(); !hung.empty()) {
+      PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killing it";
+      launcher_->Signal(pid_, SIGKILL);
+      if (!launcher_->Wait(pid_, std::chrono::seconds(5))) continue;  // killed at the next tick
+      why = label + " " + hung + " and was killed";
+    } else {
+      continue;
     }
+    // What it finished before it died is delivered, not retried: it may have pushed a
+    // completion since the Pop above timed out.
+    while (segment_->completions().TryPop(&msg)) HandleCompletion(msg);
+    MarkDead(why);
   }
+}
+
+std::string RuntimeInstance::Hung() const {
+  if (options_.slice_timeout.count() <= 0) return "";
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto silent = std::chrono::steady_clock::now() - last_progress_;
+  if (silent < options_.slice_timeout) return "";
+  int64_t rows = 0;
+  for (const auto& r : running_) rows += r.has_value() ? r->rows : 0;
+  if (rows == 0) return "";
+  return "reported nothing for " +
+         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+         " ms with " + std::to_string(rows) + " row(s) to compute (slice_timeout_s)";
 }
 
 void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
@@ -293,6 +320,10 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
 }
 
 void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_progress_ = std::chrono::steady_clock::now();
+  }
   if (msg.kind == shm::CompletionKind::kTopUpQuery) return HandleTopUpQuery(msg);
   std::optional<WorkSlice> slice;
   {

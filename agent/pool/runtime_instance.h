@@ -6,7 +6,8 @@
 // the segment's slots; a slot is filled (the one input copy), pushed to the request ring, and
 // freed when its completion arrives. Stop() drains in-flight work, closes the rings, reaps the
 // process and removes the segment. If the process dies, every queued and running slice fails
-// with kUnavailable and later slices fail at once.
+// with kUnavailable and later slices fail at once. A process that hangs with slices running
+// (options.slice_timeout) is killed, and then handled as one that died.
 //
 // Thread-safety: Enqueue/load/Stop may be called from any thread. Completion callbacks
 // (request delivery, slice on_done) run on the instance's completion thread.
@@ -61,6 +62,9 @@ struct RuntimeInstanceOptions {
   KernelSettings kernel;    // resolved: how the runtime optimises the model
   AccuracyConfig accuracy;  // the guard against the FP32 original
   std::chrono::seconds startup_timeout{300};
+  // A runtime that has slices to compute but reports nothing (no completion, no top-up query)
+  // for this long is hung: it is killed and handled as dead (on_death). Zero: never.
+  std::chrono::milliseconds slice_timeout{0};
   uint32_t slots = 2;      // slices in flight: one computing while the next is copied in
   int idle_spin_us = 100;  // the runtime polls this long for the next slice before sleeping
   // Slab bytes per slot of each tensor whose row size varies (BatchingConfig).
@@ -119,6 +123,8 @@ class RuntimeInstance : public InstanceExecutor {
   void HandleTopUpQuery(const shm::CompletionMessage& msg);
   // The runtime is gone: fail everything, refuse new work.
   void MarkDead(const std::string& why);
+  // Why the runtime counts as hung now (options.slice_timeout), or empty. Completion thread.
+  std::string Hung() const;
   bool IdleLocked() const;
 
   const RuntimeInstanceOptions options_;
@@ -135,6 +141,9 @@ class RuntimeInstance : public InstanceExecutor {
   std::vector<bool> slot_busy_;
   // By slot: bytes of the input slab the running slice's inputs use. Guarded by mu_.
   std::vector<uint64_t> slot_used_;
+  // When the runtime last showed progress: a completion or top-up query arrived, or a slice
+  // was handed to it while it had none. Guarded by mu_.
+  std::chrono::steady_clock::time_point last_progress_;
   bool accepting_ = true;       // guarded by mu_
   std::string dead_reason_;     // guarded by mu_; non-empty once dead
   bool stopped_ = false;        // guarded by mu_

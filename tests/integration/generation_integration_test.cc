@@ -252,6 +252,34 @@ TEST(GenerationIntegrationTest, AClientThatGoesAwayFreesItsSlot) {
   EXPECT_EQ(text.find("code=\"500\""), std::string::npos) << text;
 }
 
+// A decoder that stops answering (SIGSTOP: alive, computing nothing) is hung: after
+// slice_timeout_s its sequence fails with the reason, the agent kills it and a replacement
+// serves the next request.
+TEST(GenerationIntegrationTest, AHungDecoderIsKilledAndReplaced) {
+  AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "half") + "    slice_timeout_s: 1\n");
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  HttpClient management("127.0.0.1", agent.management_port());
+  simdjson::dom::parser parser;
+  auto decoder_pid = [&]() -> int64_t {
+    simdjson::dom::element doc = parser.parse(management.Get("/v2/models/gpt/config").body);
+    for (simdjson::dom::element w : doc["workers"].get_array()) return int64_t(w["pid"]);
+    return 0;
+  };
+  const int64_t hung = decoder_pid();
+  ASSERT_GT(hung, 0);
+  ASSERT_EQ(kill(static_cast<pid_t>(hung), SIGSTOP), 0);
+  HttpClient client("127.0.0.1", agent.http_port());
+  HttpResult r = client.Post("/v2/models/gpt/generate", Body({1, 2, 3}, 20));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("reported nothing for"), std::string::npos) << r.body;
+  EXPECT_FALSE(testing::ProcessExists(static_cast<pid_t>(hung)));
+  ASSERT_TRUE(agent.WaitForLog("generation 2 serving")) << agent.Digest();
+  EXPECT_NE(decoder_pid(), hung);
+  r = client.Post("/v2/models/gpt/generate", Body({1, 2, 3}, 20));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(OutputIds(r.body).size(), 20u) << r.body;
+}
+
 TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
   AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "half", 2));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();

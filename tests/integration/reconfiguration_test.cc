@@ -1058,5 +1058,37 @@ TEST_F(ReconfigurationTest, KilledRuntimeIsRetriedAndRestarted) {
   StopAndCheckClean(all_runtimes);
 }
 
+// A runtime that stops answering (SIGSTOP: alive, but computing nothing) is hung: after
+// slice_timeout_s the agent kills it, retries its slices on the live one and starts a
+// replacement, and no request fails.
+TEST_F(ReconfigurationTest, HungRuntimeIsKilledRetriedAndRestarted) {
+  const std::vector<Sample> samples = MakeSamples(24);
+  StartAgent(Config("[{count: 2, threads: 1, batch: 4}]", "    slice_timeout_s: 1\n"));
+  const ConfigView before = GetConfig();
+  ASSERT_EQ(before.workers.size(), 2u);
+  Load load(agent_->http_port(), &samples, 4);
+  ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
+  const pid_t victim = before.workers[0].pid;
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  ASSERT_TRUE(agent_->WaitForLog("row(s) to compute (slice_timeout_s); killing it"))
+      << agent_->Digest();
+  ASSERT_TRUE(agent_->WaitForLog("drained", std::chrono::seconds(60))) << agent_->Digest();
+  ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
+  load.Stop();
+  EXPECT_EQ(load.wrong(), 0) << load.Describe();
+  EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
+  EXPECT_FALSE(testing::ProcessExists(victim)) << "the hung runtime was not killed";
+  const ConfigView after = GetConfig();
+  ASSERT_EQ(after.workers.size(), 2u);
+  std::set<pid_t> all_runtimes = {victim};
+  for (const auto& w : after.workers) {
+    EXPECT_EQ(w.state, "active");
+    EXPECT_NE(w.pid, victim);
+    all_runtimes.insert(w.pid);
+  }
+  for (const auto& w : before.workers) all_runtimes.insert(w.pid);
+  StopAndCheckClean(all_runtimes);
+}
+
 }  // namespace
 }  // namespace packrat

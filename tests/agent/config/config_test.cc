@@ -35,6 +35,7 @@ models:
       - {count: 3, threads: 1, batch: 2}
     warmup_iterations: 1
     startup_timeout_s: 60
+    slice_timeout_s: 0
   - name: bert.tiny-v2
     path: /abs/bert.pt
     inputs:
@@ -114,6 +115,7 @@ TEST_F(ConfigTest, ParsesAFullConfig) {
   EXPECT_EQ(m.TargetBatch(), 2 * 8 + 3 * 2);
   EXPECT_EQ(m.warmup_iterations, 1);
   EXPECT_EQ(m.startup_timeout_s, 60);
+  EXPECT_EQ(m.slice_timeout_s, 0);  // never
 
   const ModelSignature sig = m.Signature();
   EXPECT_EQ(sig.name, "resnet");
@@ -138,6 +140,7 @@ TEST_F(ConfigTest, ParsesAFullConfig) {
   EXPECT_EQ(b.batching.max_queue_rows, defaults.max_queue_rows);
   EXPECT_EQ(b.warmup_iterations, 3);
   EXPECT_EQ(b.startup_timeout_s, 300);
+  EXPECT_EQ(b.slice_timeout_s, 60);
 }
 
 TEST_F(ConfigTest, ServerSectionIsOptional) {
@@ -365,6 +368,8 @@ TEST_F(ConfigTest, BadValuesNameTheirKey) {
             "test.yaml:2: server.http: 'localhost' is not HOST:PORT");
   EXPECT_EQ(ErrorOf(OneModel("    batching: {max_inflight_batches: 0}\n")),
             "test.yaml:7: models[0].batching.max_inflight_batches: must be between 1 and 64");
+  EXPECT_EQ(ErrorOf(OneModel("    slice_timeout_s: -1\n")),
+            "test.yaml:7: models[0].slice_timeout_s: must be between 0 and 86400");
   std::string text = OneModel();
   text.replace(text.find("name: demo"), 10, "name: de mo");
   EXPECT_EQ(ErrorOf(text),
