@@ -38,7 +38,7 @@ void InferenceRequest::DeliverRows(int64_t begin, int64_t count,
         }
         const size_t row_bytes = out.shape[0] == 0 ? 0 : out.byte_size / out.shape[0];
         Tensor& dst = outputs_[i];
-        if (dst.bytes.empty()) {
+        if (dst.shape.empty()) {  // the first slice: shape and buffer (maybe of no bytes)
           dst.name = out.name;
           dst.datatype = out.datatype;
           dst.shape = out.shape;

@@ -96,5 +96,25 @@ TEST(InferenceRequestTest, ZeroSizedOutputsAreGatheredWithoutCopying) {
   EXPECT_EQ(calls, 1);
 }
 
+// A later slice whose output is shaped otherwise than the first's fails the request, also
+// when the first had no bytes.
+TEST(InferenceRequestTest, AnOutputThatChangesShapeAfterAnEmptySliceFails) {
+  Status seen;
+  InferenceRequest request(
+      MakeDecoded(4, 3), [&](const Status& s, InferenceRequest&) { seen = s; }, SteadyTime{});
+  TensorView empty;
+  empty.name = "y";
+  empty.datatype = DataType::kFp32;
+  empty.shape = {2, 0};
+  request.DeliverRows(0, 2, {empty}, 0);
+  const std::vector<float> values(5, 1.0f);
+  TensorView full = empty;
+  full.shape = {1, 5};
+  full.data = reinterpret_cast<const uint8_t*>(values.data());
+  full.byte_size = values.size() * sizeof(float);
+  request.DeliverRows(2, 1, {full}, 0);
+  EXPECT_EQ(seen.code(), StatusCode::kInternal) << seen.ToString();
+}
+
 }  // namespace
 }  // namespace packrat
