@@ -209,6 +209,14 @@ int Main(int argc, char** argv) {
   };
   if (Status s = PinToCores(flags.cores); !s.ok()) return fail(s);
   KeepFreedMemory();
+  // The output slabs are backed now: a runtime writing outputs into a full /dev/shm would die of
+  // SIGBUS mid-batch; this way it fails to start, with the reason.
+  for (uint32_t slot = 0; slot < segment->num_slots(); ++slot) {
+    if (Status s = segment->Reserve(segment->output_slab(slot), segment->output_capacity());
+        !s.ok()) {
+      return fail(s);
+    }
+  }
 
   if (flags.generate) {
     auto decoder_or = LoadTorchDecoder(flags.model, flags.threads, flags.slots);

@@ -1,6 +1,7 @@
 #include "shm/segment.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -49,11 +50,12 @@ std::string Segment::MakeName(pid_t agent_pid, const std::string& tag,
   return name;
 }
 
-Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region, bool owner,
+Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region, int fd, bool owner,
                  SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions,
                  SpscRing<BatchMessage> topups)
     : name_(std::move(name)),
       region_(std::move(region)),
+      fd_(fd),
       owner_(owner),
       header_(static_cast<SegmentHeader*>(region_->get_address())),
       num_slots_(header_->num_slots),
@@ -66,6 +68,7 @@ Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region, b
 
 Segment::~Segment() {
   region_.reset();
+  if (fd_ >= 0) close(fd_);
   if (owner_) bip::shared_memory_object::remove(name_.c_str());
 }
 
@@ -116,8 +119,15 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     auto completions =
         SpscRing<CompletionMessage>::Initialize(base + comp_off, options.ring_capacity);
     auto topups = SpscRing<BatchMessage>::Initialize(base + topup_off, kTopUpRingCapacity);
+    const int fd = fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      const int error = errno;
+      bip::shared_memory_object::remove(name.c_str());
+      return Internal("cannot keep shared memory segment '" + name +
+                      "' open: " + std::strerror(error));
+    }
     return std::unique_ptr<Segment>(
-        new Segment(name, std::move(region), /*owner=*/true, requests, completions, topups));
+        new Segment(name, std::move(region), fd, /*owner=*/true, requests, completions, topups));
   } catch (const bip::interprocess_exception& e) {
     if (created) bip::shared_memory_object::remove(name.c_str());
     return Internal("cannot create shared memory segment '" + name + "': " + e.what());
@@ -126,12 +136,24 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
 
 StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
   std::unique_ptr<bip::mapped_region> region;
+  int fd = -1;
   try {
     bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
     region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
+    fd = fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      return Internal("cannot keep shared memory segment '" + name +
+                      "' open: " + std::strerror(errno));
+    }
   } catch (const bip::interprocess_exception& e) {
     return NotFound("cannot open shared memory segment '" + name + "': " + e.what());
   }
+  struct FdCloser {
+    int* fd;
+    ~FdCloser() {
+      if (*fd >= 0) close(*fd);
+    }
+  } closer{&fd};
   const size_t size = region->get_size();
   RETURN_IF_ERROR(ValidateMapping(region->get_address(), size));
   auto* header = static_cast<SegmentHeader*>(region->get_address());
@@ -146,8 +168,10 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
   ASSIGN_OR_RETURN(auto topups, SpscRing<BatchMessage>::Attach(
                                     base + header->topup_ring_offset,
                                     header->slots_offset - header->topup_ring_offset));
-  return std::unique_ptr<Segment>(
-      new Segment(name, std::move(region), /*owner=*/false, requests, completions, topups));
+  auto segment = std::unique_ptr<Segment>(
+      new Segment(name, std::move(region), fd, /*owner=*/false, requests, completions, topups));
+  fd = -1;  // the segment owns it now
+  return segment;
 }
 
 Status Segment::ValidateMapping(void* base_address, size_t size) {
@@ -222,6 +246,23 @@ std::vector<std::string> Segment::RemoveStale() {
   }
   closedir(dir);
   return removed;
+}
+
+Status Segment::Reserve(const uint8_t* at, uint64_t bytes) const {
+  const auto* base = reinterpret_cast<const uint8_t*>(header_);
+  const uint64_t size = region_->get_size();
+  if (at < base || static_cast<uint64_t>(at - base) > size || bytes > size - (at - base)) {
+    return InvalidArgument("Reserve outside segment '" + name_ + "'");
+  }
+  if (bytes == 0) return Status::Ok();
+  const int rc = posix_fallocate(fd_, at - base, static_cast<off_t>(bytes));
+  if (rc == 0) return Status::Ok();
+  std::string message = "no room in shared memory (/dev/shm) for ";
+  message += std::to_string(bytes);
+  message += " more bytes of tensors (";
+  message += std::strerror(rc);
+  message += "); give /dev/shm more room (the chart's shm.sizeLimit) or the agent fewer instances";
+  return ResourceExhausted(message);
 }
 
 uint8_t* Segment::input_slab(uint32_t slot) const {

@@ -67,14 +67,20 @@ class Segment {
   // Agent -> runtime: answers to top-up queries (layered batching), one per query.
   SpscRing<BatchMessage>& topups() { return topups_; }
 
-  // The geometry is read from the header once, at Create or Open (after validation): the peer
-  // process can write the header, and a slab address computed from fields it changed later
-  // would reach outside the mapping.
+  // The geometry is read from the header once, when the object is made (after Open validated
+  // it): the runtime can write the header, and slab addresses computed from fields it changed
+  // later would reach outside the agent's mapping. (The runtime trusts the agent's header.)
   uint32_t num_slots() const { return num_slots_; }
   uint8_t* input_slab(uint32_t slot) const;
   uint8_t* output_slab(uint32_t slot) const;
   uint64_t input_capacity() const { return slot_input_bytes_; }
   uint64_t output_capacity() const { return slot_output_bytes_; }
+
+  // Backs the `bytes` bytes at `at` (inside the mapping) with memory now. The segment is sparse:
+  // a page is only allocated when first written, and a write that finds /dev/shm full is a
+  // SIGBUS that ends the process. Reserve first, and a full /dev/shm is this kResourceExhausted
+  // instead. Cheap for pages already backed. Thread-safe.
+  Status Reserve(const uint8_t* at, uint64_t bytes) const;
 
   RuntimeState state() const {
     return static_cast<RuntimeState>(header_->state.load(std::memory_order_acquire));
@@ -89,12 +95,13 @@ class Segment {
   std::string InfoText() const;
 
  private:
-  Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region, bool owner,
-          SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions,
+  Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region, int fd,
+          bool owner, SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions,
           SpscRing<BatchMessage> topups);
 
   std::string name_;
   std::unique_ptr<boost::interprocess::mapped_region> region_;
+  int fd_;  // the shared-memory object, owned: for Reserve
   bool owner_;
   SegmentHeader* header_;
   uint32_t num_slots_;

@@ -45,7 +45,7 @@ class SpscRing {
     header->closed.store(0, std::memory_order_relaxed);
     header->capacity = capacity;
     header->entry_size = sizeof(T);
-    return SpscRing(header);
+    return SpscRing(header, capacity);
   }
 
   // Attaches to a ring made by Initialize, checking that it holds T and fits in `bytes`.
@@ -56,7 +56,7 @@ class SpscRing {
     if (header->entry_size != sizeof(T)) return InvalidArgument("ring entry size mismatch");
     if (cap == 0 || (cap & (cap - 1)) != 0) return InvalidArgument("ring capacity not 2^k");
     if (BytesFor(cap) > bytes) return InvalidArgument("ring does not fit its region");
-    return SpscRing(header);
+    return SpscRing(header, cap);  // the capacity checked, not a second read
   }
 
   uint32_t capacity() const { return capacity_; }
@@ -120,7 +120,7 @@ class SpscRing {
  private:
   // The capacity is read once: the peer process can write the header, and indices masked with
   // a capacity it changed later would reach past the ring.
-  explicit SpscRing(RingHeader* header) : header_(header), capacity_(header->capacity) {}
+  SpscRing(RingHeader* header, uint32_t capacity) : header_(header), capacity_(capacity) {}
 
   T* entries() const {
     return reinterpret_cast<T*>(reinterpret_cast<char*>(header_) + sizeof(RingHeader));

@@ -31,21 +31,31 @@ int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity) {
       std::min<uint64_t>((capacity - padding) / row_bytes, std::numeric_limits<int64_t>::max()));
 }
 
+uint64_t SliceInputBytes(const WorkSlice& slice) {
+  if (slice.ranges.empty()) return 0;
+  uint64_t end = 0;
+  for (const TensorView& proto : slice.ranges.front().request->decoded().inputs) {
+    end = (end + kSlabAlign - 1) / kSlabAlign * kSlabAlign +
+          RowBytesOf(proto) * static_cast<uint64_t>(slice.rows);
+  }
+  return end;
+}
+
 Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
                     std::vector<TensorView>* inputs) {
   inputs->clear();
   if (slice.ranges.empty()) return InvalidArgument("empty slice");
+  if (SliceInputBytes(slice) > capacity) {
+    return OutOfRange("a slice of " + std::to_string(slice.rows) + " row(s) needs more than " +
+                      "the instance's " + std::to_string(capacity) + "-byte input slab");
+  }
   const auto& first = slice.ranges.front().request->decoded().inputs;
   size_t offset = 0;
   for (size_t i = 0; i < first.size(); ++i) {
     const TensorView& proto = first[i];
-    const size_t row_bytes = proto.byte_size / static_cast<size_t>(proto.shape[0]);
+    const size_t row_bytes = RowBytesOf(proto);
     const size_t bytes = row_bytes * static_cast<size_t>(slice.rows);
     offset = (offset + kSlabAlign - 1) / kSlabAlign * kSlabAlign;
-    if (offset + bytes > capacity) {
-      return OutOfRange("a slice of " + std::to_string(slice.rows) + " row(s) needs more than " +
-                        "the instance's " + std::to_string(capacity) + "-byte input slab");
-    }
     uint8_t* dst = slab + offset;
     for (const RowRange& range : slice.ranges) {
       const TensorView& src = range.request->decoded().inputs[i];

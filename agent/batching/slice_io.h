@@ -27,6 +27,10 @@ uint64_t RowBytesOf(const TensorView& input);
 // 0 when not even one row fits. Requests that are CompatibleWith each other fit alike.
 int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity);
 
+// Bytes from the slab's start to the end of the slice's last input as GatherInputs lays them
+// out (each input 64-byte aligned).
+uint64_t SliceInputBytes(const WorkSlice& slice);
+
 // Copies the slice's rows of every input into `slab` (capacity bytes), each input 64-byte
 // aligned, and describes the batched tensors in *inputs (data pointing into the slab).
 // kOutOfRange if they do not fit (RowsThatFit tells beforehand).

@@ -174,8 +174,8 @@ struct ModelConfig {
   int auto_threads = 0;  // T for auto plans; 0 = every core the agent may use
   int warmup_iterations = 3;
   int startup_timeout_s = 300;
-  // A runtime with slices to compute that reports nothing for this long is killed and
-  // replaced (its slices are retried once elsewhere). 0 = never.
+  // A runtime with work that reports nothing for this long is killed and replaced (its slices
+  // are retried once elsewhere; a decoder's sequences fail). 0 = never.
   int slice_timeout_s = 60;
   ReconfigurationConfig reconfiguration;
   GenerationConfig generation;

@@ -74,6 +74,7 @@ StatusOr<std::unique_ptr<DecodeInstance>> DecodeInstance::Start(
     }
     spec.args.insert(spec.args.end(), {"--cores", cores});
   }
+  p.back_input_slabs = true;  // a prompt's slot is written whole and is small
   ASSIGN_OR_RETURN(RuntimeProcess process, StartRuntimeProcess(p, launcher));
   PACKRAT_LOG(INFO) << "instance " << p.label << " ready: pid " << process.pid << ", "
                     << options.threads << " thread(s), " << options.slots << " decode slot(s), "
@@ -221,9 +222,8 @@ void DecodeInstance::CompletionLoop() {
           "runtime " + options_.model_name + "/" + std::to_string(options_.index);
       if (auto exit = launcher_->Poll(pid_)) {
         MarkDead(label + " exited (" + *exit + ")");
-      } else if (std::string hung = Hung(); !hung.empty()) {
-        PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killing it";
-        launcher_->Signal(pid_, SIGKILL);
+      } else if (std::string hung = KillIfHung(); !hung.empty()) {
+        PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killed it";
         if (launcher_->Wait(pid_, std::chrono::seconds(5))) {
           MarkDead(label + " " + hung + " and was killed");
         }
@@ -233,6 +233,7 @@ void DecodeInstance::CompletionLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       last_progress_ = std::chrono::steady_clock::now();
+      reported_ = true;
     }
     switch (msg.kind) {
       case shm::CompletionKind::kAccepted: {
@@ -294,11 +295,17 @@ void DecodeInstance::CompletionLoop() {
   }
 }
 
-std::string DecodeInstance::Hung() const {
+std::string DecodeInstance::KillIfHung() {
   if (options_.slice_timeout.count() <= 0) return "";
   std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_ || !dead_reason_.empty()) return "";
+  // Until its first report the runtime gets the start-up allowance too (RuntimeInstance).
+  const auto allowed = reported_ ? options_.slice_timeout
+                                 : std::max<std::chrono::milliseconds>(options_.slice_timeout,
+                                                                       options_.startup_timeout);
   const auto silent = std::chrono::steady_clock::now() - last_progress_;
-  if (running_.empty() || silent < options_.slice_timeout) return "";
+  if (running_.empty() || silent < allowed) return "";
+  launcher_->Signal(pid_, SIGKILL);
   return "reported nothing for " +
          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
          " ms with " + std::to_string(running_.size()) + " sequence(s) running (slice_timeout_s)";

@@ -116,8 +116,10 @@ class DecodeInstance {
   // sent, to be failed without the lock. Requires mu_.
   std::vector<std::pair<Entry, Status>> SendLocked();
   void MarkDead(const std::string& why);
-  // Why the runtime counts as hung now (options.slice_timeout), or empty. Completion thread.
-  std::string Hung() const;
+  // If the runtime counts as hung now (options.slice_timeout), SIGKILLs it and returns why;
+  // otherwise returns empty. Signals under mu_, so never after Stop() took over the process.
+  // Completion thread.
+  std::string KillIfHung();
   bool IdleLocked() const { return queued_.empty() && running_.empty(); }
 
   const DecodeInstanceOptions options_;
@@ -134,11 +136,13 @@ class DecodeInstance {
   std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_;  // sent; guarded by mu_
   std::vector<bool> slot_busy_;                                   // guarded by mu_
   // When the runtime last reported anything, or was handed a prompt while it had none running.
-  std::chrono::steady_clock::time_point last_progress_;  // guarded by mu_
-  uint64_t next_id_ = 1;                                 // guarded by mu_
-  bool accepting_ = true;                                // guarded by mu_
-  bool stopped_ = false;                                 // guarded by mu_
-  std::string dead_reason_;                              // guarded by mu_
+  std::chrono::steady_clock::time_point last_progress_;
+  bool reported_ =
+      false;  // anything arrived from the runtime yet; guarded by mu_  // guarded by mu_
+  uint64_t next_id_ = 1;     // guarded by mu_
+  bool accepting_ = true;    // guarded by mu_
+  bool stopped_ = false;     // guarded by mu_
+  std::string dead_reason_;  // guarded by mu_
   std::thread completion_thread_;
 };
 

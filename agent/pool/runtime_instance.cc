@@ -58,7 +58,8 @@ RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher
       pid_(pid),
       running_(segment_->num_slots()),
       slot_busy_(segment_->num_slots(), false),
-      slot_used_(segment_->num_slots(), 0) {
+      slot_used_(segment_->num_slots(), 0),
+      slot_backed_(segment_->num_slots(), 0) {
   completion_thread_ = std::thread([this] { CompletionLoop(); });
 }
 
@@ -174,7 +175,8 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     WorkSlice slice = std::move(queued_.front());
     queued_.pop_front();
     uint8_t* slab = segment_->input_slab(slot);
-    Status s = GatherInputs(slice, slab, segment_->input_capacity(), &inputs);
+    Status s = BackInputLocked(slot, SliceInputBytes(slice));
+    if (s.ok()) s = GatherInputs(slice, slab, segment_->input_capacity(), &inputs);
     if (s.ok() && inputs.size() > static_cast<size_t>(shm::kMaxTensors)) {
       s = InvalidArgument("too many inputs");
     }
@@ -206,6 +208,23 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
   return failed;
 }
 
+Status RuntimeInstance::BackInputLocked(uint32_t slot, uint64_t bytes) {
+  const uint64_t capacity = segment_->input_capacity();
+  if (bytes <= slot_backed_[slot] || bytes > capacity)
+    return Status::Ok();  // or GatherInputs fails
+  // In steps of at least 1 MiB, so that a slab grows in few calls.
+  constexpr uint64_t kStep = 1 << 20;
+  const uint64_t want = std::min(capacity, std::max(bytes, slot_backed_[slot] + kStep));
+  uint8_t* slab = segment_->input_slab(slot);
+  if (segment_->Reserve(slab + slot_backed_[slot], want - slot_backed_[slot]).ok()) {
+    slot_backed_[slot] = want;
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(segment_->Reserve(slab + slot_backed_[slot], bytes - slot_backed_[slot]));
+  slot_backed_[slot] = bytes;
+  return Status::Ok();
+}
+
 bool RuntimeInstance::IdleLocked() const {
   return queued_.empty() &&
          std::none_of(slot_busy_.begin(), slot_busy_.end(), [](bool busy) { return busy; });
@@ -229,9 +248,8 @@ void RuntimeInstance::CompletionLoop() {
     std::string why;
     if (auto exit = launcher_->Poll(pid_)) {
       why = label + " exited (" + *exit + ")";
-    } else if (std::string hung = Hung(); !hung.empty()) {
-      PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killing it";
-      launcher_->Signal(pid_, SIGKILL);
+    } else if (std::string hung = KillIfHung(); !hung.empty()) {
+      PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killed it";
       if (!launcher_->Wait(pid_, std::chrono::seconds(5))) continue;  // killed at the next tick
       why = label + " " + hung + " and was killed";
     } else {
@@ -244,14 +262,22 @@ void RuntimeInstance::CompletionLoop() {
   }
 }
 
-std::string RuntimeInstance::Hung() const {
+std::string RuntimeInstance::KillIfHung() {
   if (options_.slice_timeout.count() <= 0) return "";
   std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_ || !dead_reason_.empty()) return "";
+  // Until it reports its first result a runtime may still be optimising the model for the
+  // shapes it sees (a replacement may have started without warm-up): it gets the start-up
+  // allowance as well.
+  const auto allowed = reported_ ? options_.slice_timeout
+                                 : std::max<std::chrono::milliseconds>(options_.slice_timeout,
+                                                                       options_.startup_timeout);
   const auto silent = std::chrono::steady_clock::now() - last_progress_;
-  if (silent < options_.slice_timeout) return "";
+  if (silent < allowed) return "";
   int64_t rows = 0;
   for (const auto& r : running_) rows += r.has_value() ? r->rows : 0;
   if (rows == 0) return "";
+  launcher_->Signal(pid_, SIGKILL);
   return "reported nothing for " +
          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
          " ms with " + std::to_string(rows) + " row(s) to compute (slice_timeout_s)";
@@ -295,8 +321,11 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
       const uint64_t used = slot_used_[msg.slot];
       std::vector<TensorView> inputs;
       failed = used <= segment_->input_capacity()
-                   ? GatherInputs(joining, slab + used, segment_->input_capacity() - used, &inputs)
+                   ? BackInputLocked(msg.slot, used + SliceInputBytes(joining))
                    : ResourceExhausted("input slab full");
+      if (failed.ok()) {
+        failed = GatherInputs(joining, slab + used, segment_->input_capacity() - used, &inputs);
+      }
       if (failed.ok()) {
         Describe(inputs, slab, &answer);
         answer.rows = grant.rows;
@@ -323,6 +352,7 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_progress_ = std::chrono::steady_clock::now();
+    reported_ = true;
   }
   if (msg.kind == shm::CompletionKind::kTopUpQuery) return HandleTopUpQuery(msg);
   std::optional<WorkSlice> slice;

@@ -123,9 +123,14 @@ class RuntimeInstance : public InstanceExecutor {
   void HandleTopUpQuery(const shm::CompletionMessage& msg);
   // The runtime is gone: fail everything, refuse new work.
   void MarkDead(const std::string& why);
-  // Why the runtime counts as hung now (options.slice_timeout), or empty. Completion thread.
-  std::string Hung() const;
+  // If the runtime counts as hung now (options.slice_timeout), SIGKILLs it and returns why;
+  // otherwise returns empty. Signals under mu_, so never after Stop() took over the process.
+  // Completion thread.
+  std::string KillIfHung();
   bool IdleLocked() const;
+  // Makes sure the first `bytes` of `slot`'s input slab are backed by memory before the agent
+  // writes them (a write into a full /dev/shm is a SIGBUS). Requires mu_.
+  Status BackInputLocked(uint32_t slot, uint64_t bytes);
 
   const RuntimeInstanceOptions options_;
   ProcessLauncher* const launcher_;
@@ -141,9 +146,13 @@ class RuntimeInstance : public InstanceExecutor {
   std::vector<bool> slot_busy_;
   // By slot: bytes of the input slab the running slice's inputs use. Guarded by mu_.
   std::vector<uint64_t> slot_used_;
+  // By slot: bytes at the input slab's start known to be backed by memory (Segment::Reserve).
+  // Guarded by mu_.
+  std::vector<uint64_t> slot_backed_;
   // When the runtime last showed progress: a completion or top-up query arrived, or a slice
   // was handed to it while it had none. Guarded by mu_.
   std::chrono::steady_clock::time_point last_progress_;
+  bool reported_ = false;       // anything arrived from the runtime yet; guarded by mu_
   bool accepting_ = true;       // guarded by mu_
   std::string dead_reason_;     // guarded by mu_; non-empty once dead
   bool stopped_ = false;        // guarded by mu_

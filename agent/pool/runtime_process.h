@@ -21,6 +21,9 @@ struct RuntimeProcessOptions {
   // The process: path, arguments (--segment NAME is added), cores, cgroup.
   LaunchSpec spec;
   std::chrono::seconds startup_timeout{300};
+  // Back every input slab with memory before the launch (Segment::Reserve): for small slabs
+  // that are written whole. Otherwise the instance backs what it writes as it goes.
+  bool back_input_slabs = false;
 };
 
 struct RuntimeProcess {

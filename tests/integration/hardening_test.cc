@@ -61,6 +61,55 @@ bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
   return rc == 1;
 }
 
+// A two_head request of one row whose ids input holds `ids` INT64 values.
+std::string TwoHeadBody(int64_t ids) {
+  std::string body =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,8],"data":[0,1,2,3,4,5,6,7]},)"
+      R"({"name":"ids","datatype":"INT64","shape":[1,)";
+  body += std::to_string(ids);
+  body += R"(],"data":[)";
+  body.reserve(body.size() + 2 * ids + 8);
+  for (int64_t i = 0; i < ids; ++i) body += i ? ",3" : "3";
+  body += "]}]}";
+  return body;
+}
+
+// A container's /dev/shm is small (Docker's default is 64 MiB; a memory emptyDir may have a
+// size limit) and the slabs are sparse. The agent backs a slab's pages before it writes them,
+// so a request whose tensors do not fit in what is left gets 429 with the reason, instead of
+// a SIGBUS that ends the agent; smaller requests are still served.
+TEST(HardeningTest, ARequestThatOverflowsDevShmIs429AndTheAgentLives) {
+  if (!testing::CanMountPrivateDevShm()) {
+    GTEST_SKIP() << "a private /dev/shm needs CAP_SYS_ADMIN";
+  }
+  const std::string config =
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "max_body_bytes: 16777216}\n"
+      "models:\n"
+      "  - name: two_head\n"
+      "    path: " +
+      kModels +
+      "/two_head.pt\n"
+      "    inputs: [{name: x, datatype: FP32, shape: [-1, 8]},\n"
+      "             {name: ids, datatype: INT64, shape: [-1, -1]}]\n"
+      "    outputs: [{name: scores, datatype: FP32, shape: [-1, 5]},\n"
+      "              {name: best, datatype: INT64, shape: [-1]}]\n"
+      "    batching: {max_batch: 4, max_delay_us: 100, variable_tensor_bytes: 8388608}\n"
+      "    instances: [{count: 1, threads: 1, batch: 4}]\n"
+      "    warmup_iterations: 1\n";
+  testing::AgentProcessOptions options;
+  options.private_dev_shm = "4m";  // the slabs' 8 MiB for ids fit the model, not /dev/shm
+  AgentProcess agent(PACKRAT_AGENT_PATH, config, options);
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  HttpClient client("127.0.0.1", agent.http_port());
+  const HttpResult big = client.Post("/v2/models/two_head/infer", TwoHeadBody(600'000));  // 4.8 MB
+  EXPECT_EQ(big.status, 429) << big.body.substr(0, 300) << big.error << agent.Digest();
+  EXPECT_NE(big.body.find("no room in shared memory (/dev/shm)"), std::string::npos) << big.body;
+  EXPECT_TRUE(testing::ProcessExists(agent.pid())) << agent.Digest();
+  const HttpResult small = client.Post("/v2/models/two_head/infer", TwoHeadBody(4));
+  EXPECT_EQ(small.status, 200) << small.body << small.error;
+}
+
 TEST(HardeningTest, SlowClientsAreDisconnectedAndOthersServed) {
   AgentProcess agent(PACKRAT_AGENT_PATH,
                      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "

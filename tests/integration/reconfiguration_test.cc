@@ -1063,14 +1063,14 @@ TEST_F(ReconfigurationTest, KilledRuntimeIsRetriedAndRestarted) {
 // replacement, and no request fails.
 TEST_F(ReconfigurationTest, HungRuntimeIsKilledRetriedAndRestarted) {
   const std::vector<Sample> samples = MakeSamples(24);
-  StartAgent(Config("[{count: 2, threads: 1, batch: 4}]", "    slice_timeout_s: 1\n"));
+  StartAgent(Config("[{count: 2, threads: 1, batch: 4}]", "    slice_timeout_s: 3\n"));
   const ConfigView before = GetConfig();
   ASSERT_EQ(before.workers.size(), 2u);
   Load load(agent_->http_port(), &samples, 4);
   ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();
   const pid_t victim = before.workers[0].pid;
   ASSERT_EQ(kill(victim, SIGSTOP), 0);
-  ASSERT_TRUE(agent_->WaitForLog("row(s) to compute (slice_timeout_s); killing it"))
+  ASSERT_TRUE(agent_->WaitForLog("row(s) to compute (slice_timeout_s); killed it"))
       << agent_->Digest();
   ASSERT_TRUE(agent_->WaitForLog("drained", std::chrono::seconds(60))) << agent_->Digest();
   ASSERT_TRUE(load.WaitForMore(50)) << load.Describe() << agent_->Digest();

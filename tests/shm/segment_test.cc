@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,6 +164,40 @@ TEST_F(SegmentTest, TheCreatorKeepsItsGeometryWhenThePeerRewritesTheHeader) {
   BatchMessage m{};
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(seg->requests().TryPush(m)) << i;
   EXPECT_FALSE(seg->requests().TryPush(m));  // full at the capacity it was created with
+}
+
+// Slabs are sparse until written; Reserve backs their pages now, and a reservation /dev/shm
+// cannot hold is an error instead of the SIGBUS a write there would be.
+TEST_F(SegmentTest, ReserveBacksPagesAndReportsAFullDevShm) {
+  auto seg = CreateOrDie();
+  ASSERT_NE(seg, nullptr);
+  struct stat before {};
+  ASSERT_EQ(stat(("/dev/shm/" + name_).c_str(), &before), 0);
+  ASSERT_TRUE(seg->Reserve(seg->input_slab(1), seg->input_capacity()).ok());
+  struct stat after {};
+  ASSERT_EQ(stat(("/dev/shm/" + name_).c_str(), &after), 0);
+  EXPECT_GE((after.st_blocks - before.st_blocks) * 512, static_cast<blkcnt_t>(12288));
+  EXPECT_TRUE(seg->Reserve(seg->input_slab(1), seg->input_capacity()).ok());  // again: no-op
+
+  const auto* base = reinterpret_cast<const uint8_t*>(seg->header());
+  const uint64_t size = seg->header()->segment_size;
+  EXPECT_EQ(seg->Reserve(base + size - 10, 11).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(seg->Reserve(base - 1, 1).code(), StatusCode::kInvalidArgument);
+
+  // A slab larger than all of /dev/shm: creating it is fine (sparse), backing it is not.
+  struct statvfs shm {};
+  ASSERT_EQ(statvfs("/dev/shm", &shm), 0);
+  if (shm.f_blocks == 0) GTEST_SKIP() << "/dev/shm has no size limit";
+  const uint64_t total = static_cast<uint64_t>(shm.f_blocks) * shm.f_frsize;
+  seg.reset();
+  SegmentOptions huge = Options();
+  huge.num_slots = 1;
+  huge.slot_input_bytes = total + (1 << 20);
+  auto big = Segment::Create(name_, huge);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  const Status full = (*big)->Reserve((*big)->input_slab(0), (*big)->input_capacity());
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted) << full.ToString();
+  EXPECT_NE(full.message().find("/dev/shm"), std::string::npos) << full.ToString();
 }
 
 TEST_F(SegmentTest, OpenOfMissingNameIsNotFound) {

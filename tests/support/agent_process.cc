@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,7 +19,28 @@
 
 namespace packrat::testing {
 
-AgentProcess::AgentProcess(const std::string& agent_path, const std::string& config_yaml) {
+namespace {
+
+// In a child: a mount namespace of its own with a `size` tmpfs on /dev/shm. False on failure.
+bool MountPrivateDevShm(const std::string& size) {
+  if (unshare(CLONE_NEWNS) != 0) return false;
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  const std::string data = "size=" + size + ",mode=1777";
+  return mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) == 0;
+}
+
+}  // namespace
+
+bool CanMountPrivateDevShm() {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(MountPrivateDevShm("1m") ? 0 : 1);
+  int status = 0;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+AgentProcess::AgentProcess(const std::string& agent_path, const std::string& config_yaml,
+                           const AgentProcessOptions& options) {
   const std::string config = dir_.path() + "/config.yaml";
   std::ofstream(config) << config_yaml;
   const std::string port_file = dir_.path() + "/ports.json";
@@ -27,6 +50,9 @@ AgentProcess::AgentProcess(const std::string& agent_path, const std::string& con
   pid_ = fork();
   if (pid_ == 0) {
     dup2(fds[1], STDERR_FILENO);
+    if (!options.private_dev_shm.empty() && !MountPrivateDevShm(options.private_dev_shm)) {
+      _exit(126);
+    }
     setenv("PACKRAT_LOG_LEVEL", "DEBUG", 1);
     execl(agent_path.c_str(), agent_path.c_str(), "--config", config.c_str(), "--port-file",
           port_file.c_str(), static_cast<char*>(nullptr));

@@ -17,10 +17,18 @@
 
 namespace packrat::testing {
 
+struct AgentProcessOptions {
+  // Non-empty: the agent (and so its runtimes) runs in a mount namespace of its own with a
+  // tmpfs of this size ("4m") on /dev/shm, as in a container with a small /dev/shm. Needs
+  // CAP_SYS_ADMIN (CanMountPrivateDevShm); the agent exits 126 where the mount fails.
+  std::string private_dev_shm;
+};
+
 class AgentProcess {
  public:
   // Writes `config_yaml` to a fresh temporary directory and starts `agent_path` on it.
-  AgentProcess(const std::string& agent_path, const std::string& config_yaml);
+  AgentProcess(const std::string& agent_path, const std::string& config_yaml,
+               const AgentProcessOptions& options = {});
   ~AgentProcess();  // SIGKILLs the agent if still running
 
   pid_t pid() const { return pid_; }
@@ -63,6 +71,9 @@ class AgentProcess {
   bool eof_ = false;                // guarded by mu_
   std::thread reader_;
 };
+
+// Whether AgentProcessOptions::private_dev_shm can work here (tries it in a child).
+bool CanMountPrivateDevShm();
 
 // True if a process with this pid exists (not counting zombies of other parents).
 bool ProcessExists(pid_t pid);

@@ -88,6 +88,29 @@ TEST(RowsThatFitTest, TheRowsItCountsGather) {
   }
 }
 
+TEST(SliceInputBytesTest, IsWhereGatherInputsEndsAndAllItNeeds) {
+  for (const auto& [a, b] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {13, 5}, {64, 64}, {800, 0}, {0, 7}}) {
+    SCOPED_TRACE("rows of " + std::to_string(a) + " + " + std::to_string(b) + " bytes");
+    Completion done;
+    const auto request = TwoInputs(5, a, b, &done);
+    WorkSlice slice;
+    slice.rows = 3;
+    slice.ranges.push_back(RowRange{request, 1, 3});
+    const uint64_t need = SliceInputBytes(slice);
+    std::vector<uint8_t> buffer(need + 128);
+    auto* slab =
+        reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) / 64 * 64);
+    std::vector<TensorView> inputs;
+    ASSERT_TRUE(GatherInputs(slice, slab, need, &inputs).ok());
+    ASSERT_EQ(inputs.size(), 2u);
+    EXPECT_EQ(static_cast<uint64_t>(inputs[1].data + inputs[1].byte_size - slab), need);
+    if (need > 0) {
+      EXPECT_EQ(GatherInputs(slice, slab, need - 1, &inputs).code(), StatusCode::kOutOfRange);
+    }
+  }
+}
+
 TEST(RowsThatFitTest, RowsWithoutBytesAlwaysFit) {
   Completion done;
   const auto request = MakeRequest(0, 2, &done, SteadyTime{}, 0);
