@@ -171,10 +171,26 @@ bool ConvertFp64(const element& value, FlattenState& st, double* result) {
   return ToDouble(value, st, result);
 }
 
+// double -> float rounded to odd: truncated toward zero, with the last bit set if anything was
+// cut off. A float so made, rounded again to nearest-even at 2 or more bits fewer (FP16's 11,
+// BF16's 8 of float's 24), gives what one rounding of the double would: rounding the double to
+// nearest float first could land on a tie the double was not, and break it the wrong way.
+float ToFloatRoundedToOdd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || static_cast<double>(f) == d) return f;
+  if (std::isinf(f)) return std::copysign(std::numeric_limits<float>::max(), f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
 bool ConvertFp16(const element& value, FlattenState& st, uint16_t* result) {
-  float f = 0;
-  if (!ConvertFp32(value, st, &f)) return false;
-  *result = FloatToHalf(f);
+  double d = 0;
+  if (!ToDouble(value, st, &d)) return false;
+  *result = FloatToHalf(ToFloatRoundedToOdd(d));
   return true;
 }
 
@@ -194,9 +210,9 @@ float Bf16ToFloat(uint16_t b) {
 }
 
 bool ConvertBf16(const element& value, FlattenState& st, uint16_t* result) {
-  float f = 0;
-  if (!ConvertFp32(value, st, &f)) return false;
-  *result = FloatToBf16(f);
+  double d = 0;
+  if (!ToDouble(value, st, &d)) return false;
+  *result = FloatToBf16(ToFloatRoundedToOdd(d));
   return true;
 }
 

@@ -224,6 +224,26 @@ TEST(KserveCodecTest, JsonNumbersConvert) {
   EXPECT_EQ(ViewBytes(fp16->inputs[0]), Bytes<uint16_t>({FloatToHalf(0.1f), 0x7c00}));
 }
 
+// JSON numbers round once to FP16 and BF16. Just above a tie (by 2^-40, below float's
+// precision): rounding to float first would land on the tie and round it to even, down.
+TEST(KserveCodecTest, HalfPrecisionJsonNumbersRoundOnce) {
+  // 1 + 2^-11 + 2^-40: above FP16's tie between 1 and 1 + 2^-10; and its negation.
+  auto fp16 = DecodeJson(
+      Sig(DataType::kFp16, {-1, 4}),
+      Request({Input("x", "[1,4]", "FP16",
+                     "[1.000488281250909494701772928238,-1.000488281250909494701772928238,"
+                     "1.00048828125,65519.99]")}));
+  ASSERT_TRUE(fp16.ok()) << fp16.status().ToString();
+  // The exact tie still goes to even (1.0); 65519.99 rounds to the largest half, not to Inf.
+  EXPECT_EQ(ViewBytes(fp16->inputs[0]), Bytes<uint16_t>({0x3c01, 0xbc01, 0x3c00, 0x7bff}));
+  // 1 + 2^-8 + 2^-40: above BF16's tie between 1 and 1 + 2^-7.
+  auto bf16 = DecodeJson(Sig(DataType::kBf16, {-1, 3}),
+                         Request({Input("x", "[1,3]", "BF16",
+                                        "[1.003906250000909494701772928238,1.00390625,1e300]")}));
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_EQ(ViewBytes(bf16->inputs[0]), Bytes<uint16_t>({0x3f81, 0x3f80, 0x7f80}));
+}
+
 TEST(KserveCodecTest, BinaryInputIsZeroCopy) {
   const ModelSignature sig = Sig(DataType::kFp32, {-1, 2});
   const std::string json = Request({BinaryInput("x", "[2,2]", "FP32", 16)});
