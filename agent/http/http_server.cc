@@ -330,12 +330,14 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     Write(std::move(response), /*keep_alive=*/false, 11, /*counted=*/true);
   }
 
-  // Runs `on_gone` if the client closes the connection before request `number` is answered:
+  // Runs `on_gone` if the client closes the connection before request `number` is answered
+  // (for a streamed response: before the stream ended, so that a stream still waiting for its
+  // first piece notices too):
   // waits until the socket is readable, then peeks — end of stream (or an error) means gone;
   // pipelined bytes of a next request mean the client is still there (and the watch ends);
   // nothing to read (the wait was for an earlier request) re-arms it for the current one.
   void WatchDisconnect(uint64_t number, std::function<void()> on_gone) {
-    if (number != request_number_ || answered_ == number) return;
+    if (number != request_number_ || (answered_ == number && !streaming_)) return;
     on_gone_ = std::move(on_gone);
     ArmDisconnectWatch();
   }
@@ -347,7 +349,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
         Protocol::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
           self->watching_ = false;
           if (ec == net::error::operation_aborted || !self->on_gone_ ||
-              self->answered_ == self->request_number_) {
+              (self->answered_ == self->request_number_ && !self->streaming_)) {
             return;  // nothing unanswered to watch
           }
           char byte;
@@ -461,6 +463,8 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
   // The streamed response ended: the request is answered; keep-alive goes on reading.
   void EndStream(bool keep_alive) {
+    streaming_ = false;
+    on_gone_ = nullptr;
     server_->EndRequest();
     if (!keep_alive) return Close();
     Read();
@@ -468,7 +472,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
   void WriteStream(HttpResponse response, bool keep_alive, unsigned version) {
     answered_ = request_number_;
-    on_gone_ = nullptr;
+    streaming_ = true;  // the disconnect watch goes on until EndStream
     auto res = std::make_shared<bhttp::response<bhttp::empty_body>>(
         static_cast<bhttp::status>(response.status), version);
     res->set(bhttp::field::server, "packrat");
@@ -549,7 +553,8 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   uint64_t answered_ = 0;
   std::function<void()> on_gone_;
   bool watching_ = false;
-  bool linger_ = false;  // the connection closes after a rejection (Close)
+  bool streaming_ = false;  // a streamed response's body is being written
+  bool linger_ = false;     // the connection closes after a rejection (Close)
 };
 
 }  // namespace

@@ -198,6 +198,9 @@ void DecodeInstance::Cancel(uint64_t id) {
       if (!segment_->requests().TryPush(msg)) {
         PACKRAT_LOG(WARNING) << options_.model_name << ": request ring full; sequence " << id
                              << " runs to its end";
+      } else {
+        PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << id
+                           << " cancelled; cancel sent to the runtime";
       }
       return;
     }

@@ -283,6 +283,31 @@ TEST(GenerationIntegrationTest, AHungDecoderIsKilledAndReplaced) {
   EXPECT_EQ(OutputIds(r.body).size(), 20u) << r.body;
 }
 
+// A stream whose client leaves while it waits for a decode slot is cancelled then, not at its
+// first token: the decoder is stopped (SIGSTOP) with its one slot held, so no token comes
+// until the test lets it go on.
+TEST(GenerationIntegrationTest, AStreamAbandonedWhileQueuedIsCancelledAtOnce) {
+  AgentProcess agent(PACKRAT_AGENT_PATH, Config(1, "static"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  const std::vector<pid_t> runtimes = agent.RuntimePids();
+  ASSERT_EQ(runtimes.size(), 1u) << agent.Digest();
+  std::thread holder([&] {
+    HttpClient keep("127.0.0.1", agent.http_port());
+    EXPECT_EQ(OutputIds(keep.Post("/v2/models/gpt/generate", Body({9}, 60)).body).size(), 60u);
+  });
+  ASSERT_TRUE(agent.WaitForLog("decode step of 1 sequence(s)")) << agent.Digest();
+  ASSERT_EQ(kill(runtimes[0], SIGSTOP), 0);
+  ReadUntilThenHangUp(agent.http_port(), Post("/v2/models/gpt/generate_stream", Body({7, 7}, 90)),
+                      "text/event-stream");
+  // Queued in the agent ("cancelled before it started") or already handed to the stopped
+  // runtime ("cancelled; cancel sent to the runtime"): the runtime's own report of a
+  // cancellation cannot come while it is stopped.
+  const bool cancelled = agent.WaitForLog("cancelled", std::chrono::seconds(30));
+  ASSERT_EQ(kill(runtimes[0], SIGCONT), 0);
+  holder.join();
+  EXPECT_TRUE(cancelled) << agent.Digest();
+}
+
 TEST(GenerationIntegrationTest, TwoInstancesShareTheLoad) {
   AgentProcess agent(PACKRAT_AGENT_PATH, Config(2, "half", 2));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
