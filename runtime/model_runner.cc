@@ -256,6 +256,8 @@ struct ModelRunner::Impl {
   // Copies the outputs in `result` into [out, out + capacity) (see Run()).
   Status WriteOutputs(const c10::IValue& result, uint8_t* out, size_t capacity,
                       std::vector<RawTensor>* outputs) const;
+
+  std::function<Status(uint8_t* out, size_t bytes)> output_backing;  // may be empty
 };
 
 StatusOr<std::vector<c10::IValue>> ModelRunner::Impl::Wrap(
@@ -275,35 +277,45 @@ Status ModelRunner::Impl::WriteOutputs(const c10::IValue& result, uint8_t* out, 
                                        std::vector<RawTensor>* outputs) const {
   std::vector<at::Tensor> tensors;
   RETURN_IF_ERROR(CollectOutputs(result, &tensors));
+  // Lay out first: the bytes the outputs need are backed (output_backing) before any is written.
+  std::vector<size_t> offsets;
   size_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    at::Tensor t = tensors[i];
+    at::Tensor& t = tensors[i];
     const DataType want =
         i < options.output_types.size() ? options.output_types[i] : DataType::kInvalid;
     if (want != DataType::kInvalid && FromScalarType(t.scalar_type()) != want) {
       t = t.to(*ToScalarType(want));
     }
     t = t.contiguous();
-    const DataType type = FromScalarType(t.scalar_type());
-    if (type == DataType::kInvalid) {
+    if (FromScalarType(t.scalar_type()) == DataType::kInvalid) {
       return InvalidArgument("output " + std::to_string(i) + " has an unsupported dtype");
     }
-    const size_t bytes = t.numel() * t.element_size();
     offset = shm::AlignUp(offset);
-    if (offset + bytes > capacity) {
+    offsets.push_back(offset);
+    offset += t.numel() * t.element_size();
+    if (offset > capacity) {
       return ResourceExhausted("outputs need more than the " + std::to_string(capacity) +
                                "-byte output slab");
     }
-    if (bytes > 0) std::memcpy(out + offset, t.data_ptr(), bytes);  // empty: maybe no storage
+  }
+  if (output_backing) RETURN_IF_ERROR(output_backing(out, offset));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i];
+    const size_t bytes = t.numel() * t.element_size();
+    if (bytes > 0) std::memcpy(out + offsets[i], t.data_ptr(), bytes);  // empty: maybe no storage
     RawTensor raw;
-    raw.datatype = type;
+    raw.datatype = FromScalarType(t.scalar_type());
     raw.shape.assign(t.sizes().begin(), t.sizes().end());
-    raw.data = out + offset;
+    raw.data = out + offsets[i];
     raw.byte_size = bytes;
     outputs->push_back(std::move(raw));
-    offset += bytes;
   }
   return Status::Ok();
+}
+
+void ModelRunner::set_output_backing(std::function<Status(uint8_t* out, size_t bytes)> back) {
+  impl_->output_backing = std::move(back);
 }
 
 const LoadReport& ModelRunner::report() const { return impl_->report; }

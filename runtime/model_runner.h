@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -118,6 +119,11 @@ class ModelRunner {
   int64_t running_rows() const;
   // After the last stage: writes the outputs as Run() does and ends the batch.
   Status Finish(uint8_t* out, size_t out_capacity, std::vector<RawTensor>* outputs);
+
+  // Called by Run() and Finish() with `out` and the bytes from it the outputs are about to take,
+  // before any is written; an error fails the batch with it. For memory that must be backed
+  // first (a sparse shared-memory slab). Empty (the default): nothing is called.
+  void set_output_backing(std::function<Status(uint8_t* out, size_t bytes)> back);
 
  private:
   struct Impl;

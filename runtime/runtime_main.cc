@@ -209,14 +209,6 @@ int Main(int argc, char** argv) {
   };
   if (Status s = PinToCores(flags.cores); !s.ok()) return fail(s);
   KeepFreedMemory();
-  // The output slabs are backed now: a runtime writing outputs into a full /dev/shm would die of
-  // SIGBUS mid-batch; this way it fails to start, with the reason.
-  for (uint32_t slot = 0; slot < segment->num_slots(); ++slot) {
-    if (Status s = segment->Reserve(segment->output_slab(slot), segment->output_capacity());
-        !s.ok()) {
-      return fail(s);
-    }
-  }
 
   if (flags.generate) {
     auto decoder_or = LoadTorchDecoder(flags.model, flags.threads, flags.slots);
@@ -251,6 +243,18 @@ int Main(int argc, char** argv) {
   auto runner_or = ModelRunner::Create(options);
   if (!runner_or.ok()) return fail(runner_or.status());
   std::unique_ptr<ModelRunner> runner = std::move(runner_or).value();
+  // An output slab's pages are backed before outputs are written there, as far as they reach
+  // (the slabs are sparse): writing into a full /dev/shm would end this process with SIGBUS;
+  // this way the batch fails with the reason and the runtime serves on.
+  std::vector<uint64_t> backed(segment->num_slots(), 0);
+  runner->set_output_backing([&segment, &backed](uint8_t* out, size_t bytes) {
+    for (uint32_t slot = 0; slot < segment->num_slots(); ++slot) {
+      if (segment->output_slab(slot) != out || bytes <= backed[slot]) continue;
+      RETURN_IF_ERROR(segment->Reserve(out + backed[slot], bytes - backed[slot]));
+      backed[slot] = bytes;
+    }
+    return Status::Ok();  // warm-up writes to memory of its own
+  });
   segment->SetInfo(runner->report().ToString());
   if (!flags.inputs.empty() && !flags.warmup_batches.empty()) {
     if (Status s = runner->Warmup(flags.inputs, flags.warmup_batches, flags.warmup_iterations);

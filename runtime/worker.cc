@@ -106,7 +106,8 @@ bool Worker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done)
     done->rows = outputs_.empty() || outputs_[0].shape.empty() ? msg.rows : outputs_[0].shape[0];
     done->status = shm::CompletionStatus::kOk;
   } else {
-    done->status = shm::CompletionStatus::kError;
+    done->status = status.code() == StatusCode::kUnavailable ? shm::CompletionStatus::kUnavailable
+                                                             : shm::CompletionStatus::kError;
     const std::string text = status.message();
     const size_t n = std::min(text.size(), shm::kErrorTextSize - 1);
     std::memcpy(done->error, text.data(), n);

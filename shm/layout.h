@@ -17,8 +17,8 @@ namespace packrat::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x3154415252434150ull;  // "PACRRAT1", little endian
 // 2: SegmentHeader::info. 3: layered batching (top-up ring, query completions, stage times).
-// 4: generation (GenerateParams, step tokens).
-inline constexpr uint32_t kLayoutVersion = 5;
+// 4: generation (GenerateParams, step tokens). 6: CompletionStatus::kUnavailable.
+inline constexpr uint32_t kLayoutVersion = 6;
 inline constexpr int kMaxTensors = 8;
 inline constexpr int kMaxDims = 8;
 inline constexpr int kMaxStages = 16;
@@ -78,7 +78,9 @@ struct BatchMessage {
   GenerateParams generate;  // kGenerateStart
 };
 
-enum class CompletionStatus : int32_t { kOk = 0, kError = 1 };
+// kError: the batch failed (the model threw, outputs of a bad shape); kUnavailable: the runtime
+// lacked room for the outputs (shared memory): not the request's fault.
+enum class CompletionStatus : int32_t { kOk = 0, kError = 1, kUnavailable = 2 };
 
 enum class CompletionKind : uint32_t {
   kDone = 0,            // the batch finished (status, outputs)

@@ -23,6 +23,29 @@ constexpr char kPrefix[] = "packrat.";
 
 bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// posix_fallocate: backs [offset, offset + bytes) of shared-memory object `fd` with memory.
+// A full /dev/shm (ENOSPC) or memory limit (ENOMEM) is kUnavailable: the server lacks room, and
+// the operator, not the client, can make more.
+Status Back(int fd, uint64_t offset, uint64_t bytes, const std::string& name) {
+  const int rc = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes));
+  if (rc == 0) return Status::Ok();
+  std::string message = "cannot back " + std::to_string(bytes) + " bytes of shared memory (";
+  message += std::strerror(rc);
+  message += ")";
+  if (rc == ENOSPC) {
+    message = "no room in shared memory (/dev/shm) for " + std::to_string(bytes) +
+              " more bytes of tensors; give /dev/shm more room (the chart's shm.sizeLimit) or "
+              "the agent fewer instances";
+  } else if (rc == ENOMEM) {
+    message +=
+        ": the memory limit is reached; raise it (it covers /dev/shm) or give the agent "
+        "fewer instances";
+  } else {
+    return Internal(message + " in segment '" + name + "'");
+  }
+  return Unavailable(message);
+}
+
 // At most one top-up query is outstanding per runtime; two entries leave room for a late one.
 constexpr uint32_t kTopUpRingCapacity = 2;
 
@@ -95,6 +118,11 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
     bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write);
     created = true;
     shm.truncate(static_cast<bip::offset_t>(total));
+    // The header and the rings are written from now on; only the slabs stay sparse (Reserve).
+    if (Status s = Back(shm.get_mapping_handle().handle, 0, slots_off, name); !s.ok()) {
+      bip::shared_memory_object::remove(name.c_str());
+      return s;
+    }
     auto region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
     char* base = static_cast<char*>(region->get_address());
     auto* header = new (base) SegmentHeader();
@@ -142,8 +170,9 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
     region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
     fd = fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
+      const int error = errno;
       return Internal("cannot keep shared memory segment '" + name +
-                      "' open: " + std::strerror(errno));
+                      "' open: " + std::strerror(error));
     }
   } catch (const bip::interprocess_exception& e) {
     return NotFound("cannot open shared memory segment '" + name + "': " + e.what());
@@ -255,14 +284,7 @@ Status Segment::Reserve(const uint8_t* at, uint64_t bytes) const {
     return InvalidArgument("Reserve outside segment '" + name_ + "'");
   }
   if (bytes == 0) return Status::Ok();
-  const int rc = posix_fallocate(fd_, at - base, static_cast<off_t>(bytes));
-  if (rc == 0) return Status::Ok();
-  std::string message = "no room in shared memory (/dev/shm) for ";
-  message += std::to_string(bytes);
-  message += " more bytes of tensors (";
-  message += std::strerror(rc);
-  message += "); give /dev/shm more room (the chart's shm.sizeLimit) or the agent fewer instances";
-  return ResourceExhausted(message);
+  return Back(fd_, at - base, bytes, name_);
 }
 
 uint8_t* Segment::input_slab(uint32_t slot) const {

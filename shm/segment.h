@@ -78,8 +78,8 @@ class Segment {
 
   // Backs the `bytes` bytes at `at` (inside the mapping) with memory now. The segment is sparse:
   // a page is only allocated when first written, and a write that finds /dev/shm full is a
-  // SIGBUS that ends the process. Reserve first, and a full /dev/shm is this kResourceExhausted
-  // instead. Cheap for pages already backed. Thread-safe.
+  // SIGBUS that ends the process. Reserve first, and a full /dev/shm (or memory limit) is this
+  // kUnavailable instead. Cheap for pages already backed. Thread-safe.
   Status Reserve(const uint8_t* at, uint64_t bytes) const;
 
   RuntimeState state() const {

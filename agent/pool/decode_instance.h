@@ -135,10 +135,10 @@ class DecodeInstance {
   std::deque<Entry> queued_;                                      // guarded by mu_
   std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_;  // sent; guarded by mu_
   std::vector<bool> slot_busy_;                                   // guarded by mu_
-  // When the runtime last reported anything, or was handed a prompt while it had none running.
+  // When the runtime last reported anything, or was handed a prompt while it had none running;
+  // whether anything arrived from it yet. Guarded by mu_.
   std::chrono::steady_clock::time_point last_progress_;
-  bool reported_ =
-      false;  // anything arrived from the runtime yet; guarded by mu_  // guarded by mu_
+  bool reported_ = false;
   uint64_t next_id_ = 1;     // guarded by mu_
   bool accepting_ = true;    // guarded by mu_
   bool stopped_ = false;     // guarded by mu_

@@ -369,8 +369,10 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
   PACKRAT_LOG(DEBUG) << options_.model_name << "/" << options_.index << ": batch of " << slice->rows
                      << " row(s) computed in " << msg.compute_ns / 1000 << " us";
   if (msg.status != shm::CompletionStatus::kOk) {
-    FailSlice(*slice, Internal("model execution failed: " +
-                               std::string(msg.error, strnlen(msg.error, sizeof(msg.error)))));
+    const std::string error(msg.error, strnlen(msg.error, sizeof(msg.error)));
+    FailSlice(*slice, msg.status == shm::CompletionStatus::kUnavailable
+                          ? Unavailable(error)
+                          : Internal("model execution failed: " + error));
   } else if (msg.num_tensors != options_.outputs.size()) {
     FailSlice(*slice,
               Internal("model returned " + std::to_string(msg.num_tensors) +

@@ -76,9 +76,10 @@ std::string TwoHeadBody(int64_t ids) {
 
 // A container's /dev/shm is small (Docker's default is 64 MiB; a memory emptyDir may have a
 // size limit) and the slabs are sparse. The agent backs a slab's pages before it writes them,
-// so a request whose tensors do not fit in what is left gets 429 with the reason, instead of
-// a SIGBUS that ends the agent; smaller requests are still served.
-TEST(HardeningTest, ARequestThatOverflowsDevShmIs429AndTheAgentLives) {
+// so a request whose tensors do not fit in what is left gets 503 with the reason (the
+// operator's to mend, not the client's), instead of a SIGBUS that ends the agent; smaller
+// requests are still served.
+TEST(HardeningTest, ARequestThatOverflowsDevShmIs503AndTheAgentLives) {
   if (!testing::CanMountPrivateDevShm()) {
     GTEST_SKIP() << "a private /dev/shm needs CAP_SYS_ADMIN";
   }
@@ -103,7 +104,7 @@ TEST(HardeningTest, ARequestThatOverflowsDevShmIs429AndTheAgentLives) {
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient client("127.0.0.1", agent.http_port());
   const HttpResult big = client.Post("/v2/models/two_head/infer", TwoHeadBody(600'000));  // 4.8 MB
-  EXPECT_EQ(big.status, 429) << big.body.substr(0, 300) << big.error << agent.Digest();
+  EXPECT_EQ(big.status, 503) << big.body.substr(0, 300) << big.error << agent.Digest();
   EXPECT_NE(big.body.find("no room in shared memory (/dev/shm)"), std::string::npos) << big.body;
   EXPECT_TRUE(testing::ProcessExists(agent.pid())) << agent.Digest();
   const HttpResult small = client.Post("/v2/models/two_head/infer", TwoHeadBody(4));

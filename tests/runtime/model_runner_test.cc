@@ -2,6 +2,7 @@
 // handling of what arrives through shared memory (runtime/worker.h).
 #include "runtime/model_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -102,6 +103,34 @@ TEST(ModelRunnerTest, OutputsLargerThanTheSlabAreResourceExhausted) {
   std::vector<RawTensor> outputs;
   EXPECT_EQ(runner->Run({Floats(x, {64, 16})}, out.data(), out.size(), &outputs).code(),
             StatusCode::kResourceExhausted);
+}
+
+// The backing hook sees the bytes every output will take (two_head: 3×5 FP64, then 3 INT64 at
+// the next 64-byte boundary) before anything is written; its error fails the batch untouched.
+TEST(ModelRunnerTest, OutputBackingComesBeforeTheWritesAndItsErrorFailsTheBatch) {
+  auto runner = Load("two_head.pt", {DataType::kFp64, DataType::kInt64});
+  ASSERT_TRUE(runner);
+  std::vector<float> x(3 * 8, 0.5f);
+  std::vector<int64_t> ids(3 * 4, 7);
+  RawTensor id{DataType::kInt64, {3, 4}, ids.data(), ids.size() * 8};
+  std::vector<uint8_t> out(4096, 0xee);
+  std::vector<std::pair<uint8_t*, size_t>> asked;
+  runner->set_output_backing([&](uint8_t* at, size_t bytes) {
+    asked.emplace_back(at, bytes);
+    return Unavailable("no room in shared memory (/dev/shm)");
+  });
+  std::vector<RawTensor> outputs;
+  const Status s = runner->Run({Floats(x, {3, 8}), id}, out.data(), out.size(), &outputs);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].first, out.data());
+  EXPECT_EQ(asked[0].second, 128u + 3 * 8);
+  EXPECT_TRUE(outputs.empty());
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0xee; }));
+
+  runner->set_output_backing([&](uint8_t*, size_t) { return Status::Ok(); });
+  ASSERT_TRUE(runner->Run({Floats(x, {3, 8}), id}, out.data(), out.size(), &outputs).ok());
+  EXPECT_EQ(outputs.size(), 2u);
 }
 
 TEST(ModelRunnerTest, WarmupRunsAtEachBatchSize) {
