@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/http/generation.h"
 #include "agent/kserve/generate_codec.h"
 #include "agent/kserve/kserve_codec.h"
 #include "common/logging.h"
@@ -346,128 +347,7 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
                      << "': " << req->rows() << " row(s)";
 }
 
-namespace {
-
-// One generate request while its tokens come: the ids so far, the stream they go to (once its
-// headers are out), and how to cancel it. Shared by the callbacks; thread-safe.
-class Generation {
- public:
-  Generation(std::string model, std::vector<int64_t> stop_ids, SteadyTime received,
-             metrics::ModelMetrics* metrics)
-      : model_(std::move(model)),
-        stop_ids_(std::move(stop_ids)),
-        received_(received),
-        metrics_(metrics) {}
-
-  void SetCancel(std::function<void()> cancel) {
-    bool now;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      cancel_ = cancel;
-      now = cancel_wanted_;
-    }
-    if (now) cancel();
-  }
-  // Once: every failed write after the client left, its disconnect and a failed Attach may
-  // each ask, and each cancel the decoder gets is a message on its runtime's request ring.
-  void Cancel() {
-    std::function<void()> cancel;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (cancel_wanted_) return;
-      cancel_wanted_ = true;
-      cancel = cancel_;
-    }
-    if (cancel) cancel();
-  }
-
-  // A token: kept, and sent as an event when streaming.
-  void Token(int32_t token, float prob, bool last, bool streaming) {
-    bool written;
-    std::string event;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (ids_.empty() && metrics_ != nullptr) {
-        metrics_->time_to_first_token().Observe(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - received_).count());
-      }
-      ids_.push_back(token);
-      if (metrics_ != nullptr) metrics_->generated_tokens().Increment();
-      if (last) finish_reason_ = FinishReason(token);
-      if (!streaming) return;
-      event = EncodeTokenEvent(static_cast<int64_t>(ids_.size()) - 1, token, prob,
-                               last ? finish_reason_ : "");
-      if (!writer_) {
-        pending_ += event;  // the headers are not out yet
-        return;
-      }
-      // Under the lock, so that events go out in order (Write only queues).
-      written = writer_->Write(std::move(event));
-    }
-    if (!written) Cancel();  // the client is gone
-  }
-
-  // The stream's headers are out: send what came meanwhile, and finish if it is over.
-  void Attach(std::shared_ptr<HttpStream> writer) {
-    bool written = true;
-    bool finished;
-    {
-      // The waiting events are queued before any later one (Token writes under this lock) and
-      // before the end (EndStream finishes only a stream it found attached).
-      std::lock_guard<std::mutex> lock(mu_);
-      writer_ = writer;
-      if (!pending_.empty()) written = writer->Write(std::move(pending_));
-      pending_.clear();
-      finished = finished_;
-    }
-    if (!written) Cancel();
-    if (finished) writer->Finish();
-  }
-
-  // Streaming: the sequence ended; an error becomes an error event.
-  void EndStream(const Status& status) {
-    std::shared_ptr<HttpStream> writer;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!status.ok() && status.code() != StatusCode::kCancelled) {
-        pending_ += EncodeErrorEvent(status.message());
-      }
-      finished_ = true;
-      writer = writer_;
-      if (writer && !pending_.empty()) {
-        writer->Write(std::move(pending_));
-        pending_.clear();
-      }
-    }
-    if (writer) writer->Finish();
-  }
-
-  std::string Response() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return EncodeGenerateResponse(model_, ids_, finish_reason_);
-  }
-
- private:
-  std::string FinishReason(int32_t token) const {
-    return std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end() ? "stop"
-                                                                                   : "length";
-  }
-
-  const std::string model_;
-  const std::vector<int64_t> stop_ids_;
-  const SteadyTime received_;
-  metrics::ModelMetrics* const metrics_;
-  std::mutex mu_;
-  std::vector<int32_t> ids_;              // guarded by mu_
-  std::string finish_reason_ = "length";  // guarded by mu_
-  std::shared_ptr<HttpStream> writer_;    // guarded by mu_
-  std::string pending_;                   // events before the writer; guarded by mu_
-  bool finished_ = false;                 // guarded by mu_
-  std::function<void()> cancel_;          // guarded by mu_
-  bool cancel_wanted_ = false;            // guarded by mu_
-};
-
-}  // namespace
+namespace {}  // namespace
 
 void KserveHandler::Generate(ServedModel* model, HttpRequest request, HttpResponder respond,
                              bool stream) {
