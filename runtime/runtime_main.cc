@@ -253,7 +253,7 @@ int Main(int argc, char** argv) {
       RETURN_IF_ERROR(segment->Reserve(out + backed[slot], bytes - backed[slot]));
       backed[slot] = bytes;
     }
-    return Status::Ok();  // warm-up writes to memory of its own
+    return Status::Ok();  // not a slab: nothing to back
   });
   segment->SetInfo(runner->report().ToString());
   if (!flags.inputs.empty() && !flags.warmup_batches.empty()) {

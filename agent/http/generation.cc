@@ -82,9 +82,9 @@ void Generation::EndStream(const Status& status) {
   std::shared_ptr<HttpStream> writer;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!status.ok() && status.code() != StatusCode::kCancelled) {
-      pending_ += EncodeErrorEvent(status.message());
-    }
+    // A cancellation too: a client that closed only its sending side (a half-close, which the
+    // disconnect watch cannot tell from leaving) still reads, and learns why the stream ended.
+    if (!status.ok()) pending_ += EncodeErrorEvent(status.message());
     finished_ = true;
     writer = writer_;
     if (writer && !pending_.empty()) {

@@ -40,7 +40,7 @@ class Generation {
   // The stream's headers are out: sends the events that came meanwhile, before any later one,
   // and finishes the stream if the sequence already ended.
   void Attach(std::shared_ptr<HttpStream> writer);
-  // Streaming: the sequence ended; an error (not a cancellation) becomes an error event.
+  // Streaming: the sequence ended; an error or a cancellation becomes an error event.
   void EndStream(const Status& status);
 
   // The non-streaming answer: the ids and the finish reason.

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -346,8 +345,6 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
   PACKRAT_LOG(DEBUG) << "queued request '" << req->decoded().id << "' for model '" << model->name()
                      << "': " << req->rows() << " row(s)";
 }
-
-namespace {}  // namespace
 
 void KserveHandler::Generate(ServedModel* model, HttpRequest request, HttpResponder respond,
                              bool stream) {

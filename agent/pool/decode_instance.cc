@@ -200,7 +200,7 @@ void DecodeInstance::Cancel(uint64_t id) {
                              << " runs to its end";
       } else {
         PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << id
-                           << " cancelled; cancel sent to the runtime";
+                           << ": cancel sent to the runtime";
       }
       return;
     }

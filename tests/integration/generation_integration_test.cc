@@ -300,9 +300,9 @@ TEST(GenerationIntegrationTest, AStreamAbandonedWhileQueuedIsCancelledAtOnce) {
   ReadUntilThenHangUp(agent.http_port(), Post("/v2/models/gpt/generate_stream", Body({7, 7}, 90)),
                       "text/event-stream");
   // Queued in the agent ("cancelled before it started") or already handed to the stopped
-  // runtime ("cancelled; cancel sent to the runtime"): the runtime's own report of a
-  // cancellation cannot come while it is stopped.
-  const bool cancelled = agent.WaitForLog("cancelled", std::chrono::seconds(30));
+  // runtime ("cancel sent to the runtime"): the runtime's own report of a cancellation
+  // ("cancelled; its decode slot is free") cannot come while it is stopped.
+  const bool cancelled = agent.WaitForLog("cancel", std::chrono::seconds(30));
   ASSERT_EQ(kill(runtimes[0], SIGCONT), 0);
   holder.join();
   EXPECT_TRUE(cancelled) << agent.Digest();

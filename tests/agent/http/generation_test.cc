@@ -86,7 +86,7 @@ TEST(GenerationTest, ASequenceThatEndedBeforeTheHeadersIsWrittenAndFinishedOnAtt
   EXPECT_EQ(stream->finishes(), 1);
 }
 
-TEST(GenerationTest, AFailureIsAnErrorEventAndACancellationIsNot) {
+TEST(GenerationTest, AFailureOrACancellationIsAnErrorEvent) {
   Generation failed = Make();
   auto a = std::make_shared<RecordingStream>();
   failed.Attach(a);
@@ -101,7 +101,7 @@ TEST(GenerationTest, AFailureIsAnErrorEventAndACancellationIsNot) {
   auto b = std::make_shared<RecordingStream>();
   cancelled.Attach(b);
   cancelled.EndStream(Cancelled("the client cancelled the request"));
-  EXPECT_EQ(b->Body(), "");
+  EXPECT_EQ(b->Body(), "event: error\ndata: {\"error\":\"the client cancelled the request\"}\n\n");
   EXPECT_EQ(b->finishes(), 1);
 }
 
