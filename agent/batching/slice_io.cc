@@ -1,7 +1,10 @@
 #include "agent/batching/slice_io.h"
 
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
 
 namespace packrat {
 
@@ -75,6 +78,24 @@ Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
     offset += bytes;
   }
   return Status::Ok();
+}
+
+std::vector<WorkSlice> SplitByRange(WorkSlice slice) {
+  std::vector<WorkSlice> parts;
+  auto left = std::make_shared<std::atomic<size_t>>(slice.ranges.size());
+  auto done = std::make_shared<std::function<void()>>(std::move(slice.on_done));
+  for (RowRange& range : slice.ranges) {
+    WorkSlice part;
+    part.batch_id = slice.batch_id;
+    part.rows = range.rows;
+    part.retried = slice.retried;
+    part.ranges.push_back(std::move(range));
+    part.on_done = [left, done] {
+      if (left->fetch_sub(1) == 1 && *done) (*done)();
+    };
+    parts.push_back(std::move(part));
+  }
+  return parts;
 }
 
 void ScatterOutputs(const WorkSlice& slice, const std::vector<TensorView>& outputs) {

@@ -37,6 +37,10 @@ uint64_t SliceInputBytes(const WorkSlice& slice);
 Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
                     std::vector<TensorView>* inputs);
 
+// One slice per range of `slice` (per request, as the dispatcher cuts them), in order; the
+// original on_done runs once, after the last of them is done.
+std::vector<WorkSlice> SplitByRange(WorkSlice slice);
+
 // Delivers rows of `outputs` (the slice's batched outputs) to the slice's requests in order.
 void ScatterOutputs(const WorkSlice& slice, const std::vector<TensorView>& outputs);
 

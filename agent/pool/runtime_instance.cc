@@ -176,6 +176,17 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     queued_.pop_front();
     uint8_t* slab = segment_->input_slab(slot);
     Status s = BackInputLocked(slot, SliceInputBytes(slice));
+    if (!s.ok() && slice.ranges.size() > 1) {
+      // Shared memory cannot take the whole slice: its requests go on one by one, so that only
+      // those too large for what is left fail.
+      PACKRAT_LOG(WARNING) << options_.model_name << "/" << options_.index << ": a slice of "
+                           << slice.rows << " row(s) does not fit: " << s.message() << "; its "
+                           << slice.ranges.size() << " requests go on one by one";
+      std::vector<WorkSlice> parts = SplitByRange(std::move(slice));
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) queued_.push_front(std::move(*it));
+      --slot;
+      continue;
+    }
     if (s.ok()) s = GatherInputs(slice, slab, segment_->input_capacity(), &inputs);
     if (s.ok() && inputs.size() > static_cast<size_t>(shm::kMaxTensors)) {
       s = InvalidArgument("too many inputs");

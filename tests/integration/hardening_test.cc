@@ -78,7 +78,7 @@ std::string TwoHeadBody(int64_t ids) {
 // size limit) and the slabs are sparse. The agent backs a slab's pages before it writes them,
 // so a request whose tensors do not fit in what is left gets 503 with the reason (the
 // operator's to mend, not the client's), instead of a SIGBUS that ends the agent; smaller
-// requests are still served.
+// requests are still served, and a batch that does not fit runs request by request.
 TEST(HardeningTest, ARequestThatOverflowsDevShmIs503AndTheAgentLives) {
   if (!testing::CanMountPrivateDevShm()) {
     GTEST_SKIP() << "a private /dev/shm needs CAP_SYS_ADMIN";
@@ -95,20 +95,36 @@ TEST(HardeningTest, ARequestThatOverflowsDevShmIs503AndTheAgentLives) {
       "             {name: ids, datatype: INT64, shape: [-1, -1]}]\n"
       "    outputs: [{name: scores, datatype: FP32, shape: [-1, 5]},\n"
       "              {name: best, datatype: INT64, shape: [-1]}]\n"
-      "    batching: {max_batch: 4, max_delay_us: 100, variable_tensor_bytes: 8388608}\n"
+      "    batching: {max_batch: 4, max_delay_us: 1000000, variable_tensor_bytes: 16777216}\n"
       "    instances: [{count: 1, threads: 1, batch: 4}]\n"
       "    warmup_iterations: 1\n";
   testing::AgentProcessOptions options;
-  options.private_dev_shm = "4m";  // the slabs' 8 MiB for ids fit the model, not /dev/shm
+  options.private_dev_shm = "8m";  // the slabs' 16 MiB for ids fit the model, not /dev/shm
   AgentProcess agent(PACKRAT_AGENT_PATH, config, options);
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient client("127.0.0.1", agent.http_port());
-  const HttpResult big = client.Post("/v2/models/two_head/infer", TwoHeadBody(600'000));  // 4.8 MB
+  const HttpResult big =
+      client.Post("/v2/models/two_head/infer", TwoHeadBody(1'200'000));  // 9.6 MB
   EXPECT_EQ(big.status, 503) << big.body.substr(0, 300) << big.error << agent.Digest();
   EXPECT_NE(big.body.find("no room in shared memory (/dev/shm)"), std::string::npos) << big.body;
   EXPECT_TRUE(testing::ProcessExists(agent.pid())) << agent.Digest();
   const HttpResult small = client.Post("/v2/models/two_head/infer", TwoHeadBody(4));
   EXPECT_EQ(small.status, 200) << small.body << small.error;
+
+  // Three requests of 3.2 MB in one batch (the delay holds it for a second): 9.6 MB at once do
+  // not fit, one by one in the two slots they do.
+  std::vector<std::thread> clients;
+  std::vector<int> codes(3, 0);
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back([&, i] {
+      HttpClient c("127.0.0.1", agent.http_port());
+      codes[i] = c.Post("/v2/models/two_head/infer", TwoHeadBody(400'000)).status;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(codes, (std::vector<int>{200, 200, 200})) << agent.Digest();
+  EXPECT_NE(agent.Log().find("a slice of 3 row(s) does not fit"), std::string::npos)
+      << "the three did not share a batch" << agent.Digest();
 }
 
 TEST(HardeningTest, SlowClientsAreDisconnectedAndOthersServed) {

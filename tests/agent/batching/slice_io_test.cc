@@ -111,6 +111,35 @@ TEST(SliceInputBytesTest, IsWhereGatherInputsEndsAndAllItNeeds) {
   }
 }
 
+TEST(SplitByRangeTest, OneSlicePerRangeAndTheOriginalDoneRunsOnceAfterAll) {
+  Completion a, b;
+  const auto first = MakeRequest(0, 4, &a, SteadyTime{}, 3);
+  const auto second = MakeRequest(1, 2, &b, SteadyTime{}, 3);
+  WorkSlice slice;
+  slice.batch_id = 9;
+  slice.rows = 5;
+  slice.retried = true;
+  slice.ranges.push_back(RowRange{first, 1, 3});
+  slice.ranges.push_back(RowRange{second, 0, 2});
+  int done = 0;
+  slice.on_done = [&] { ++done; };
+  std::vector<WorkSlice> parts = SplitByRange(std::move(slice));
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].rows, 3);
+  EXPECT_EQ(parts[0].ranges[0].request, first);
+  EXPECT_EQ(parts[0].ranges[0].begin, 1);
+  EXPECT_EQ(parts[1].rows, 2);
+  EXPECT_EQ(parts[1].ranges[0].request, second);
+  for (const WorkSlice& p : parts) {
+    EXPECT_EQ(p.batch_id, 9u);
+    EXPECT_TRUE(p.retried);
+  }
+  parts[1].on_done();
+  EXPECT_EQ(done, 0);
+  parts[0].on_done();
+  EXPECT_EQ(done, 1);
+}
+
 TEST(RowsThatFitTest, RowsWithoutBytesAlwaysFit) {
   Completion done;
   const auto request = MakeRequest(0, 2, &done, SteadyTime{}, 0);
