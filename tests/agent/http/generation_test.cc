@@ -128,6 +128,20 @@ TEST(GenerationTest, CancelRunsOnceWhoeverAsksAndWhenever) {
   h.Attach(gone);
   for (int i = 0; i < 5; ++i) h.Token(i, -1, false, true);
   EXPECT_EQ(h_cancels, 1);
+
+  // A disconnect noticed after the sequence ended: the cancel still runs once (the decoder
+  // ignores an id it no longer has) and the finished stream is left as it is.
+  Generation ended = Make();
+  int ended_cancels = 0;
+  ended.SetCancel([&] { ++ended_cancels; });
+  auto stream2 = std::make_shared<RecordingStream>();
+  ended.Attach(stream2);
+  ended.Token(4, -1, true, true);
+  ended.EndStream(Status::Ok());
+  ended.Cancel();
+  EXPECT_EQ(ended_cancels, 1);
+  EXPECT_EQ(stream2->finishes(), 1);
+  EXPECT_EQ(stream2->Body().find("event: error"), std::string::npos);
 }
 
 // Tokens from the decoder's thread while the session attaches the stream: every event goes
