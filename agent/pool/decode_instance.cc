@@ -29,7 +29,8 @@ DecodeInstance::DecodeInstance(DecodeInstanceOptions options, ProcessLauncher* l
       launcher_(launcher),
       segment_(std::move(segment)),
       pid_(pid),
-      slot_busy_(segment_->num_slots(), false) {
+      slot_busy_(segment_->num_slots(), false),
+      hang_watch_(options_.slice_timeout, options_.startup_timeout) {
   completion_thread_ = std::thread([this] { CompletionLoop(); });
 }
 
@@ -170,7 +171,7 @@ std::vector<std::pair<DecodeInstance::Entry, Status>> DecodeInstance::SendLocked
       break;
     }
     slot_busy_[slot] = true;
-    if (running_.empty()) last_progress_ = std::chrono::steady_clock::now();
+    if (running_.empty()) hang_watch_.Started(std::chrono::steady_clock::now());
     running_.emplace(entry.id, std::move(entry.request));
   }
   return failed;
@@ -235,8 +236,7 @@ void DecodeInstance::CompletionLoop() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      last_progress_ = std::chrono::steady_clock::now();
-      reported_ = true;
+      hang_watch_.Reported(std::chrono::steady_clock::now());
     }
     switch (msg.kind) {
       case shm::CompletionKind::kAccepted: {
@@ -299,19 +299,13 @@ void DecodeInstance::CompletionLoop() {
 }
 
 std::string DecodeInstance::KillIfHung() {
-  if (options_.slice_timeout.count() <= 0) return "";
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_ || !dead_reason_.empty()) return "";
-  // Until its first report the runtime gets the start-up allowance too (RuntimeInstance).
-  const auto allowed = reported_ ? options_.slice_timeout
-                                 : std::max<std::chrono::milliseconds>(options_.slice_timeout,
-                                                                       options_.startup_timeout);
-  const auto silent = std::chrono::steady_clock::now() - last_progress_;
-  if (running_.empty() || silent < allowed) return "";
+  if (stopped_ || !dead_reason_.empty() || running_.empty()) return "";
+  const auto silent = hang_watch_.Overdue(std::chrono::steady_clock::now());
+  if (!silent) return "";
   launcher_->Signal(pid_, SIGKILL);
-  return "reported nothing for " +
-         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
-         " ms with " + std::to_string(running_.size()) + " sequence(s) running (slice_timeout_s)";
+  return "reported nothing for " + std::to_string(silent->count()) + " ms with " +
+         std::to_string(running_.size()) + " sequence(s) running (slice_timeout_s)";
 }
 
 void DecodeInstance::MarkDead(const std::string& why) {

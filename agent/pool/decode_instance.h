@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/pool/hang_watch.h"
 #include "agent/pool/process_launcher.h"
 #include "common/status.h"
 #include "shm/segment.h"
@@ -135,10 +136,9 @@ class DecodeInstance {
   std::deque<Entry> queued_;                                      // guarded by mu_
   std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_;  // sent; guarded by mu_
   std::vector<bool> slot_busy_;                                   // guarded by mu_
-  // When the runtime last reported anything, or was handed a prompt while it had none running;
-  // whether anything arrived from it yet. Guarded by mu_.
-  std::chrono::steady_clock::time_point last_progress_;
-  bool reported_ = false;
+  // Progress: anything the runtime reported, or a prompt handed to it while it had none
+  // running. Guarded by mu_.
+  HangWatch hang_watch_;
   uint64_t next_id_ = 1;     // guarded by mu_
   bool accepting_ = true;    // guarded by mu_
   bool stopped_ = false;     // guarded by mu_

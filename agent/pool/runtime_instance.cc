@@ -59,7 +59,8 @@ RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher
       running_(segment_->num_slots()),
       slot_busy_(segment_->num_slots(), false),
       slot_used_(segment_->num_slots(), 0),
-      slot_backed_(segment_->num_slots(), 0) {
+      slot_backed_(segment_->num_slots(), 0),
+      hang_watch_(options_.slice_timeout, options_.startup_timeout) {
   completion_thread_ = std::thread([this] { CompletionLoop(); });
 }
 
@@ -210,7 +211,7 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     }
     if (std::none_of(running_.begin(), running_.end(),
                      [](const auto& r) { return r.has_value(); })) {
-      last_progress_ = std::chrono::steady_clock::now();  // the clock starts with its first slice
+      hang_watch_.Started(std::chrono::steady_clock::now());
     }
     running_[slot] = std::move(slice);
     slot_busy_[slot] = true;
@@ -274,24 +275,16 @@ void RuntimeInstance::CompletionLoop() {
 }
 
 std::string RuntimeInstance::KillIfHung() {
-  if (options_.slice_timeout.count() <= 0) return "";
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_ || !dead_reason_.empty()) return "";
-  // Until it reports its first result a runtime may still be optimising the model for the
-  // shapes it sees (a replacement may have started without warm-up): it gets the start-up
-  // allowance as well.
-  const auto allowed = reported_ ? options_.slice_timeout
-                                 : std::max<std::chrono::milliseconds>(options_.slice_timeout,
-                                                                       options_.startup_timeout);
-  const auto silent = std::chrono::steady_clock::now() - last_progress_;
-  if (silent < allowed) return "";
   int64_t rows = 0;
   for (const auto& r : running_) rows += r.has_value() ? r->rows : 0;
   if (rows == 0) return "";
+  const auto silent = hang_watch_.Overdue(std::chrono::steady_clock::now());
+  if (!silent) return "";
   launcher_->Signal(pid_, SIGKILL);
-  return "reported nothing for " +
-         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
-         " ms with " + std::to_string(rows) + " row(s) to compute (slice_timeout_s)";
+  return "reported nothing for " + std::to_string(silent->count()) + " ms with " +
+         std::to_string(rows) + " row(s) to compute (slice_timeout_s)";
 }
 
 void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
@@ -362,8 +355,7 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
 void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    last_progress_ = std::chrono::steady_clock::now();
-    reported_ = true;
+    hang_watch_.Reported(std::chrono::steady_clock::now());
   }
   if (msg.kind == shm::CompletionKind::kTopUpQuery) return HandleTopUpQuery(msg);
   std::optional<WorkSlice> slice;

@@ -30,6 +30,7 @@
 #include "agent/batching/instance_executor.h"
 #include "agent/config/kernel_settings.h"
 #include "agent/kserve/tensor.h"
+#include "agent/pool/hang_watch.h"
 #include "agent/pool/process_launcher.h"
 #include "shm/segment.h"
 
@@ -149,10 +150,9 @@ class RuntimeInstance : public InstanceExecutor {
   // By slot: bytes at the input slab's start known to be backed by memory (Segment::Reserve).
   // Guarded by mu_.
   std::vector<uint64_t> slot_backed_;
-  // When the runtime last showed progress: a completion or top-up query arrived, or a slice
-  // was handed to it while it had none. Guarded by mu_.
-  std::chrono::steady_clock::time_point last_progress_;
-  bool reported_ = false;       // anything arrived from the runtime yet; guarded by mu_
+  // Progress: a completion or top-up query arrived, or a slice was handed to the runtime while
+  // it had none. Guarded by mu_.
+  HangWatch hang_watch_;
   bool accepting_ = true;       // guarded by mu_
   std::string dead_reason_;     // guarded by mu_; non-empty once dead
   bool stopped_ = false;        // guarded by mu_
