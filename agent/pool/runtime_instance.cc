@@ -222,8 +222,8 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
 
 Status RuntimeInstance::BackInputLocked(uint32_t slot, uint64_t bytes) {
   const uint64_t capacity = segment_->input_capacity();
-  if (bytes <= slot_backed_[slot] || bytes > capacity)
-    return Status::Ok();  // or GatherInputs fails
+  // Nothing new to back, or more than the slab holds (which GatherInputs reports).
+  if (bytes <= slot_backed_[slot] || bytes > capacity) return Status::Ok();
   // In steps of at least 1 MiB, so that a slab grows in few calls.
   constexpr uint64_t kStep = 1 << 20;
   const uint64_t want = std::min(capacity, std::max(bytes, slot_backed_[slot] + kStep));
