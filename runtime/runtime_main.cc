@@ -246,12 +246,9 @@ int Main(int argc, char** argv) {
   // An output slab's pages are backed before outputs are written there, as far as they reach
   // (the slabs are sparse): writing into a full /dev/shm would end this process with SIGBUS;
   // this way the batch fails with the reason and the runtime serves on.
-  std::vector<uint64_t> backed(segment->num_slots(), 0);
-  runner->set_output_backing([&segment, &backed](uint8_t* out, size_t bytes) {
+  runner->set_output_backing([&segment](uint8_t* out, size_t bytes) {
     for (uint32_t slot = 0; slot < segment->num_slots(); ++slot) {
-      if (segment->output_slab(slot) != out || bytes <= backed[slot]) continue;
-      RETURN_IF_ERROR(segment->Reserve(out + backed[slot], bytes - backed[slot]));
-      backed[slot] = bytes;
+      if (segment->output_slab(slot) == out) return segment->BackOutput(slot, bytes);
     }
     return Status::Ok();  // not a slab: nothing to back
   });

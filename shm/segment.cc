@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
@@ -29,21 +30,18 @@ bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 Status Back(int fd, uint64_t offset, uint64_t bytes, const std::string& name) {
   const int rc = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes));
   if (rc == 0) return Status::Ok();
-  std::string message = "cannot back " + std::to_string(bytes) + " bytes of shared memory (";
-  message += std::strerror(rc);
-  message += ")";
+  const std::string what = std::to_string(bytes) + " more bytes of tensors";
   if (rc == ENOSPC) {
-    message = "no room in shared memory (/dev/shm) for " + std::to_string(bytes) +
-              " more bytes of tensors; give /dev/shm more room (the chart's shm.sizeLimit) or "
-              "the agent fewer instances";
-  } else if (rc == ENOMEM) {
-    message +=
-        ": the memory limit is reached; raise it (it covers /dev/shm) or give the agent "
-        "fewer instances";
-  } else {
-    return Internal(message + " in segment '" + name + "'");
+    return Unavailable("no room in shared memory (/dev/shm) for " + what +
+                       "; give /dev/shm more room (the chart's shm.sizeLimit) or the agent fewer "
+                       "instances");
   }
-  return Unavailable(message);
+  if (rc == ENOMEM) {
+    return Unavailable("the memory limit is reached backing " + what +
+                       " in shared memory; raise it (it covers /dev/shm) or give the agent fewer "
+                       "instances");
+  }
+  return Internal("cannot back " + what + " of segment '" + name + "': " + std::strerror(rc));
 }
 
 // At most one top-up query is outstanding per runtime; two entries leave room for a late one.
@@ -85,6 +83,8 @@ Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region, i
       slots_offset_(header_->slots_offset),
       slot_input_bytes_(header_->slot_input_bytes),
       slot_output_bytes_(header_->slot_output_bytes),
+      input_backed_(num_slots_, 0),
+      output_backed_(num_slots_, 0),
       requests_(requests),
       completions_(completions),
       topups_(topups) {}
@@ -163,26 +163,14 @@ StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
 }
 
 StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
+  bip::shared_memory_object shm;
   std::unique_ptr<bip::mapped_region> region;
-  int fd = -1;
   try {
-    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
+    shm = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_write);
     region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
-    fd = fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) {
-      const int error = errno;
-      return Internal("cannot keep shared memory segment '" + name +
-                      "' open: " + std::strerror(error));
-    }
   } catch (const bip::interprocess_exception& e) {
     return NotFound("cannot open shared memory segment '" + name + "': " + e.what());
   }
-  struct FdCloser {
-    int* fd;
-    ~FdCloser() {
-      if (*fd >= 0) close(*fd);
-    }
-  } closer{&fd};
   const size_t size = region->get_size();
   RETURN_IF_ERROR(ValidateMapping(region->get_address(), size));
   auto* header = static_cast<SegmentHeader*>(region->get_address());
@@ -197,10 +185,14 @@ StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
   ASSIGN_OR_RETURN(auto topups, SpscRing<BatchMessage>::Attach(
                                     base + header->topup_ring_offset,
                                     header->slots_offset - header->topup_ring_offset));
-  auto segment = std::unique_ptr<Segment>(
+  const int fd = fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    const int error = errno;
+    return Internal("cannot keep shared memory segment '" + name +
+                    "' open: " + std::strerror(error));
+  }
+  return std::unique_ptr<Segment>(
       new Segment(name, std::move(region), fd, /*owner=*/false, requests, completions, topups));
-  fd = -1;  // the segment owns it now
-  return segment;
 }
 
 Status Segment::ValidateMapping(void* base_address, size_t size) {
@@ -285,6 +277,30 @@ Status Segment::Reserve(const uint8_t* at, uint64_t bytes) const {
   }
   if (bytes == 0) return Status::Ok();
   return Back(fd_, at - base, bytes, name_);
+}
+
+Status Segment::BackInput(uint32_t slot, uint64_t bytes) {
+  if (slot >= num_slots_) return InvalidArgument("no slot " + std::to_string(slot));
+  return BackSlab(input_slab(slot), slot_input_bytes_, bytes, &input_backed_[slot]);
+}
+
+Status Segment::BackOutput(uint32_t slot, uint64_t bytes) {
+  if (slot >= num_slots_) return InvalidArgument("no slot " + std::to_string(slot));
+  return BackSlab(output_slab(slot), slot_output_bytes_, bytes, &output_backed_[slot]);
+}
+
+Status Segment::BackSlab(uint8_t* slab, uint64_t capacity, uint64_t bytes, uint64_t* backed) {
+  bytes = std::min(bytes, capacity);
+  if (bytes <= *backed) return Status::Ok();
+  constexpr uint64_t kStep = 1 << 20;
+  const uint64_t step = std::min(capacity, std::max(bytes, *backed + kStep));
+  if (Reserve(slab + *backed, step - *backed).ok()) {
+    *backed = step;
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(Reserve(slab + *backed, bytes - *backed));  // no room for the step: just this
+  *backed = bytes;
+  return Status::Ok();
 }
 
 uint8_t* Segment::input_slab(uint32_t slot) const {

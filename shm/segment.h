@@ -81,6 +81,13 @@ class Segment {
   // SIGBUS that ends the process. Reserve first, and a full /dev/shm (or memory limit) is this
   // kUnavailable instead. Cheap for pages already backed. Thread-safe.
   Status Reserve(const uint8_t* at, uint64_t bytes) const;
+  // Reserve for the first `bytes` of slot `slot`'s input (output) slab, as its writer is about to
+  // fill them. Remembers how far each slab is backed, so that only growth costs a call, and
+  // grows in steps of at least 1 MiB where /dev/shm has them. Bytes beyond the slab are not
+  // backed (the copy that would need them fails its own check). Not thread-safe for one slab:
+  // its one writer (the agent for inputs, the runtime for outputs) calls it.
+  Status BackInput(uint32_t slot, uint64_t bytes);
+  Status BackOutput(uint32_t slot, uint64_t bytes);
 
   RuntimeState state() const {
     return static_cast<RuntimeState>(header_->state.load(std::memory_order_acquire));
@@ -98,6 +105,8 @@ class Segment {
   Segment(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region, int fd,
           bool owner, SpscRing<BatchMessage> requests, SpscRing<CompletionMessage> completions,
           SpscRing<BatchMessage> topups);
+  // BackInput/BackOutput: `backed` is how far `slab` (`capacity` bytes) is backed.
+  Status BackSlab(uint8_t* slab, uint64_t capacity, uint64_t bytes, uint64_t* backed);
 
   std::string name_;
   std::unique_ptr<boost::interprocess::mapped_region> region_;
@@ -108,6 +117,8 @@ class Segment {
   uint64_t slots_offset_;
   uint64_t slot_input_bytes_;
   uint64_t slot_output_bytes_;
+  std::vector<uint64_t> input_backed_;   // by slot: bytes backed from the slab's start
+  std::vector<uint64_t> output_backed_;  // by slot
   SpscRing<BatchMessage> requests_;
   SpscRing<CompletionMessage> completions_;
   SpscRing<BatchMessage> topups_;

@@ -59,7 +59,6 @@ RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher
       running_(segment_->num_slots()),
       slot_busy_(segment_->num_slots(), false),
       slot_used_(segment_->num_slots(), 0),
-      slot_backed_(segment_->num_slots(), 0),
       hang_watch_(options_.slice_timeout, options_.startup_timeout) {
   completion_thread_ = std::thread([this] { CompletionLoop(); });
 }
@@ -176,7 +175,9 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     WorkSlice slice = std::move(queued_.front());
     queued_.pop_front();
     uint8_t* slab = segment_->input_slab(slot);
-    Status s = BackInputLocked(slot, SliceInputBytes(slice));
+    // Backed before written: a write into a full /dev/shm would be a SIGBUS. Under mu_, the
+    // input slabs' one writer.
+    Status s = segment_->BackInput(slot, SliceInputBytes(slice));
     if (!s.ok() && slice.ranges.size() > 1) {
       // Shared memory cannot take the whole slice: its requests go on one by one, so that only
       // those too large for what is left fail.
@@ -218,23 +219,6 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     slot_used_[slot] = UsedBytes(inputs, slab);
   }
   return failed;
-}
-
-Status RuntimeInstance::BackInputLocked(uint32_t slot, uint64_t bytes) {
-  const uint64_t capacity = segment_->input_capacity();
-  // Nothing new to back, or more than the slab holds (which GatherInputs reports).
-  if (bytes <= slot_backed_[slot] || bytes > capacity) return Status::Ok();
-  // In steps of at least 1 MiB, so that a slab grows in few calls.
-  constexpr uint64_t kStep = 1 << 20;
-  const uint64_t want = std::min(capacity, std::max(bytes, slot_backed_[slot] + kStep));
-  uint8_t* slab = segment_->input_slab(slot);
-  if (segment_->Reserve(slab + slot_backed_[slot], want - slot_backed_[slot]).ok()) {
-    slot_backed_[slot] = want;
-    return Status::Ok();
-  }
-  RETURN_IF_ERROR(segment_->Reserve(slab + slot_backed_[slot], bytes - slot_backed_[slot]));
-  slot_backed_[slot] = bytes;
-  return Status::Ok();
 }
 
 bool RuntimeInstance::IdleLocked() const {
@@ -325,7 +309,7 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
       const uint64_t used = slot_used_[msg.slot];
       std::vector<TensorView> inputs;
       failed = used <= segment_->input_capacity()
-                   ? BackInputLocked(msg.slot, used + SliceInputBytes(joining))
+                   ? segment_->BackInput(msg.slot, used + SliceInputBytes(joining))
                    : ResourceExhausted("input slab full");
       if (failed.ok()) {
         failed = GatherInputs(joining, slab + used, segment_->input_capacity() - used, &inputs);

@@ -129,9 +129,6 @@ class RuntimeInstance : public InstanceExecutor {
   // Completion thread.
   std::string KillIfHung();
   bool IdleLocked() const;
-  // Makes sure the first `bytes` of `slot`'s input slab are backed by memory before the agent
-  // writes them (a write into a full /dev/shm is a SIGBUS). Requires mu_.
-  Status BackInputLocked(uint32_t slot, uint64_t bytes);
 
   const RuntimeInstanceOptions options_;
   ProcessLauncher* const launcher_;
@@ -147,9 +144,6 @@ class RuntimeInstance : public InstanceExecutor {
   std::vector<bool> slot_busy_;
   // By slot: bytes of the input slab the running slice's inputs use. Guarded by mu_.
   std::vector<uint64_t> slot_used_;
-  // By slot: bytes at the input slab's start known to be backed by memory (Segment::Reserve).
-  // Guarded by mu_.
-  std::vector<uint64_t> slot_backed_;
   // Progress: a completion or top-up query arrived, or a slice was handed to the runtime while
   // it had none. Guarded by mu_.
   HangWatch hang_watch_;

@@ -23,7 +23,7 @@ StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& option
   RuntimeProcess p;
   ASSIGN_OR_RETURN(p.segment, shm::Segment::Create(name, options.segment));
   for (uint32_t slot = 0; options.back_input_slabs && slot < p.segment->num_slots(); ++slot) {
-    RETURN_IF_ERROR(p.segment->Reserve(p.segment->input_slab(slot), p.segment->input_capacity()));
+    RETURN_IF_ERROR(p.segment->BackInput(slot, p.segment->input_capacity()));
   }
   LaunchSpec spec = options.spec;
   spec.args.insert(spec.args.begin(), {"--segment", name});
