@@ -3,4 +3,4 @@
 add_executable(optimizer_bench ${CMAKE_CURRENT_LIST_DIR}/optimizer_bench.cc)
 target_link_libraries(optimizer_bench PRIVATE packrat_planning)
 target_compile_definitions(optimizer_bench PRIVATE
-  PACKRAT_SHARED_DIR="${CMAKE_SOURCE_DIR}/../shared")
+  PACKRAT_PROFILES_DIR="${CMAKE_SOURCE_DIR}/data/profiles")

@@ -1,7 +1,7 @@
 // Optimizer benchmark: how long the ⟨i,t,b⟩ DP takes, cold (a fresh Optimizer, so no cached
 // plan) and warm (a cache hit).
 //
-//   optimizer_bench [PROFILE.csv]     default: ../shared/profiles/resnet50-xeon6142-16c.csv
+//   optimizer_bench [PROFILE.csv]     default: data/profiles/resnet50-xeon6142-16c.csv
 //
 // Cases: Solve(128,1024) and SolveAll(16,1024) on the measured profile (threads 1..16), plus
 // Solve(128,1024) on a synthetic profile that has every thread count 1..128 (11 batch sizes,
@@ -21,8 +21,8 @@
 #include "agent/planning/optimizer.h"
 #include "agent/planning/profile.h"
 
-#ifndef PACKRAT_SHARED_DIR
-#define PACKRAT_SHARED_DIR "../shared"
+#ifndef PACKRAT_PROFILES_DIR
+#define PACKRAT_PROFILES_DIR "data/profiles"
 #endif
 
 namespace packrat {
@@ -69,7 +69,7 @@ void Check(const Status& status) {
 
 int Main(int argc, char** argv) {
   const std::string path =
-      argc > 1 ? argv[1] : std::string(PACKRAT_SHARED_DIR) + "/profiles/resnet50-xeon6142-16c.csv";
+      argc > 1 ? argv[1] : std::string(PACKRAT_PROFILES_DIR) + "/resnet50-xeon6142-16c.csv";
   StatusOr<Profile> measured = Profile::LoadCsv(path);
   Check(measured.status());
   const Profile synthetic = SyntheticProfile(128);

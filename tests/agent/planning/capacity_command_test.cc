@@ -16,7 +16,7 @@
 namespace packrat {
 namespace {
 
-const std::string kProfiles = std::string(PACKRAT_SHARED_DIR) + "/profiles/";
+const std::string kProfiles = std::string(PACKRAT_PROFILES_DIR) + "/";
 const std::string kResnet = kProfiles + "resnet50-xeon6142-16c.csv";
 
 struct Result {

@@ -33,7 +33,7 @@ Profile MakeProfile(const std::vector<ProfilePoint>& points) {
 }
 
 Profile SharedProfile(const std::string& model) {
-  StatusOr<Profile> profile = Profile::LoadCsv(std::string(PACKRAT_SHARED_DIR) + "/profiles/" +
+  StatusOr<Profile> profile = Profile::LoadCsv(std::string(PACKRAT_PROFILES_DIR) + "/" +
                                                model + "-xeon6142-16c.csv");
   EXPECT_TRUE(profile.ok()) << profile.status().ToString();
   return profile.ok() ? *std::move(profile) : Profile();

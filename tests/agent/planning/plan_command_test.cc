@@ -17,7 +17,7 @@
 namespace packrat {
 namespace {
 
-const std::string kProfiles = std::string(PACKRAT_SHARED_DIR) + "/profiles/";
+const std::string kProfiles = std::string(PACKRAT_PROFILES_DIR) + "/";
 const std::string kBert = kProfiles + "bert-base-xeon6142-16c.csv";
 const std::string kResnet = kProfiles + "resnet50-xeon6142-16c.csv";
 

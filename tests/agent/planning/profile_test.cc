@@ -247,10 +247,10 @@ TEST_F(ProfileTest, LoadCsvReportsUnreadableFile) {
   EXPECT_EQ(bad.status().message(), path + ":3: latency_ms: 'oops' is not a finite number");
 }
 
-TEST_F(ProfileTest, LoadsSharedProfiles) {
+TEST_F(ProfileTest, LoadsPublishedProfiles) {
   for (const char* model : {"bert-base", "gpt2", "inception-v3", "resnet50"}) {
     SCOPED_TRACE(model);
-    StatusOr<Profile> profile = Profile::LoadCsv(std::string(PACKRAT_SHARED_DIR) + "/profiles/" +
+    StatusOr<Profile> profile = Profile::LoadCsv(std::string(PACKRAT_PROFILES_DIR) + "/" +
                                                  model + "-xeon6142-16c.csv");
     ASSERT_TRUE(profile.ok()) << profile.status().ToString();
     EXPECT_EQ(profile->size(), 176u);
