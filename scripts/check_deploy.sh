@@ -1,54 +1,175 @@
 #!/usr/bin/env bash
-# Offline checks of the deployment files (no cluster, no Docker engine needed):
+# Offline checks of the deployment files (no cluster, no Docker engine, no helm needed):
 #   1. YAML lint of deploy/ and the chart's plain YAML (duplicate keys, syntax, indentation);
-#   2. `kubectl kustomize` renders deploy/ and deploy/example/;
-#   3. with helm on PATH: `helm lint` and `helm template` of helm/packrat (helm is not packaged
-#      for Debian 12, so this step is skipped where it is missing, and says so);
+#      values.schema.json is valid JSON;
+#   2. `kubectl kustomize` renders deploy/, deploy/example/ and overlays of deploy/ with each
+#      component of deploy/components/;
+#   3. the Helm chart is rendered with scripts/helm-render (a `helm template` built here from
+#      Debian's Go and Debian-packaged Go libraries, since helm is not packaged for Debian 12;
+#      build/check-deploy/helm-render, rebuilt when its source changes), which also validates
+#      the values against helm/packrat/values.schema.json: with the default values and every
+#      variant below; values that must be refused (schema or render-time `fail`) are refused;
+#      where a real helm is on PATH, also `helm lint`, and `helm template` must give the same
+#      objects as helm-render;
 #   4. every rendered object validates against the Kubernetes OpenAPI schema (npm package
 #      kubernetes-models, installed under build/check-deploy/ from scripts/k8s-validate/);
-#   5. helm/packrat/values.yaml `config` equals deploy/config/packrat.yaml;
+#   5. helm/packrat/values.yaml `config` equals deploy/config/packrat.yaml, and with the default
+#      values the chart's agent pod spec, NetworkPolicy rules and Service ports equal the base's;
 #   6. the Grafana dashboard is valid JSON, matches its generator, its PromQL parses
 #      (promtool check rules) and it only uses metric names the agent exports.
-# Exit 0 when all pass. Needs kubectl, node/npm, jq, yamllint, promtool, /usr/bin/python3.
+# Exit 0 when all pass. Needs kubectl, node/npm, jq, yamllint, promtool, /usr/bin/python3 and go
+# with the Go libraries of scripts/packages.txt (golang-go, golang-github-masterminds-sprig-dev,
+# golang-github-ghodss-yaml-dev, golang-github-xeipuuv-gojsonschema-dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=build/check-deploy
 mkdir -p "$out"
 step() { echo "check_deploy: $*"; }
+fail() { echo "check_deploy: FAIL: $*" >&2; exit 1; }
 
 step "yamllint"
 yamllint -s -d '{extends: default, rules: {line-length: {max: 100},
   document-start: disable, comments: {min-spaces-from-content: 1},
   braces: {max-spaces-inside: 1}, truthy: {check-keys: false}}}' \
   deploy helm/packrat/Chart.yaml helm/packrat/values.yaml
+jq empty helm/packrat/values.schema.json
 
-step "kubectl kustomize deploy/ deploy/example/"
+step "kubectl kustomize deploy/, deploy/example/ and deploy/components/*"
 kubectl kustomize deploy > "$out/base.yaml"
 kubectl kustomize deploy/example > "$out/example.yaml"
 rendered=("$out/base.yaml" "$out/example.yaml")
+# One overlay per models component (they all define the volume `models`), the others together.
+overlays=(
+  "models-pvc management-token non-root"
+  "models-hostpath"
+  "models-image"
+)
+rm -rf "$out/overlays"
+for components in "${overlays[@]}"; do
+  name=${components// /+}
+  mkdir -p "$out/overlays/$name"
+  {
+    echo "resources: [../../../../deploy]"
+    echo "components:"
+    for c in $components; do echo "  - ../../../../deploy/components/$c"; done
+  } > "$out/overlays/$name/kustomization.yaml"
+  kubectl kustomize "$out/overlays/$name" > "$out/kustomize-$name.yaml"
+  rendered+=("$out/kustomize-$name.yaml")
+done
+
+step "build scripts/helm-render"
+render="$out/helm-render"
+export GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$PWD/$out/go-cache" GOFLAGS=
+stamp=$( (go version; cat scripts/helm-render/*.go) | sha256sum | cut -d' ' -f1)
+if [[ ! -x "$render" || "$(cat "$render.stamp" 2>/dev/null)" != "$stamp" ]]; then
+  unformatted=$(gofmt -l scripts/helm-render)
+  [[ -z "$unformatted" ]] || fail "gofmt: $unformatted"
+  (cd scripts/helm-render && go vet . && go test -count=1 . > /dev/null \
+    && go build -o "../../$render" .)
+  echo "$stamp" > "$render.stamp"
+fi
+
+step "helm-render helm/packrat (values.schema.json, templates, variants)"
+# A values file (-f), as a user would bring their own models.
+cat > "$out/values-own-models.yaml" <<'EOF'
+models:
+  volume:
+    type: hostPath
+    hostPath: {path: /srv/models, type: Directory}
+config:
+  models:
+    - name: resnet50
+      path: /models/resnet50.pt
+      inputs: [{name: input__0, datatype: FP32, shape: [-1, 3, 224, 224]}]
+      outputs: [{name: output__0, datatype: FP32, shape: [-1, 1000]}]
+      instances: auto
+EOF
+variants=(
+  "default|"
+  "all|--set example.enabled=true --set serviceMonitor.enabled=true"
+  "nocgroups|--set cgroups.enabled=false --set hostPort=0"
+  "nonroot-token|--set cgroups.enabled=false --set nonRoot.prepareHostPaths=false
+     --set managementToken.enabled=true"
+  "models-pvc|--set models.volume.type=pvc --set models.volume.pvc.claimName=packrat-models"
+  "models-hostpath|--set models.volume.type=hostPath"
+  "models-image|--set models.volume.type=image
+     --set models.volume.image.reference=registry.example.com/packrat-models:1"
+  "models-file|-f $out/values-own-models.yaml"
+  "no-networkpolicy|--set networkPolicy.enabled=false"
+  "token-open|--set managementToken.enabled=true --set config.server.management=0.0.0.0:8081
+     --set networkPolicy.managementFrom[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=ops
+     --set networkPolicy.managementFrom[0].podSelector.matchLabels.app=operator"
+  "token-existing|--set managementToken.enabled=true --set managementToken.existingSecret=mine
+     --set managementToken.secretKey=mgmt"
+  "existing-configmap|--set existingConfigMap.name=my-packrat-config"
+)
+for variant in "${variants[@]}"; do
+  name=${variant%%|*}
+  read -r -a args <<< "$(tr '\n' ' ' <<< "${variant#*|}")"
+  "$render" -n packrat packrat helm/packrat "${args[@]}" > "$out/helm-$name.yaml" \
+    || fail "helm-render ${args[*]}"
+  rendered+=("$out/helm-$name.yaml")
+done
+"$render" -n packrat packrat helm/packrat --notes --set managementToken.enabled=true \
+  --set cgroups.enabled=false > /dev/null || fail "NOTES.txt"
+# Values the chart must refuse, each with the reason it must give.
+refused=(
+  "must be one of the following|--set models.volume.type=nfs"
+  "Additional property hostport is not allowed|--set hostport=0"
+  "String length must be greater than or equal to 1|--set models.volume.type=image"
+  "claimName: String length|--set models.volume.type=pvc"
+  "is not loopback|--set config.server.management=0.0.0.0:8081"
+  "managementFrom needs managementToken.enabled|--set config.server.management=127.0.0.1:8081
+     --set networkPolicy.managementFrom[0].podSelector.matchLabels.app=x"
+  "listens on loopback only|--set managementToken.enabled=true
+     --set networkPolicy.managementFrom[0].podSelector.matchLabels.app=x"
+  "and ports.metrics (9999) differ|--set ports.metrics=9999"
+  "must exceed preStopDelaySeconds|--set terminationGracePeriodSeconds=30"
+  "unix_socket: Does not match pattern '^/run/packrat/|--set config.server.unix_socket=/tmp/agent.sock"
+  "Must not validate the schema|--set config.server.cgroups=false"
+  "Must be greater than or equal to 1|--set ports.http=0"
+)
+for case in "${refused[@]}"; do
+  want=${case%%|*}
+  read -r -a args <<< "$(tr '\n' ' ' <<< "${case#*|}")"
+  if "$render" -n packrat packrat helm/packrat "${args[@]}" > /dev/null 2> "$out/refused.err"; then
+    fail "helm-render accepted ${args[*]}"
+  fi
+  grep -qF -- "$want" "$out/refused.err" \
+    || fail "helm-render ${args[*]}: expected '$want', got: $(cat "$out/refused.err")"
+done
 
 if command -v helm > /dev/null; then
-  step "helm lint / helm template helm/packrat"
+  step "helm lint / helm template helm/packrat (helm is on PATH)"
   helm lint helm/packrat
-  helm template packrat helm/packrat --namespace packrat > "$out/helm-default.yaml"
-  helm template packrat helm/packrat --namespace packrat --set example.enabled=true \
-    --set serviceMonitor.enabled=true > "$out/helm-all.yaml"
-  helm template packrat helm/packrat --namespace packrat --set cgroups.enabled=false \
-    --set hostPort=0 > "$out/helm-nocgroups.yaml"
-  rendered+=("$out/helm-default.yaml" "$out/helm-all.yaml" "$out/helm-nocgroups.yaml")
-else
-  step "helm not installed: skipping helm lint/template (see docs/operations.md)"
+  for variant in "${variants[@]}"; do
+    name=${variant%%|*}
+    [[ $name == token-open || $name == nonroot-token ]] && continue  # random token
+    read -r -a args <<< "$(tr '\n' ' ' <<< "${variant#*|}")"
+    helm template packrat helm/packrat --namespace packrat "${args[@]}" \
+      > "$out/real-helm-$name.yaml"
+    /usr/bin/python3 - "$out/real-helm-$name.yaml" "$out/helm-$name.yaml" <<'PY'
+import sys, yaml
+def objects(path):
+    return sorted((d for d in yaml.safe_load_all(open(path)) if d),
+                  key=lambda d: (d["kind"], d["metadata"]["name"]))
+if objects(sys.argv[1]) != objects(sys.argv[2]):
+    sys.exit(f"helm template ({sys.argv[1]}) and helm-render ({sys.argv[2]}) differ")
+PY
+  done
 fi
 
 step "schema validation (kubernetes-models)"
 json=()
 for f in "${rendered[@]}"; do
-  /usr/bin/python3 -c 'import json, sys, yaml
-json.dump([d for d in yaml.safe_load_all(open(sys.argv[1])) if d], open(sys.argv[2], "w"))' \
-    "$f" "${f%.yaml}.json"
   json+=("${f%.yaml}.json")
 done
+/usr/bin/python3 -c 'import json, sys, yaml
+files = sys.argv[1:]
+for src, dst in zip(files[::2], files[1::2]):
+    json.dump([d for d in yaml.safe_load_all(open(src)) if d], open(dst, "w"))' \
+  $(for f in "${rendered[@]}"; do echo "$f" "${f%.yaml}.json"; done)
 validator="$out/k8s-validate"
 mkdir -p "$validator"
 if ! cmp -s scripts/k8s-validate/package-lock.json "$validator/package-lock.json" \
@@ -57,15 +178,41 @@ if ! cmp -s scripts/k8s-validate/package-lock.json "$validator/package-lock.json
   (cd "$validator" && npm ci --no-audit --no-fund --loglevel=error > /dev/null)
 fi
 cp scripts/k8s-validate/validate.mjs "$validator/"
-node "$validator/validate.mjs" "${json[@]}"
+node "$validator/validate.mjs" "${json[@]}" > "$out/validate.log" \
+  || { grep -v '^ok ' "$out/validate.log" >&2; fail "schema validation"; }
+echo "check_deploy: $(grep -c '^ok ' "$out/validate.log") objects valid"
 
-step "helm values config == deploy/config/packrat.yaml"
-/usr/bin/python3 - <<'PY'
-import sys, yaml
+step "helm values config == deploy/config/packrat.yaml; chart defaults == Kustomize base"
+/usr/bin/python3 - "$out/base.json" "$out/helm-default.json" <<'PY'
+import difflib, json, sys, yaml
 base = yaml.safe_load(open("deploy/config/packrat.yaml"))
 chart = yaml.safe_load(open("helm/packrat/values.yaml"))["config"]
 if base != chart:
     sys.exit("helm/packrat/values.yaml config differs from deploy/config/packrat.yaml")
+
+def objects(path):
+    return {o["kind"]: o for o in json.load(open(path))}
+kustomize, helm = objects(sys.argv[1]), objects(sys.argv[2])
+def pod_spec(o):
+    spec = o["spec"]["template"]["spec"]
+    for v in spec["volumes"]:
+        if "configMap" in v:
+            v["configMap"]["name"] = "CONFIG"  # packrat-config-<hash> vs packrat-config
+    return spec
+pairs = [
+    ("agent pod spec", pod_spec(kustomize["DaemonSet"]), pod_spec(helm["DaemonSet"])),
+    ("NetworkPolicy rules", kustomize["NetworkPolicy"]["spec"]["ingress"],
+     helm["NetworkPolicy"]["spec"]["ingress"]),
+    ("Service ports", kustomize["Service"]["spec"]["ports"], helm["Service"]["spec"]["ports"]),
+    ("agent config", yaml.safe_load(kustomize["ConfigMap"]["data"]["packrat.yaml"]),
+     yaml.safe_load(helm["ConfigMap"]["data"]["packrat.yaml"])),
+]
+for what, a, b in pairs:
+    if a != b:
+        diff = difflib.unified_diff(json.dumps(a, indent=1, sort_keys=True).splitlines(),
+                                    json.dumps(b, indent=1, sort_keys=True).splitlines(),
+                                    "kustomize", "helm", lineterm="")
+        sys.exit(f"{what}: the chart's defaults differ from deploy/\n" + "\n".join(diff))
 PY
 
 step "grafana dashboard"

@@ -34,3 +34,68 @@ app.kubernetes.io/component: agent
 {{- define "packrat.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
+
+{{/* The agent's configuration: `config` plus what other values imply. */}}
+{{- define "packrat.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- $server := get $config "server" | default dict -}}
+{{- if not .Values.cgroups.enabled }}
+{{- $_ := set $server "cgroups" false -}}
+{{- end }}
+{{- if .Values.managementToken.enabled }}
+{{- $_ := set $server "management_token_file" "/etc/packrat-token/token" -}}
+{{- end }}
+{{- $_ := set $config "server" $server -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/* The ConfigMap the agents read. */}}
+{{- define "packrat.configMapName" -}}
+{{- if .Values.existingConfigMap.name -}}
+{{- .Values.existingConfigMap.name -}}
+{{- else -}}
+{{- include "packrat.fullname" . }}-config
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the management token. */}}
+{{- define "packrat.tokenSecretName" -}}
+{{- .Values.managementToken.existingSecret | default (printf "%s-management-token" (include "packrat.fullname" .)) -}}
+{{- end -}}
+
+{{/* true if an address "HOST:PORT" listens on loopback only. */}}
+{{- define "packrat.isLoopback" -}}
+{{- $host := regexReplaceAll ":[0-9]+$" (toString .) "" -}}
+{{- or (hasPrefix "127." $host) (eq $host "localhost") (eq $host "[::1]") (eq $host "::1") -}}
+{{- end -}}
+
+{{/* Rules across values that the schema cannot express; rendering fails on a violation. */}}
+{{- define "packrat.validate" -}}
+{{- $v := .Values -}}
+{{- if and $v.networkPolicy.managementFrom (not $v.managementToken.enabled) }}
+{{- fail "networkPolicy.managementFrom needs managementToken.enabled" }}
+{{- end }}
+{{- if not $v.existingConfigMap.name }}
+{{- $server := $v.config.server | default dict -}}
+{{- $management := $server.management | default "127.0.0.1:8081" -}}
+{{- if and (ne (include "packrat.isLoopback" $management) "true") (not $v.managementToken.enabled) }}
+{{- fail (printf "config.server.management %s is not loopback: set managementToken.enabled=true, or keep it on 127.0.0.1 (reach it with kubectl port-forward)" $management) }}
+{{- end }}
+{{- if and $v.networkPolicy.managementFrom (eq (include "packrat.isLoopback" $management) "true") }}
+{{- fail "networkPolicy.managementFrom admits pods to the management port, but config.server.management listens on loopback only" }}
+{{- end }}
+{{- range $name := list "http" "management" "metrics" }}
+{{- $address := index $server $name | default "" | toString }}
+{{- if and $address (ne (regexFind "[0-9]+$" $address) (toString (index $v.ports $name))) }}
+{{- fail (printf "config.server.%s (%s) and ports.%s (%v) differ" $name $address $name (index $v.ports $name)) }}
+{{- end }}
+{{- end }}
+{{- if and $v.example.enabled (not $server.unix_socket) }}
+{{- fail "example.enabled needs config.server.unix_socket" }}
+{{- end }}
+{{- $shutdown := $server.shutdown_timeout_s | default 30 | int64 }}
+{{- if le (int64 $v.terminationGracePeriodSeconds) (add (int64 $v.preStopDelaySeconds) $shutdown) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must exceed preStopDelaySeconds (%v) + config.server.shutdown_timeout_s (%v)" $v.terminationGracePeriodSeconds $v.preStopDelaySeconds $shutdown) }}
+{{- end }}
+{{- end }}
+{{- end -}}
