@@ -18,16 +18,9 @@
 
 #include "agent/batching/batch_aggregator.h"
 #include "agent/batching/instance_executor.h"
+#include "agent/planning/row_partition.h"
 
 namespace packrat {
-
-// How many rows each instance gets from a batch of `rows`. Full rounds of every instance's
-// batch size first; a remainder r < B is shared in proportion to the batch sizes (largest
-// remainder), ties going to the least-loaded instance, then the lowest index after `rotation`.
-// Returns one count per instance; counts beyond what an instance runs at once mean several
-// slices.
-std::vector<int64_t> PartitionRows(int64_t rows, const std::vector<int64_t>& batch_sizes,
-                                   const std::vector<size_t>& loads, size_t rotation);
 
 // Optional hooks for metrics, called on the dispatching thread (`dispatched`) and on the
 // executor thread that finished a batch's last slice (`finished`). Must not block.

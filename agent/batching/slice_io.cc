@@ -110,4 +110,21 @@ void FailSlice(const WorkSlice& slice, const Status& status) {
   for (const RowRange& range : slice.ranges) range.request->FailRows(range.rows, status);
 }
 
+Status CheckRowFits(const InferenceRequest& request, uint64_t smallest_slab,
+                    std::string_view model, int64_t variable_bytes) {
+  if (smallest_slab == 0 || RowsThatFit(request, smallest_slab) >= 1) return Status::Ok();
+  uint64_t total = 0;
+  std::string each;
+  for (const TensorView& t : request.decoded().inputs) {
+    const uint64_t row = RowBytesOf(t);
+    total += row;
+    if (!each.empty()) each += ", ";
+    each += "'" + t.name + "' " + std::to_string(row);
+  }
+  return OutOfRange("one row of the inputs takes " + std::to_string(total) + " bytes (" + each +
+                    "); a slice of model '" + std::string(model) + "' carries at most " +
+                    std::to_string(variable_bytes) +
+                    " bytes of each input whose row size varies (batching.variable_tensor_bytes)");
+}
+
 }  // namespace packrat

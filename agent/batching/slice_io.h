@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "agent/batching/instance_executor.h"
@@ -26,6 +27,12 @@ uint64_t RowBytesOf(const TensorView& input);
 // The most rows shaped like `request`'s whose inputs GatherInputs fits in `capacity` bytes;
 // 0 when not even one row fits. Requests that are CompatibleWith each other fit alike.
 int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity);
+
+// kOutOfRange (413) when not even one row of `request` fits an input slab of `smallest_slab`
+// bytes (0: every row fits), naming each input's row size, `model` and `variable_bytes`
+// (batching.variable_tensor_bytes) in the message.
+Status CheckRowFits(const InferenceRequest& request, uint64_t smallest_slab,
+                    std::string_view model, int64_t variable_bytes);
 
 // Bytes from the slab's start to the end of the slice's last input as GatherInputs lays them
 // out (each input 64-byte aligned).

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/batching/batching_simulator.h"
+#include "agent/planning/batching_simulator.h"
 #include "agent/cli/command.h"
 #include "agent/cli/flags.h"
 #include "agent/planning/optimizer.h"

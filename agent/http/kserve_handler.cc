@@ -10,6 +10,7 @@
 #include "agent/http/generation.h"
 #include "agent/kserve/generate_codec.h"
 #include "agent/kserve/kserve_codec.h"
+#include "common/load_report.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -128,30 +129,21 @@ std::string ModelMetadata(const ServedModel& model) {
   // the accuracy guard's figures): {"kernel":"bf16+cl","checked":1,"max_rel_error":0.004,...}.
   out += ",\"kernel\":";
   AppendJsonString(out, model.config().kernel.Key());
-  if (const std::string report = model.load_report(); !report.empty()) {
+  if (const LoadReport report = LoadReport::Parse(model.load_report()); !report.empty()) {
     out += ",\"load_report\":{";
-    size_t pos = 0;
     bool first = true;
-    while (pos < report.size()) {
-      size_t end = report.find(' ', pos);
-      if (end == std::string::npos) end = report.size();
-      const std::string item = report.substr(pos, end - pos);
-      const size_t eq = item.find('=');
-      if (eq != std::string::npos) {
-        if (!first) out += ',';
-        first = false;
-        AppendJsonString(out, item.substr(0, eq));
-        out += ':';
-        const std::string value = item.substr(eq + 1);
-        char* num_end = nullptr;
-        const double number = std::strtod(value.c_str(), &num_end);
-        if (!value.empty() && *num_end == '\0' && std::isfinite(number)) {
-          out += value;
-        } else {
-          AppendJsonString(out, value);
-        }
+    for (const auto& [key, value] : report.items()) {
+      if (!first) out += ',';
+      first = false;
+      AppendJsonString(out, key);
+      out += ':';
+      char* num_end = nullptr;
+      const double number = std::strtod(value.c_str(), &num_end);
+      if (!value.empty() && *num_end == '\0' && std::isfinite(number)) {
+        out += value;
+      } else {
+        AppendJsonString(out, value);
       }
-      pos = end + 1;
     }
     out += '}';
   }

@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include "common/load_report.h"
+
 namespace packrat::metrics {
 
 ModelMetrics::ModelMetrics(const AgentMetrics* owner, std::string model)
@@ -46,24 +48,11 @@ Counter& ModelMetrics::requests(int code) {
 }
 
 void ModelMetrics::SetKernel(const std::string& load_report, const std::string& configured) {
-  std::string kernel = configured;
-  double rel = -1, top1 = -1;
-  bool checked = false;
-  size_t pos = 0;
-  while (pos < load_report.size()) {
-    size_t end = load_report.find(' ', pos);
-    if (end == std::string::npos) end = load_report.size();
-    const std::string item = load_report.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-      if (k == "kernel") kernel = v;
-      if (k == "checked") checked = v == "1";
-      if (k == "max_rel_error") rel = std::atof(v.c_str());
-      if (k == "top1_agreement") top1 = std::atof(v.c_str());
-    }
-    pos = end + 1;
-  }
+  const LoadReport report = LoadReport::Parse(load_report);
+  const std::string kernel = std::string(report.Get("kernel").value_or(configured));
+  const bool checked = report.Int("checked") == 1;
+  const double rel = report.Number("max_rel_error", -1);
+  const double top1 = report.Number("top1_agreement", -1);
   owner_->kernel_->WithLabelValues({model_, kernel, configured}).Set(1);
   if (checked) {
     owner_->accuracy_rel_error_->WithLabelValues({model_}).Set(rel);

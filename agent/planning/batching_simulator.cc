@@ -1,4 +1,4 @@
-#include "agent/batching/batching_simulator.h"
+#include "agent/planning/batching_simulator.h"
 
 #include <algorithm>
 #include <deque>
@@ -7,7 +7,7 @@
 #include <queue>
 #include <random>
 
-#include "agent/batching/dispatcher.h"
+#include "agent/planning/row_partition.h"
 
 namespace packrat {
 

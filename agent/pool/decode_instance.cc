@@ -7,19 +7,13 @@
 
 #include "agent/pool/runtime_process.h"
 #include "common/datatype.h"
+#include "common/load_report.h"
 #include "common/logging.h"
 
 namespace packrat {
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
-
-// The integer after "key=" in a load report, or 0.
-int64_t ReportValue(const std::string& report, const std::string& key) {
-  const size_t at = report.find(key + "=");
-  if (at == std::string::npos) return 0;
-  return std::atoll(report.c_str() + at + key.size() + 1);
-}
 
 }  // namespace
 
@@ -83,8 +77,9 @@ StatusOr<std::unique_ptr<DecodeInstance>> DecodeInstance::Start(
   auto instance = std::unique_ptr<DecodeInstance>(
       new DecodeInstance(options, launcher, std::move(process.segment), process.pid));
   instance->load_report_ = std::move(process.load_report);
-  instance->max_len_ = ReportValue(instance->load_report_, "max_len");
-  instance->vocab_ = ReportValue(instance->load_report_, "vocab");
+  const LoadReport report = LoadReport::Parse(instance->load_report_);
+  instance->max_len_ = report.Int("max_len");
+  instance->vocab_ = report.Int("vocab");
   return instance;
 }
 
@@ -213,99 +208,88 @@ void DecodeInstance::Cancel(uint64_t id) {
 }
 
 void DecodeInstance::CompletionLoop() {
-  shm::CompletionMessage msg;
-  while (true) {
-    const Status s = segment_->completions().Pop(&msg, kPollInterval);
-    if (!s.ok()) {
-      if (s.code() != StatusCode::kDeadlineExceeded) return;  // ring closed by Stop()
+  CompletionLoopHooks hooks;
+  hooks.handle = [this](const shm::CompletionMessage& msg) { HandleCompletion(msg); };
+  hooks.watched = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !stopped_ && dead_reason_.empty();
+  };
+  hooks.kill_if_hung = [this] { return KillIfHung(); };
+  hooks.dead = [this](const std::string& why) { MarkDead(why); };
+  RunCompletionLoop(segment_.get(), launcher_, pid_,
+                    "runtime " + options_.model_name + "/" + std::to_string(options_.index),
+                    kPollInterval, hooks);
+}
+
+void DecodeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_watch_.Reported(std::chrono::steady_clock::now());
+  }
+  switch (msg.kind) {
+    case shm::CompletionKind::kAccepted: {
+      std::vector<std::pair<Entry, Status>> failed;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (stopped_ || !dead_reason_.empty()) continue;
+        if (msg.slot < slot_busy_.size()) slot_busy_[msg.slot] = false;
+        // Also while Stop() drains (accepting_ false): the prompts queued before it must
+        // reach the runtime, or the drain waits its whole timeout and then fails them.
+        if (!stopped_ && dead_reason_.empty()) failed = SendLocked();
       }
-      const std::string label =
-          "runtime " + options_.model_name + "/" + std::to_string(options_.index);
-      if (auto exit = launcher_->Poll(pid_)) {
-        MarkDead(label + " exited (" + *exit + ")");
-      } else if (std::string hung = KillIfHung(); !hung.empty()) {
-        PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killed it";
-        if (launcher_->Wait(pid_, std::chrono::seconds(5))) {
-          MarkDead(label + " " + hung + " and was killed");
-        }
-      }
-      continue;
+      for (auto& [entry, status] : failed) entry.request->on_done(status);
+      break;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      hang_watch_.Reported(std::chrono::steady_clock::now());
-    }
-    switch (msg.kind) {
-      case shm::CompletionKind::kAccepted: {
-        std::vector<std::pair<Entry, Status>> failed;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (msg.slot < slot_busy_.size()) slot_busy_[msg.slot] = false;
-          // Also while Stop() drains (accepting_ false): the prompts queued before it must
-          // reach the runtime, or the drain waits its whole timeout and then fails them.
-          if (!stopped_ && dead_reason_.empty()) failed = SendLocked();
-        }
-        for (auto& [entry, status] : failed) entry.request->on_done(status);
-        break;
+    case shm::CompletionKind::kTokens:
+      if (msg.step_rows > 0 && options_.on_step) {
+        options_.on_step(msg.step_rows, std::chrono::nanoseconds(msg.compute_ns));
       }
-      case shm::CompletionKind::kTokens:
-        if (msg.step_rows > 0 && options_.on_step) {
-          options_.on_step(msg.step_rows, std::chrono::nanoseconds(msg.compute_ns));
-        }
-        for (uint32_t i = 0; i < std::min<uint32_t>(msg.rows, shm::kMaxStepTokens); ++i) {
-          const shm::StepToken& t = msg.tokens[i];
-          const bool ended = (t.flags & (shm::kTokenFinished | shm::kTokenCancelled)) != 0;
-          std::shared_ptr<GenerateRequest> request;
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            auto it = running_.find(t.sequence_id);
-            if (it == running_.end()) continue;
-            request = ended ? std::move(it->second) : it->second;
-            if (ended) running_.erase(it);
-            if (ended && IdleLocked()) idle_cv_.notify_all();
-          }
-          if (t.flags & shm::kTokenCancelled) {
-            PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << t.sequence_id
-                               << " cancelled; its decode slot is free";
-            request->on_done(Cancelled("the client cancelled the request"));
-            continue;
-          }
-          if (request->on_token) request->on_token(t.token, t.prob, ended);
-          if (ended) request->on_done(Status::Ok());
-        }
-        break;
-      case shm::CompletionKind::kSequenceFailed: {
+      for (uint32_t i = 0; i < std::min<uint32_t>(msg.rows, shm::kMaxStepTokens); ++i) {
+        const shm::StepToken& t = msg.tokens[i];
+        const bool ended = (t.flags & (shm::kTokenFinished | shm::kTokenCancelled)) != 0;
         std::shared_ptr<GenerateRequest> request;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          auto it = running_.find(msg.batch_id);
-          if (it == running_.end()) break;
-          request = std::move(it->second);
-          running_.erase(it);
-          if (IdleLocked()) idle_cv_.notify_all();
+          auto it = running_.find(t.sequence_id);
+          if (it == running_.end()) continue;
+          request = ended ? std::move(it->second) : it->second;
+          if (ended) running_.erase(it);
+          if (ended && IdleLocked()) idle_cv_.notify_all();
         }
-        request->on_done(
-            InvalidArgument(std::string(msg.error, strnlen(msg.error, sizeof(msg.error)))));
-        break;
+        if (t.flags & shm::kTokenCancelled) {
+          PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << t.sequence_id
+                             << " cancelled; its decode slot is free";
+          request->on_done(Cancelled("the client cancelled the request"));
+          continue;
+        }
+        if (request->on_token) request->on_token(t.token, t.prob, ended);
+        if (ended) request->on_done(Status::Ok());
       }
-      default:
-        PACKRAT_LOG(ERROR) << options_.model_name << ": unexpected completion kind "
-                           << static_cast<uint32_t>(msg.kind);
+      break;
+    case shm::CompletionKind::kSequenceFailed: {
+      std::shared_ptr<GenerateRequest> request;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = running_.find(msg.batch_id);
+        if (it == running_.end()) break;
+        request = std::move(it->second);
+        running_.erase(it);
+        if (IdleLocked()) idle_cv_.notify_all();
+      }
+      request->on_done(
+          InvalidArgument(std::string(msg.error, strnlen(msg.error, sizeof(msg.error)))));
+      break;
     }
+    default:
+      PACKRAT_LOG(ERROR) << options_.model_name << ": unexpected completion kind "
+                         << static_cast<uint32_t>(msg.kind);
   }
 }
 
 std::string DecodeInstance::KillIfHung() {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_ || !dead_reason_.empty() || running_.empty()) return "";
-  const auto silent = hang_watch_.Overdue(std::chrono::steady_clock::now());
-  if (!silent) return "";
-  launcher_->Signal(pid_, SIGKILL);
-  return "reported nothing for " + std::to_string(silent->count()) + " ms with " +
-         std::to_string(running_.size()) + " sequence(s) running (slice_timeout_s)";
+  return KillIfOverdue(hang_watch_, std::chrono::steady_clock::now(), launcher_, pid_,
+                       std::to_string(running_.size()) + " sequence(s) running");
 }
 
 void DecodeInstance::MarkDead(const std::string& why) {

@@ -113,6 +113,7 @@ class DecodeInstance {
   };
 
   void CompletionLoop();
+  void HandleCompletion(const shm::CompletionMessage& msg);
   // Copies queued prompts into free slots and sends them. Returns entries that could not be
   // sent, to be failed without the lock. Requires mu_.
   std::vector<std::pair<Entry, Status>> SendLocked();

@@ -227,35 +227,17 @@ bool RuntimeInstance::IdleLocked() const {
 }
 
 void RuntimeInstance::CompletionLoop() {
-  shm::CompletionMessage msg;
-  while (true) {
-    const Status s = segment_->completions().Pop(&msg, kPollInterval);
-    if (s.ok()) {
-      HandleCompletion(msg);
-      continue;
-    }
-    if (s.code() != StatusCode::kDeadlineExceeded) return;  // ring closed by Stop()
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_ || !dead_reason_.empty()) continue;
-    }
-    const std::string label =
-        "runtime " + options_.model_name + "/" + std::to_string(options_.index);
-    std::string why;
-    if (auto exit = launcher_->Poll(pid_)) {
-      why = label + " exited (" + *exit + ")";
-    } else if (std::string hung = KillIfHung(); !hung.empty()) {
-      PACKRAT_LOG(ERROR) << label << " (pid " << pid_ << ") " << hung << "; killed it";
-      if (!launcher_->Wait(pid_, std::chrono::seconds(5))) continue;  // killed at the next tick
-      why = label + " " + hung + " and was killed";
-    } else {
-      continue;
-    }
-    // What it finished before it died is delivered, not retried: it may have pushed a
-    // completion since the Pop above timed out.
-    while (segment_->completions().TryPop(&msg)) HandleCompletion(msg);
-    MarkDead(why);
-  }
+  CompletionLoopHooks hooks;
+  hooks.handle = [this](const shm::CompletionMessage& msg) { HandleCompletion(msg); };
+  hooks.watched = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !stopped_ && dead_reason_.empty();
+  };
+  hooks.kill_if_hung = [this] { return KillIfHung(); };
+  hooks.dead = [this](const std::string& why) { MarkDead(why); };
+  RunCompletionLoop(segment_.get(), launcher_, pid_,
+                    "runtime " + options_.model_name + "/" + std::to_string(options_.index),
+                    kPollInterval, hooks);
 }
 
 std::string RuntimeInstance::KillIfHung() {
@@ -264,11 +246,8 @@ std::string RuntimeInstance::KillIfHung() {
   int64_t rows = 0;
   for (const auto& r : running_) rows += r.has_value() ? r->rows : 0;
   if (rows == 0) return "";
-  const auto silent = hang_watch_.Overdue(std::chrono::steady_clock::now());
-  if (!silent) return "";
-  launcher_->Signal(pid_, SIGKILL);
-  return "reported nothing for " + std::to_string(silent->count()) + " ms with " +
-         std::to_string(rows) + " row(s) to compute (slice_timeout_s)";
+  return KillIfOverdue(hang_watch_, std::chrono::steady_clock::now(), launcher_, pid_,
+                       std::to_string(rows) + " row(s) to compute");
 }
 
 void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {

@@ -59,4 +59,42 @@ StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& option
   return p;
 }
 
+void RunCompletionLoop(shm::Segment* segment, ProcessLauncher* launcher, pid_t pid,
+                       const std::string& label, std::chrono::milliseconds poll,
+                       const CompletionLoopHooks& hooks) {
+  shm::CompletionMessage msg;
+  while (true) {
+    const Status s = segment->completions().Pop(&msg, poll);
+    if (s.ok()) {
+      hooks.handle(msg);
+      continue;
+    }
+    if (s.code() != StatusCode::kDeadlineExceeded) return;  // ring closed by Stop()
+    if (!hooks.watched()) continue;
+    std::string why;
+    if (auto exit = launcher->Poll(pid)) {
+      why = label + " exited (" + *exit + ")";
+    } else if (std::string hung = hooks.kill_if_hung(); !hung.empty()) {
+      PACKRAT_LOG(ERROR) << label << " (pid " << pid << ") " << hung << "; killed it";
+      if (!launcher->Wait(pid, std::chrono::seconds(5))) continue;  // reaped at the next poll
+      why = label + " " + hung + " and was killed";
+    } else {
+      continue;
+    }
+    // What it finished before it went is delivered, not failed or retried: it may have pushed
+    // messages since the Pop above timed out.
+    while (segment->completions().TryPop(&msg)) hooks.handle(msg);
+    hooks.dead(why);
+  }
+}
+
+std::string KillIfOverdue(const HangWatch& watch, HangWatch::Clock::time_point now,
+                          ProcessLauncher* launcher, pid_t pid, const std::string& work) {
+  const auto silent = watch.Overdue(now);
+  if (!silent) return "";
+  launcher->Signal(pid, SIGKILL);
+  return "reported nothing for " + std::to_string(silent->count()) + " ms with " + work +
+         " (slice_timeout_s)";
+}
+
 }  // namespace packrat

@@ -5,9 +5,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "agent/pool/hang_watch.h"
 #include "agent/pool/process_launcher.h"
 #include "common/status.h"
 #include "shm/segment.h"
@@ -37,5 +39,34 @@ struct RuntimeProcess {
 // kDeadlineExceeded: not ready in time, killed).
 StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& options,
                                              ProcessLauncher* launcher);
+
+// What an instance's completion thread needs from its owner (RunCompletionLoop).
+struct CompletionLoopHooks {
+  // Handles one message the runtime pushed.
+  std::function<void(const shm::CompletionMessage&)> handle;
+  // Whether the runtime is still watched: neither stopped nor dead. Takes the owner's lock.
+  std::function<bool()> watched;
+  // If the runtime has work and has been silent for longer than it is allowed, SIGKILLs it and
+  // returns why (KillIfOverdue); else "". Signals under the owner's lock, so never after Stop()
+  // took the process over.
+  std::function<std::string()> kill_if_hung;
+  // The runtime is gone: called once, after every message it pushed before it went was handled
+  // (only unfinished work is left to fail or retry).
+  std::function<void(const std::string& why)> dead;
+};
+
+// The completion thread of an instance (RuntimeInstance, DecodeInstance): hands every message
+// of `segment`'s completion ring to hooks.handle until the ring is closed (Stop), and whenever
+// none came for `poll` while the runtime is watched, checks the process: one that exited, or
+// that hung and was killed (and reaped), is dead. `label` names it in the reason. Blocks.
+void RunCompletionLoop(shm::Segment* segment, ProcessLauncher* launcher, pid_t pid,
+                       const std::string& label, std::chrono::milliseconds poll,
+                       const CompletionLoopHooks& hooks);
+
+// For CompletionLoopHooks::kill_if_hung, under the owner's lock, for a runtime with `work`
+// ("3 row(s) to compute"): SIGKILLs `pid` if `watch` says its silence outlasted its allowance at
+// `now`, and returns why; else "".
+std::string KillIfOverdue(const HangWatch& watch, HangWatch::Clock::time_point now,
+                          ProcessLauncher* launcher, pid_t pid, const std::string& work);
 
 }  // namespace packrat

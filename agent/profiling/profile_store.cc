@@ -1,5 +1,6 @@
 #include "agent/profiling/profile_store.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,23 @@ StatusOr<Profile> LoadOrMeasureProfile(
   RETURN_IF_ERROR(profiler.Run(
       &profile, [&](const Profile& p) { return SaveProfile(path, key, p); }, progress));
   return profile;
+}
+
+StatusOr<Profile> LoadOrMeasureModelProfile(
+    const ModelConfig& model, int threads, const std::vector<int>& cores,
+    const std::string& runtime_path, const std::string& dir, ProcessLauncher* launcher,
+    const std::function<void(const ProfileProgress&)>& progress) {
+  ProfilerOptions profiling;
+  profiling.model = model;
+  profiling.runtime_path = runtime_path;
+  profiling.cores = cores;
+  const int profiled =
+      std::min<int>(threads, cores.empty() ? threads : static_cast<int>(cores.size()));
+  for (int t = 1; t <= profiled; ++t) profiling.threads.push_back(t);
+  // Neighbours fill the plan's cores, not cores it leaves to others.
+  if (static_cast<int>(profiling.cores.size()) > profiled) profiling.cores.resize(profiled);
+  profiling.batches = PowersOfTwoUpTo(static_cast<int>(model.batching.max_batch));
+  return LoadOrMeasureProfile(dir, profiling, launcher, progress);
 }
 
 }  // namespace packrat

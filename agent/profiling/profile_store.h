@@ -27,4 +27,13 @@ StatusOr<Profile> LoadOrMeasureProfile(const std::string& dir, const ProfilerOpt
                                        ProcessLauncher* launcher,
                                        const std::function<void(const ProfileProgress&)>& progress);
 
+// The profile an `instances: auto` model plans on for T = `threads`: thread counts 1..T (at most
+// as many as `cores`, the CPUs the agent may use; empty: unpinned), the powers of two up to
+// batching.max_batch, each point measured next to busy neighbours on the plan's cores (not on
+// cores it leaves to others). Stored in `dir` and reused (LoadOrMeasureProfile).
+StatusOr<Profile> LoadOrMeasureModelProfile(
+    const ModelConfig& model, int threads, const std::vector<int>& cores,
+    const std::string& runtime_path, const std::string& dir, ProcessLauncher* launcher,
+    const std::function<void(const ProfileProgress&)>& progress);
+
 }  // namespace packrat

@@ -13,6 +13,7 @@
 #include "agent/batching/inference_request.h"
 #include "agent/pool/decode_instance.h"
 #include "agent/pool/runtime_instance.h"
+#include "agent/pool/runtime_options.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -280,19 +281,17 @@ class DecodeMeter : public PointMeter {
   std::vector<std::unique_ptr<DecodeInstance>> neighbours_;
 };
 
-// The options every profiling instance of `threads` threads on slice `slice` shares with the
-// others (a RuntimeInstanceOptions or a DecodeInstanceOptions): slice 0 is the measured one,
-// slice j the neighbour on the j-th next `threads` cores.
+// Where profiling instance `slice` of `threads` threads runs and what it is called (a
+// RuntimeInstanceOptions or a DecodeInstanceOptions from runtime_options.h): slice 0 is the
+// measured one, slice j the neighbour on the j-th next `threads` cores.
 template <typename InstanceOptions>
 void SetSlice(const ProfilerOptions& options, int threads, int slice, InstanceOptions* o) {
   o->model_name = options.model.name + (slice == 0 ? "-profile" : "-neighbour");
   o->index = slice == 0 ? threads : threads * 1000 + slice;
-  o->runtime_path = options.runtime_path;
-  o->model_path = options.model.path;
   o->threads = threads;
   o->cores.assign(options.cores.begin() + slice * threads,
                   options.cores.begin() + (slice + 1) * threads);
-  o->startup_timeout = std::chrono::seconds(options.model.startup_timeout_s);
+  o->slice_timeout = std::chrono::milliseconds(0);  // a profiled batch may run for minutes
 }
 
 // Runs start(slice) for slices 0..slices-1 in parallel: all the instances in slice order, or
@@ -342,7 +341,7 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
     // The measured decoder on the first `threads` cores; neighbour j on the j-th next slice.
     auto steps = std::make_shared<DecodeMeter::Steps>();
     auto start = [&](int slice) {
-      DecodeInstanceOptions o;
+      DecodeInstanceOptions o = DecodeRuntimeOptions(options_.model, options_.runtime_path);
       SetSlice(options_, threads, slice, &o);
       o.slots = max_batch;
       o.refill = "step";
@@ -369,17 +368,10 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
   }
   // The measured runtime on the first `threads` cores; neighbour j on the j-th next slice.
   auto start = [&](int slice) {
-    RuntimeInstanceOptions o;
+    RuntimeInstanceOptions o = BatchRuntimeOptions(options_.model, options_.runtime_path);
+    ForMeasurement(&o);
     SetSlice(options_, threads, slice, &o);
     o.batch = max_batch;
-    o.inputs = options_.model.inputs;
-    o.outputs = options_.model.outputs;
-    o.variable_slab_bytes = static_cast<uint64_t>(options_.model.batching.variable_tensor_bytes);
-    o.warmup_iterations = 1;
-    o.kernel = options_.model.kernel;
-    o.accuracy = options_.model.accuracy;
-    o.accuracy.samples = 0;  // the guard runs when serving; profiling measures speed only
-    o.slots = 1;
     return RuntimeInstance::Start(o, launcher_);
   };
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<RuntimeInstance>> started,

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 
+#include "agent/pool/runtime_options.h"
 #include "agent/profiling/profile_key.h"
 #include "agent/profiling/profiler.h"
 #include "common/atomic_file.h"
@@ -20,25 +21,15 @@ StatusOr<StageProfile> MeasureStageProfile(const StageProfilerOptions& options,
     return InvalidArgument("cannot profile " + std::to_string(options.threads) + " threads on " +
                            std::to_string(options.cores.size()) + " cores");
   }
-  RuntimeInstanceOptions o;
+  RuntimeInstanceOptions o = BatchRuntimeOptions(options.model, options.runtime_path);
+  ForMeasurement(&o);
   o.model_name = options.model.name + "-stages";
   o.index = options.threads;
-  o.runtime_path = options.runtime_path;
-  o.model_path = options.model.path;
   o.threads = options.threads;
   o.batch = options.max_batch;
   if (!options.cores.empty()) {
     o.cores.assign(options.cores.begin(), options.cores.begin() + options.threads);
   }
-  o.inputs = options.model.inputs;
-  o.outputs = options.model.outputs;
-  o.variable_slab_bytes = static_cast<uint64_t>(options.model.batching.variable_tensor_bytes);
-  o.warmup_iterations = 1;
-  o.kernel = options.model.kernel;
-  o.accuracy = options.model.accuracy;
-  o.accuracy.samples = 0;  // the guard runs when serving
-  o.startup_timeout = std::chrono::seconds(options.model.startup_timeout_s);
-  o.slots = 1;
   // One batch runs at a time, so the last timing reported is the batch just finished.
   auto last = std::make_shared<SliceTiming>();
   o.on_slice_computed = [last](const SliceTiming& t) { *last = t; };

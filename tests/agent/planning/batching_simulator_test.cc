@@ -1,4 +1,4 @@
-#include "agent/batching/batching_simulator.h"
+#include "agent/planning/batching_simulator.h"
 
 #include <map>
 #include <optional>

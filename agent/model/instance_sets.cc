@@ -1,0 +1,360 @@
+#include "agent/model/instance_sets.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "agent/batching/slice_io.h"
+#include "agent/model/set_diff.h"
+#include "common/logging.h"
+
+namespace packrat {
+namespace {
+
+// For the log: how large a batch cut from a backlog of `set` may be, where more than B.
+std::string BacklogNote(const InstanceSet& set) {
+  if (set.backlog_rows <= set.target_rows) return "";
+  return " (a backlog runs in batches of up to " + std::to_string(set.backlog_rows) + ")";
+}
+
+RuntimeShape ShapeOf(const Worker& w, int64_t batch) {
+  return {w.threads, batch, w.capacity(), w.alive(), w.placement.cpus};
+}
+
+bool Contains(const std::vector<std::shared_ptr<Worker>>& v, const std::shared_ptr<Worker>& w) {
+  return std::find(v.begin(), v.end(), w) != v.end();
+}
+
+}  // namespace
+
+std::string GroupsString(const std::vector<InstanceGroup>& groups) {
+  std::string out;
+  for (const InstanceGroup& g : groups) {
+    if (!out.empty()) out += " + ";
+    out += std::to_string(g.count) + "×⟨t=" + std::to_string(g.threads) +
+           ",b=" + std::to_string(g.batch) + "⟩";
+  }
+  return out;
+}
+
+InstanceSets::InstanceSets(InstanceSetsOptions options, const WorkerStarter* starter,
+                           SetHooks hooks)
+    : options_(std::move(options)), starter_(starter), hooks_(std::move(hooks)) {}
+
+std::shared_ptr<InstanceSet> InstanceSets::active() const {
+  MutexLock lock(&mu_);
+  return active_;
+}
+
+std::vector<int> InstanceSets::LiveParkedThreads() const {
+  MutexLock lock(&mu_);
+  std::vector<int> threads;
+  for (const auto& w : parked_) {
+    if (w->alive()) threads.push_back(w->threads);
+  }
+  return threads;
+}
+
+StatusOr<std::shared_ptr<InstanceSet>> InstanceSets::StartFirst(
+    const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan) {
+  RETURN_IF_ERROR(hooks_.prepare(groups));
+  std::vector<std::pair<int, int64_t>> shapes;
+  for (const InstanceGroup& g : groups) {
+    for (int k = 0; k < g.count; ++k) shapes.emplace_back(g.threads, g.batch);
+  }
+  const uint64_t generation = next_generation_++;
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Worker>> workers,
+                   starter_->Start(shapes, {}, generation));
+  return hooks_.make_set(generation, groups, plan, std::move(workers), {});
+}
+
+void InstanceSets::Install(std::shared_ptr<InstanceSet> set) {
+  MutexLock lock(&mu_);
+  active_ = std::move(set);
+  PublishInstancesLocked();
+}
+
+Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
+                            const std::optional<Plan>& plan, const std::string& reason,
+                            bool restart) {
+  const auto began = std::chrono::steady_clock::now();
+  // Slices computed until this returns are left out of the slowdowns.
+  struct SwitchBracket {
+    SlowdownTracker* slowdowns;
+    explicit SwitchBracket(SlowdownTracker* s) : slowdowns(s) {
+      if (slowdowns) slowdowns->BeginSwitch();
+    }
+    ~SwitchBracket() {
+      if (slowdowns) slowdowns->EndSwitch(std::chrono::steady_clock::now());
+    }
+  } bracket(options_.slowdowns);
+  const std::shared_ptr<InstanceSet> old = active();
+  if (!old) return FailedPrecondition("model '" + options_.model_name + "' is not serving");
+  RETURN_IF_ERROR(hooks_.prepare(groups));
+
+  std::vector<RuntimeShape> serving;
+  for (size_t i = 0; i < old->workers.size(); ++i) {
+    serving.push_back(ShapeOf(*old->workers[i], old->batches[i]));
+  }
+  std::vector<std::shared_ptr<Worker>> parked_before;  // oldest first
+  {
+    MutexLock lock(&mu_);
+    parked_before = parked_;
+  }
+  std::vector<RuntimeShape> parked;
+  for (const auto& w : parked_before) parked.push_back(ShapeOf(*w, w->batch));
+  const SetDiff diff = DiffSets(serving, parked, groups, options_.resizable);
+  if (diff.Unchanged(old->workers.size()) &&
+      (!plan || (old->plan && old->plan->latency_ms == plan->latency_ms))) {
+    return Status::Ok();  // already serving exactly this plan
+  }
+
+  // A dead runtime's process has exited: its CPUs are free for its replacement, which then
+  // warms up there instead of starting cold beside a lease nobody uses.
+  for (size_t i : diff.drop) {
+    if (!old->workers[i]->alive()) old->workers[i]->lease = CpuLease();
+  }
+  std::vector<std::shared_ptr<Worker>> workers;  // the new set: kept, unparked, started
+  std::vector<int64_t> batches;
+  for (const auto& [i, b] : diff.keep) {
+    workers.push_back(old->workers[i]);
+    batches.push_back(b);
+  }
+  const size_t kept_count = workers.size();
+  std::vector<std::shared_ptr<Worker>> unparked;
+  for (const auto& [i, b] : diff.unpark) {
+    unparked.push_back(parked_before[i]);
+    workers.push_back(parked_before[i]);
+    batches.push_back(b);
+  }
+  {
+    MutexLock lock(&mu_);
+    parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
+                                 [&](const auto& w) { return Contains(unparked, w); }),
+                  parked_.end());
+  }
+  // Unparked runtimes hold their CPUs again (the allocator's rule 4); a failed start parks
+  // them again, in their places (oldest first, as the limit evicts from the front).
+  for (const auto& w : unparked) {
+    if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
+  }
+  auto repark = [&] {
+    for (const auto& w : unparked) w->lease = CpuLease();
+    MutexLock lock(&mu_);
+    std::vector<std::shared_ptr<Worker>> order;
+    for (const auto& w : parked_before) {
+      if (Contains(parked_, w) || Contains(unparked, w)) order.push_back(w);
+    }
+    for (const auto& w : parked_) {
+      if (!Contains(parked_before, w)) order.push_back(w);
+    }
+    parked_ = std::move(order);
+  };
+
+  const uint64_t generation = next_generation_++;
+  PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': reconfiguring (" << reason
+                    << ") from " << GroupsString(old->groups) << " to " << GroupsString(groups)
+                    << ": keeping " << kept_count << " (" << diff.resized
+                    << " at a new batch size), starting " << diff.start.size() << ", unparking "
+                    << unparked.size() << ", dropping " << old->workers.size() - kept_count
+                    << " instance(s)";
+  StatusOr<std::vector<std::shared_ptr<Worker>>> started =
+      starter_->Start(diff.start, diff.kept_cpus, generation);
+  if (!started.ok()) {
+    repark();
+    return started.status();
+  }
+  const size_t fresh = started->size();
+  for (auto& w : *started) {
+    batches.push_back(w->batch);
+    workers.push_back(std::move(w));
+  }
+  const std::vector<std::shared_ptr<Worker>> kept(workers.begin(),
+                                                  workers.begin() + static_cast<long>(kept_count));
+  std::shared_ptr<InstanceSet> next =
+      hooks_.make_set(generation, groups, plan, std::move(workers), std::move(batches));
+
+  // Switch: batches cut from now on go to the new set.
+  {
+    MutexLock lock(&mu_);
+    draining_.push_back(old);
+    active_ = next;
+    PublishInstancesLocked();
+  }
+  hooks_.switched(*next);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
+  if (metrics::ModelMetrics* m = options_.metrics) {
+    if (restart) {
+      m->runtime_restarts().Increment(static_cast<double>(fresh + unparked.size()));
+    } else {
+      m->reconfigurations().Increment();
+      m->reconfiguration_duration().Observe(took.count());
+    }
+  }
+  PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': generation " << generation
+                    << " serving " << GroupsString(groups) << ", B=" << next->target_rows
+                    << BacklogNote(*next) << " after "
+                    << static_cast<int64_t>(took.count() * 1000) << " ms";
+  Retire(old, kept);
+  return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
+}
+
+void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
+                          const std::vector<std::shared_ptr<Worker>>& kept) {
+  // Drain: the old set's running batches finish; then its instances that were not kept are
+  // parked (live ones, once the set is idle) or stop.
+  const auto deadline = std::chrono::steady_clock::now() + options_.drain_timeout;
+  bool idle = true;
+  if (old->dispatcher && !old->dispatcher->WaitIdle(deadline)) {
+    idle = false;
+    PACKRAT_LOG(WARNING) << "model '" << options_.model_name << "': generation "
+                         << old->generation << " did not finish its batches within "
+                         << options_.drain_timeout.count() << " s; stopping it anyway";
+  }
+  const size_t limit = options_.park_limit;
+  std::vector<std::shared_ptr<Worker>> parking, stopping;
+  for (const auto& w : old->workers) {
+    if (Contains(kept, w)) continue;
+    // A parked decoder finishes the sequences it has (new ones go to the new set) and then
+    // idles.
+    if (idle && limit > 0 && w->alive()) {
+      w->lease = CpuLease();  // idle: new placements may prefer its CPUs
+      parking.push_back(w);
+    } else {
+      stopping.push_back(w);
+    }
+  }
+  // Decoders finish their sequences here (new ones already go to the new set).
+  for (const auto& w : stopping) w->Stop(options_.drain_timeout);
+  std::vector<std::shared_ptr<Worker>> evicted;
+  {
+    MutexLock lock(&mu_);
+    parked_.insert(parked_.end(), parking.begin(), parking.end());
+    // Dead parked runtimes go first, then the oldest beyond the limit.
+    for (auto& w : parked_) {
+      if (!w->alive()) evicted.push_back(std::exchange(w, nullptr));
+    }
+    parked_.erase(std::remove(parked_.begin(), parked_.end(), nullptr), parked_.end());
+    const size_t excess = parked_.size() > limit ? parked_.size() - limit : 0;
+    evicted.insert(evicted.end(), parked_.begin(),
+                   parked_.begin() + static_cast<std::ptrdiff_t>(excess));
+    parked_.erase(parked_.begin(), parked_.begin() + static_cast<std::ptrdiff_t>(excess));
+    draining_.erase(std::remove(draining_.begin(), draining_.end(), old), draining_.end());
+    PublishInstancesLocked();
+  }
+  // An idle runtime stops at once; an evicted decoder still finishes its sequences.
+  for (const auto& w : evicted) w->Stop(options_.drain_timeout);
+  PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': generation " << old->generation
+                    << " drained" << (parking.empty() ? "" : ", parking ")
+                    << (parking.empty() ? "" : std::to_string(parking.size()) + " runtime(s)");
+}
+
+void InstanceSets::RetryOrphans(std::vector<WorkSlice> orphans, const std::string& why) const {
+  std::vector<std::shared_ptr<Worker>> live;
+  if (const std::shared_ptr<InstanceSet> set = active()) {
+    for (const auto& w : set->workers) {
+      if (w->alive()) live.push_back(w);
+    }
+  }
+  int retried = 0;
+  for (WorkSlice& slice : orphans) {
+    RuntimeInstance* target = nullptr;
+    if (!slice.retried) {
+      for (const auto& w : live) {
+        if (w->instance && w->instance->batch_size() >= slice.rows &&
+            (!target || w->instance->load() < target->load())) {
+          target = w->instance.get();
+        }
+      }
+    }
+    if (target) {
+      slice.retried = true;
+      ++retried;
+      target->Enqueue(std::move(slice));
+    } else {
+      FailSlice(slice, Unavailable(why));
+      if (slice.on_done) slice.on_done();
+    }
+  }
+  PACKRAT_LOG(WARNING) << "model '" << options_.model_name << "': " << retried << " of "
+                       << orphans.size() << " slice(s) of the dead runtime retried";
+}
+
+void InstanceSets::StopAll(std::chrono::steady_clock::time_point deadline) {
+  std::vector<std::shared_ptr<Worker>> workers;
+  {
+    MutexLock lock(&mu_);
+    workers = std::move(parked_);  // idle: they stop at once
+    parked_.clear();
+    if (active_) workers.insert(workers.end(), active_->workers.begin(), active_->workers.end());
+    for (const auto& set : draining_) {
+      workers.insert(workers.end(), set->workers.begin(), set->workers.end());
+    }
+    active_.reset();
+    draining_.clear();
+  }
+  for (auto& w : workers) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    w->Stop(std::max(left, std::chrono::milliseconds(0)));
+  }
+}
+
+void InstanceSets::Fill(ServingSnapshot* s) const {
+  MutexLock lock(&mu_);
+  std::vector<const Worker*> seen;
+  auto add = [&](const InstanceSet& set, bool draining) {
+    for (size_t i = 0; i < set.workers.size(); ++i) {
+      const auto& w = set.workers[i];
+      if (std::find(seen.begin(), seen.end(), w.get()) != seen.end()) continue;
+      seen.push_back(w.get());
+      WorkerInfo info;
+      info.pid = w->pid();
+      info.cpus = w->placement.cpus;
+      info.threads = w->threads;
+      info.batch = i < set.batches.size() ? set.batches[i] : w->batch;
+      info.generation = set.generation;
+      info.draining = draining;
+      info.alive = w->alive();
+      s->workers.push_back(std::move(info));
+    }
+  };
+  if (active_) {
+    s->generation = active_->generation;
+    s->batch = active_->target_rows;
+    s->backlog_batch = std::max(active_->target_rows, active_->backlog_rows);
+    s->groups = active_->groups;
+    s->plan = active_->plan;
+    add(*active_, false);
+  }
+  for (const auto& set : draining_) add(*set, true);
+  for (const auto& w : parked_) {
+    WorkerInfo info;
+    info.pid = w->pid();
+    info.cpus = w->placement.cpus;
+    info.threads = w->threads;
+    info.batch = w->batch;
+    info.alive = w->alive();
+    s->parked.push_back(std::move(info));
+  }
+}
+
+void InstanceSets::PublishInstancesLocked() {
+  if (options_.metrics == nullptr) return;
+  std::vector<metrics::InstanceCount> counts;
+  if (active_) {
+    for (const InstanceGroup& g : active_->groups) {
+      counts.push_back({g.threads, g.batch, "ready", g.count});
+    }
+  }
+  for (const auto& set : draining_) {
+    for (const InstanceGroup& g : set->groups) {
+      counts.push_back({g.threads, g.batch, "draining", g.count});
+    }
+  }
+  for (const auto& w : parked_) {
+    counts.push_back({w->threads, static_cast<int>(w->batch), "parked", 1});
+  }
+  options_.metrics->SetInstances(counts);
+}
+
+}  // namespace packrat

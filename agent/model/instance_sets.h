@@ -1,0 +1,118 @@
+// InstanceSets: the runtimes a model serves with, and the mechanics of changing them without
+// downtime (packrat-paper §3.7) — apart from the policy that decides when (autoscaler.h).
+//
+// Three kinds of runtime, owned here:
+//   - the active set: the plan being served; the scheduler cuts batches for its dispatcher;
+//   - draining sets: earlier plans finishing the batches they run;
+//   - parked runtimes (reconfiguration.parked_runtimes): started and warm but idle, off every
+//     dispatcher, holding no CPU lease, oldest first; a later plan takes them back.
+//
+// Switch(groups) serves a new plan as the next generation: SetDiff says which live runtimes
+// are kept (their shape, or — resizable runtimes — their thread count at another b), which
+// parked ones are taken back and which start (beside the serving set, on its own CPUs where free
+// ones exist; WorkerStarter). Only when every new runtime has warmed up does the scheduler switch
+// to the new set (SetHooks::switched); the old set then finishes its running batches and its
+// runtimes that were not kept are parked (live ones, once the set is idle, up to the limit: the
+// oldest are evicted) or stop. A failed start leaves the old set serving and the parked ones
+// parked. No request fails or is answered twice because of a switch.
+//
+// Thread-safety: Switch, StartFirst and Install run on one thread at a time (the model's
+// control thread, and Load before it starts); everything else may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/model/instance_set.h"
+#include "agent/model/serving_snapshot.h"
+#include "agent/model/worker_starter.h"
+#include "agent/metrics/agent_metrics.h"
+#include "agent/planning/slowdown_tracker.h"
+#include "common/mutex.h"
+
+namespace packrat {
+
+struct InstanceSetsOptions {
+  std::string model_name;
+  // The runtimes run any b up to their capacity (ServedModel::ResizableRuntimes).
+  bool resizable = false;
+  size_t park_limit = 0;  // reconfiguration.parked_runtimes, resolved
+  std::chrono::seconds drain_timeout{60};
+  ResourceAllocator* allocator = nullptr;     // not owned; null: no CPU leases
+  metrics::ModelMetrics* metrics = nullptr;   // not owned; null: no metrics
+  SlowdownTracker* slowdowns = nullptr;       // not owned; switches are bracketed in it
+};
+
+// What the served model does for a set (it owns the scheduler and the batching modes).
+struct SetHooks {
+  // Builds set `generation` of `workers`, each serving b = batches[i] in it (the dispatcher,
+  // B and the backlog batch).
+  std::function<std::shared_ptr<InstanceSet>(
+      uint64_t generation, std::vector<InstanceGroup> groups, std::optional<Plan> plan,
+      std::vector<std::shared_ptr<Worker>> workers, std::vector<int64_t> batches)>
+      make_set;
+  // `next` serves from now on: batches cut from now go to it.
+  std::function<void(const InstanceSet& next)> switched;
+  // Before a plan's runtimes start (layered batching: its stage profiles). Blocking; an error
+  // cancels the switch.
+  std::function<Status(const std::vector<InstanceGroup>& groups)> prepare;
+};
+
+class InstanceSets {
+ public:
+  // `starter` is not owned and outlives this.
+  InstanceSets(InstanceSetsOptions options, const WorkerStarter* starter, SetHooks hooks);
+
+  // The first set: prepares and starts `groups` and builds the set, without serving it
+  // (Install does). Blocking.
+  StatusOr<std::shared_ptr<InstanceSet>> StartFirst(const std::vector<InstanceGroup>& groups,
+                                                    const std::optional<Plan>& plan);
+  void Install(std::shared_ptr<InstanceSet> set);
+
+  // Serves `groups` as the next generation (class comment). `restart`: replacing dead runtimes,
+  // counted as restarts, not as a reconfiguration. `reason` is for the log. Blocks for the
+  // starts and the drain. FailedPrecondition before Install.
+  Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
+                const std::string& reason, bool restart);
+
+  // A batch runtime died: each of its slices not retried before goes once to the live instance
+  // of the active set with the least load that can take it; the rest fail with kUnavailable.
+  void RetryOrphans(std::vector<WorkSlice> orphans, const std::string& why) const;
+
+  // Stops every runtime: parked ones at once, then the others, each with the time left until
+  // `deadline` to finish its work. Afterwards there is no active set.
+  void StopAll(std::chrono::steady_clock::time_point deadline);
+
+  std::shared_ptr<InstanceSet> active() const;
+  // Thread counts of the live parked runtimes.
+  std::vector<int> LiveParkedThreads() const;
+  // The instance-set part of a snapshot: generation, B, groups, plan, workers and parked.
+  void Fill(ServingSnapshot* snapshot) const;
+
+ private:
+  // Moves `old`'s runtimes that the new set did not keep to parked or stopped (class comment),
+  // once its batches finished (up to drain_timeout).
+  void Retire(const std::shared_ptr<InstanceSet>& old,
+              const std::vector<std::shared_ptr<Worker>>& kept);
+  void PublishInstancesLocked() REQUIRES(mu_);
+
+  const InstanceSetsOptions options_;
+  const WorkerStarter* const starter_;
+  const SetHooks hooks_;
+  uint64_t next_generation_ = 1;  // the switching thread only
+
+  mutable Mutex mu_;
+  std::shared_ptr<InstanceSet> active_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<InstanceSet>> draining_ GUARDED_BY(mu_);
+  // Parked runtimes, oldest first; changed by the switching thread (and StopAll) only.
+  std::vector<std::shared_ptr<Worker>> parked_ GUARDED_BY(mu_);
+};
+
+// For logs: "2×⟨t=1,b=4⟩ + 1×⟨t=2,b=8⟩".
+std::string GroupsString(const std::vector<InstanceGroup>& groups);
+
+}  // namespace packrat

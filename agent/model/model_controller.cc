@@ -1,0 +1,221 @@
+#include "agent/model/model_controller.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+
+namespace packrat {
+namespace {
+
+int64_t FloorPowerOfTwo(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+AutoscalerOptions AutoscalerOptionsFor(const ModelConfig& config, int threads, bool resizable) {
+  const ReconfigurationConfig& rc = config.reconfiguration;
+  AutoscalerOptions o;
+  o.threads = threads;
+  o.max_batch = config.batching.max_batch;
+  o.generative = config.generation.enabled;
+  o.resizable_runtimes = resizable;
+  o.evaluation.max_delay = std::chrono::microseconds(config.batching.max_delay_us);
+  o.evaluation.max_inflight_batches = config.batching.max_inflight_batches;
+  o.evaluation.max_batch_latency_ms = config.batching.max_batch_latency_ms;
+  o.window = rc.window;
+  o.sample_period_ms = rc.sample_period_ms;
+  o.max_utilization = rc.max_utilization;
+  o.overload_window_ms = rc.overload_window_ms;
+  o.scale_down_delay_ms = rc.scale_down_delay_ms;
+  o.restart_margin = rc.restart_margin;
+  o.plan_at_rate = rc.plan_at_rate;
+  return o;
+}
+
+LoadTracker LoadTrackerFor(const ModelConfig& config) {
+  const ReconfigurationConfig& rc = config.reconfiguration;
+  BatchSizeEstimator::Options e;
+  e.alpha = rc.alpha;
+  e.window = rc.window;
+  e.sample_period = std::chrono::milliseconds(rc.sample_period_ms);
+  e.reconfiguration_timeout = std::chrono::milliseconds(rc.timeout_ms);
+  e.min_batch = 1;
+  e.max_batch = FloorPowerOfTwo(config.batching.max_batch > 0 ? config.batching.max_batch : 1024);
+  // Long enough for the estimator's window, the overload windows and the scale-down span.
+  const auto horizon = std::chrono::milliseconds(
+      std::max({rc.window * rc.sample_period_ms, 4 * rc.overload_window_ms,
+                rc.scale_down_delay_ms}) +
+      rc.sample_period_ms);
+  return LoadTracker(e, horizon);
+}
+
+ModelController::ModelController(ModelControllerOptions options, Autoscaler autoscaler,
+                                 LoadTracker load, const Optimizer* optimizer)
+    : options_(std::move(options)),
+      optimizer_(optimizer),
+      autoscaler_(std::move(autoscaler)),
+      load_(std::move(load)) {
+  MutexLock lock(&mu_);
+  adaptive_ = options_.adaptive;
+}
+
+ModelController::~ModelController() { Stop(); }
+
+void ModelController::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ModelController::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  cv_.NotifyAll();
+  if (thread_.joinable()) thread_.join();
+  std::deque<std::function<void()>> left;
+  {
+    MutexLock lock(&mu_);
+    left.swap(jobs_);
+  }
+  // Jobs that never ran (plan changes queued behind the one that ran) get their answer.
+  for (auto& job : left) job();
+}
+
+void ModelController::Post(std::function<void()> job) {
+  {
+    MutexLock lock(&mu_);
+    if (!stop_) {
+      jobs_.push_back(std::move(job));
+      cv_.NotifyAll();
+      return;
+    }
+  }
+  job();  // stopping: the job sees the state and answers at once
+}
+
+void ModelController::RestartSoon() {
+  Post([this] {
+    // Run by Stop() on its own thread once the control thread stops: then nothing restarts,
+    // and last_restart_ (the control thread's) must not be touched.
+    if (!options_.serving()) return;
+    last_restart_ = SteadyTime{};  // restart at the next tick, without the backoff
+    Tick(options_.clock->Now());
+  });
+}
+
+void ModelController::Loop() {
+  MutexLock lock(&mu_);
+  while (!stop_) {
+    if (!jobs_.empty()) {
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      mu_.Unlock();
+      job();
+      mu_.Lock();
+      continue;
+    }
+    const std::optional<SteadyTime> next = load_.estimator().next_sample_time();
+    const SteadyTime now = options_.clock->Now();
+    if (!next || *next <= now) {
+      mu_.Unlock();
+      Tick(now);
+      mu_.Lock();
+      continue;
+    }
+    options_.clock->WaitUntil(&cv_, &mu_, *next);
+  }
+}
+
+ControllerSnapshot ModelController::Snapshot() const {
+  MutexLock lock(&mu_);
+  return {ewma_, estimate_, adaptive_, last_move_, last_hold_};
+}
+
+void ModelController::Note(const Reason& r, bool move) {
+  {
+    MutexLock lock(&mu_);
+    (move ? last_move_ : last_hold_) = r;
+  }
+  if (!move && !r.quiet) PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': " << r.text;
+}
+
+void ModelController::Tick(SteadyTime now) {
+  if (!options_.serving()) return;
+  const std::shared_ptr<InstanceSet> active = options_.sets->active();
+  if (!active) return;
+  // Dead runtimes are replaced (again, after a failed attempt, once the backoff has passed).
+  const bool dead = std::any_of(active->workers.begin(), active->workers.end(),
+                                [](const auto& w) { return !w->alive(); });
+  if (dead && now - last_restart_ >= options_.restart_backoff) {
+    last_restart_ = now;
+    if (Status s =
+            options_.sets->Switch(active->groups, active->plan, "restarting dead runtimes", true);
+        !s.ok()) {
+      PACKRAT_LOG(ERROR) << "model '" << options_.model_name << "': restart failed: "
+                         << s.message();
+    }
+    return;
+  }
+  if (!load_.Sample(now, options_.rows_in_system(), options_.rows_arrived())) return;
+  bool adaptive;
+  {
+    MutexLock lock(&mu_);
+    ewma_ = load_.estimator().ewma();
+    estimate_ = load_.estimator().Estimate();
+    adaptive = adaptive_;
+  }
+  if (options_.metrics) {
+    options_.metrics->estimated_batch().Set(static_cast<double>(load_.estimator().Estimate()));
+  }
+  ServingView view;
+  view.batch = active->target_rows;
+  view.backlog_batch = active->backlog_rows;
+  view.groups = active->groups;
+  if (active->plan) view.plan_latency_ms = active->plan->latency_ms;
+  view.parked_threads = options_.sets->LiveParkedThreads();
+  if (const SlowdownTracker* slowdowns = options_.slowdowns) {
+    view.slowdown = [slowdowns](int threads) { return slowdowns->Get(threads); };
+  }
+  view.adaptive = adaptive;
+  Decision d = autoscaler_.Decide(view, load_, now);
+  if (d.hold) Note(*d.hold, false);
+  if (!d.move) return;
+  const Move& move = *d.move;
+  Note(move.reason, true);
+  if (d.restart_arrivals) load_.arrivals().Restart();
+  const Status s = options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false);
+  if (!s.ok()) {
+    PACKRAT_LOG(ERROR) << "model '" << options_.model_name
+                       << "': reconfiguration failed, the current set keeps serving: "
+                       << s.message();
+  }
+  autoscaler_.Applied(move, s.ok(), options_.clock->Now(), load_);
+}
+
+Status ModelController::ApplyChange(const PlanChange& change) {
+  const bool adaptive = change.adaptive.value_or(!change.instances && !change.batch &&
+                                                 optimizer_ != nullptr);
+  Status status;
+  if (change.instances) {
+    status = options_.sets->Switch(*change.instances, std::nullopt, "management API", false);
+  } else if (change.batch) {
+    if (optimizer_ == nullptr) return FailedPrecondition("no profile to plan B from");
+    auto plan = optimizer_->Solve(autoscaler_.options().threads, static_cast<int>(*change.batch));
+    if (!plan.ok()) return plan.status();
+    status = options_.sets->Switch(plan->groups, *plan,
+                                   "management API: B=" + std::to_string(*change.batch), false);
+  }
+  if (status.ok()) {
+    // What the estimator saw under the old plan (one request of 64 rows, say) is stale.
+    load_.Restart();
+    autoscaler_.Reset();
+    MutexLock lock(&mu_);
+    adaptive_ = adaptive;
+  }
+  return status;
+}
+
+}  // namespace packrat

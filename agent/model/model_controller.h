@@ -1,0 +1,131 @@
+// ModelController: the control thread of one served model. It runs every change of the
+// model's instance sets in order, one at a time:
+//   - plan changes from the management API (ApplyChange, posted by ServedModel::ChangePlan);
+//   - the autoscaling policy's moves: every sample period it samples the load (LoadTracker),
+//     asks the Autoscaler and carries out the Move it decides (InstanceSets::Switch), for
+//     `instances: auto` models while adaptive;
+//   - replacements for runtimes that died (at once when told, RestartSoon; again every
+//     restart backoff while a start fails).
+//
+// Time comes from a Clock (Clock::Real() in production; a FakeClock in tests, which drives the
+// loop's sampling and hold-offs by hand).
+//
+// Thread-safety: Post, RestartSoon, Snapshot and Stop may be called from any thread; ApplyChange
+// and Tick run on the control thread (or, before Start and after Stop, on the caller's).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/metrics/agent_metrics.h"
+#include "agent/model/instance_sets.h"
+#include "agent/planning/autoscaler.h"
+#include "agent/planning/load_tracker.h"
+#include "agent/planning/slowdown_tracker.h"
+#include "common/clock.h"
+#include "common/mutex.h"
+
+namespace packrat {
+
+// A plan change asked for through the management API. Exactly one of `instances` (an explicit
+// plan) or `batch` (the optimizer's plan for that B) may be set; `adaptive` alone turns the
+// estimator's automatic reconfiguration on or off. An explicit plan or batch turns it off
+// unless `adaptive` says otherwise.
+struct PlanChange {
+  std::optional<std::vector<InstanceGroup>> instances;
+  std::optional<int64_t> batch;
+  std::optional<bool> adaptive;
+};
+
+struct ModelControllerOptions {
+  std::string model_name;
+  Clock* clock = Clock::Real();               // not owned
+  InstanceSets* sets = nullptr;               // not owned
+  const SlowdownTracker* slowdowns = nullptr; // not owned; the policy plans at them
+  metrics::ModelMetrics* metrics = nullptr;   // not owned; null: no metrics
+  // A restart of dead runtimes is tried again this long after a failed attempt.
+  std::chrono::milliseconds restart_backoff{5000};
+  bool adaptive = false;  // the autoscaler's moves are carried out (instances: auto)
+  // The load: rows (a decoder's sequences) queued or running and not answered yet; and the
+  // running total of rows (decode steps asked for) that arrived. Any thread.
+  std::function<int64_t()> rows_in_system;
+  std::function<int64_t()> rows_arrived;
+  // Whether the model serves (not loading, failed or stopping): ticks and restarts do nothing
+  // otherwise.
+  std::function<bool()> serving;
+};
+
+// What the management API shows of the control loop.
+struct ControllerSnapshot {
+  double ewma = 0;
+  int64_t estimate = 0;
+  bool adaptive = false;
+  std::optional<Reason> last_move;
+  std::optional<Reason> last_hold;
+};
+
+class ModelController {
+ public:
+  // `optimizer`: the model's profile for `instances: auto` (null for a static plan); not owned.
+  ModelController(ModelControllerOptions options, Autoscaler autoscaler, LoadTracker load,
+                  const Optimizer* optimizer);
+  ~ModelController();  // Stop()s
+
+  void Start();
+  // Ends the loop after the job it runs; jobs that never ran then run on the caller's thread
+  // (they see the model stopping). Idempotent. Blocks for the job in progress.
+  void Stop();
+
+  // Runs `job` on the control thread after the jobs before it; after Stop, at once on the
+  // caller's thread.
+  void Post(std::function<void()> job) EXCLUDES(mu_);
+  // Replaces dead runtimes as soon as the control thread gets to it (no backoff).
+  void RestartSoon();
+
+  // Control thread: serves `change` (the management API's; validated by the caller). Blocks
+  // while the new set starts.
+  Status ApplyChange(const PlanChange& change);
+  // Control thread: one sample of the load and what follows from it (see the class comment).
+  void Tick(SteadyTime now);
+
+  ControllerSnapshot Snapshot() const EXCLUDES(mu_);
+  // The policy; its const methods are safe from any thread.
+  const Autoscaler& autoscaler() const { return autoscaler_; }
+
+ private:
+  void Loop() EXCLUDES(mu_);
+  // Records `r` as the last move or hold and logs it (a quiet hold is not logged).
+  void Note(const Reason& r, bool move) EXCLUDES(mu_);
+
+  const ModelControllerOptions options_;
+  const Optimizer* const optimizer_;
+  // The policy and its inputs: the control thread only.
+  Autoscaler autoscaler_;
+  LoadTracker load_;
+  SteadyTime last_restart_{};
+
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool adaptive_ GUARDED_BY(mu_) = false;
+  double ewma_ GUARDED_BY(mu_) = 0;
+  int64_t estimate_ GUARDED_BY(mu_) = 0;
+  std::optional<Reason> last_move_ GUARDED_BY(mu_);
+  std::optional<Reason> last_hold_ GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+// The autoscaler's settings for `config`, planning for `threads` threads.
+AutoscalerOptions AutoscalerOptionsFor(const ModelConfig& config, int threads, bool resizable);
+// The load tracker of `config` (estimator and arrival-rate spans).
+LoadTracker LoadTrackerFor(const ModelConfig& config);
+
+}  // namespace packrat

@@ -1,0 +1,44 @@
+// What a served model shows of its instance sets and its autoscaling (the management API's
+// GET /v2/models/{m}/config): plain data, copied under the owners' locks.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "agent/planning/autoscaler.h"
+#include "agent/planning/instance_group.h"
+#include "agent/planning/optimizer.h"
+
+namespace packrat {
+
+struct WorkerInfo {
+  pid_t pid = 0;
+  std::vector<int> cpus;
+  int threads = 0;
+  int64_t batch = 0;
+  uint64_t generation = 0;
+  bool draining = false;  // in an old set that is finishing its batches
+  bool alive = false;
+};
+
+struct ServingSnapshot {
+  uint64_t generation = 0;
+  int64_t batch = 0;          // B of the serving set
+  int64_t backlog_batch = 0;  // the most rows of a batch cut from a backlog (>= batch)
+  std::vector<InstanceGroup> groups;
+  std::optional<Plan> plan;
+  std::vector<WorkerInfo> workers;  // serving set first, then draining ones
+  std::vector<WorkerInfo> parked;   // idle runtimes of earlier sets, oldest first
+  double ewma = 0;                  // the estimator's moving average of the load
+  int64_t estimate = 0;             // its power-of-two estimate
+  bool adaptive = false;            // whether its decisions reconfigure
+  int thread_budget = 0;            // T; 0 = unknown (no allocator)
+  // The autoscaler's last move and last hold (nullopt: none yet).
+  std::optional<Reason> last_move;
+  std::optional<Reason> last_hold;
+};
+
+}  // namespace packrat

@@ -1,0 +1,584 @@
+#include "agent/planning/autoscaler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "agent/planning/batch_for_rate.h"
+#include "agent/planning/loaded_latency.h"
+
+namespace packrat {
+namespace {
+
+// For a reason's text: why a plan on the serving runtimes was taken instead of the optimizer's;
+// "" if it was not.
+std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over, double margin,
+                           bool generative) {
+  if (!passed_over) return "";
+  std::ostringstream note;
+  note.precision(3);
+  note << "; " << taken.ConfigString() << " on the serving runtimes (" << taken.latency_ms
+       << " ms profiled): " << passed_over->ConfigString() << " (" << passed_over->latency_ms
+       << " ms) would "
+       << (generative ? "change decoders (their sequences finish beside the new ones) for steps"
+                      : "start runtimes for batches")
+       << " at most " << margin * 100 << "% faster";
+  return note.str();
+}
+
+// For a reason's text: a plan's rows per second at full batches, or why B has no plan.
+std::string CapacityText(const std::optional<double>& rows_per_s) {
+  if (!rows_per_s) return "no plan within the batch-latency limit";
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << *rows_per_s << " rows/s";
+  return out.str();
+}
+
+// The largest B the estimator estimates: max_batch floored to a power of two.
+int64_t LargestEstimate(int64_t max_batch) {
+  int64_t p = 1;
+  while (p * 2 <= max_batch) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+std::string_view RuleName(Rule rule) {
+  switch (rule) {
+    case Rule::kOverload:
+      return "overload";
+    case Rule::kPlanAtRate:
+      return "plan_at_rate";
+    case Rule::kEstimatorStepUp:
+      return "estimator_step_up";
+    case Rule::kEstimatorStepDown:
+      return "estimator_step_down";
+    case Rule::kReplanAtRate:
+      return "replan_at_rate";
+    case Rule::kBacklogDraining:
+      return "backlog_draining";
+    case Rule::kBacklogDrained:
+      return "backlog_drained";
+    case Rule::kStepUpGainsTooLittle:
+      return "step_up_gains_too_little";
+    case Rule::kScaleDownDelay:
+      return "scale_down_delay";
+    case Rule::kPeakGuard:
+      return "peak_guard";
+    case Rule::kServingP99Lowest:
+      return "serving_p99_lowest";
+    case Rule::kNoPlan:
+      return "no_plan";
+    case Rule::kIdleDecodeSlots:
+      return "idle_decode_slots";
+    case Rule::kRateMoveHeld:
+      return "rate_move_held";
+    case Rule::kWithinRestartMargin:
+      return "within_restart_margin";
+  }
+  return "unknown";
+}
+
+bool IsMove(Rule rule) {
+  switch (rule) {
+    case Rule::kOverload:
+    case Rule::kPlanAtRate:
+    case Rule::kEstimatorStepUp:
+    case Rule::kEstimatorStepDown:
+    case Rule::kReplanAtRate:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Autoscaler::Autoscaler(AutoscalerOptions options, const Optimizer* optimizer)
+    : options_(std::move(options)), optimizer_(optimizer) {}
+
+void Autoscaler::Reset() {
+  last_overload_move_.reset();
+  backlog_ = false;
+}
+
+PlanEvaluator Autoscaler::Evaluator(const ServingView& view) const {
+  return PlanEvaluator(*optimizer_, simulator_, options_.evaluation, view.slowdown);
+}
+
+Plan Autoscaler::ServingPlan(const ServingView& view) {
+  Plan serving;
+  serving.batch = static_cast<int>(view.batch);
+  serving.groups = view.groups;
+  serving.latency_ms = view.plan_latency_ms;  // for groups the profile lacks
+  return serving;
+}
+
+bool Autoscaler::StartsRuntimes(const Plan& plan, const ServingView& view) const {
+  if (!options_.resizable_runtimes) return true;
+  const std::vector<int> needed = ThreadCounts(plan.groups);
+  std::vector<int> available = ThreadCounts(view.groups);
+  available.insert(available.end(), view.parked_threads.begin(), view.parked_threads.end());
+  std::sort(available.begin(), available.end());
+  return !std::includes(available.begin(), available.end(), needed.begin(), needed.end());
+}
+
+bool Autoscaler::RateMoveHeld(SteadyTime now) const {
+  return last_rate_move_ &&
+         now - *last_rate_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms);
+}
+
+std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const ServingView& view,
+                                                          std::optional<double> rate) const {
+  if (optimizer_ == nullptr) return std::nullopt;
+  const PlanEvaluator eval = Evaluator(view);
+  auto best = optimizer_->Solve(options_.threads, static_cast<int>(b));
+  if (!best.ok()) return std::nullopt;
+  PlanChoice choice{std::move(best).value(), 0, std::nullopt, std::nullopt};
+  // A batch model's plans are compared at the batches the rate cuts, where it is known.
+  const bool at_rate = rate.has_value() && !options_.generative;
+  if (at_rate) {
+    if (auto faster = FasterAtRate(
+            *optimizer_, options_.threads, static_cast<int>(b), choice.plan, *rate,
+            options_.max_utilization, [&](int t) { return eval.Slowdown(t); },
+            [&](const Plan& plan) { return eval.SimulatedP99Ms(plan, *rate); })) {
+      choice.plan = *std::move(faster);
+    }
+    choice.simulated = eval.Simulate(choice.plan, *rate);
+  }
+  const double latency = at_rate ? choice.simulated->p99_ms : eval.PredictedLatencyMs(choice.plan);
+  const std::vector<int> running = ThreadCounts(view.groups);
+  // A plan that starts runtimes costs their start beside the serving set; for a decoder any
+  // other thread counts cost as much, parked decoders included: the sequences decoding stay
+  // on the old decoders to their end, beside the new ones on the same CPUs.
+  const bool costly = options_.generative ? ThreadCounts(choice.plan.groups) != running
+                                          : StartsRuntimes(choice.plan, view);
+  if (options_.resizable_runtimes && !running.empty() && costly) {
+    // The serving runtimes can run any b up to max_batch.
+    auto kept = optimizer_->SolveOnInstances(running, static_cast<int>(b));
+    if (kept.ok()) {
+      std::optional<BatchingSimulator::Result> kept_simulated;
+      if (at_rate) kept_simulated = eval.Simulate(*kept, *rate);
+      const double kept_latency = at_rate ? kept_simulated->p99_ms : eval.PredictedLatencyMs(*kept);
+      if (kept_latency <= (1 + options_.restart_margin) * latency) {
+        choice.passed_over = std::move(choice.plan);
+        choice.plan = std::move(kept).value();
+        choice.simulated = kept_simulated;
+      }
+    }
+  }
+  // At a rate, the batches it cuts: simulated for a batch model; for a decoder the slots the
+  // rate fills (LoadedLatencyMs).
+  const double batch_ms =
+      at_rate ? choice.simulated->mean_batch_ms
+      : rate  ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
+                                [&](int t) { return eval.Slowdown(t); })
+              : eval.PredictedLatencyMs(choice.plan);
+  if (eval.TooSlow(batch_ms)) return std::nullopt;
+  choice.capacity = eval.Capacity(choice.plan);
+  return choice;
+}
+
+int64_t Autoscaler::BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target,
+                                const SlowdownFn& slowdown) const {
+  if (!options_.resizable_runtimes || options_.generative || optimizer_ == nullptr) return 0;
+  const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
+  const std::vector<int> threads = ThreadCounts(groups);
+  return BacklogBatch(target, options_.max_batch,
+                      [&](int64_t b) { return eval.CapacityOn(threads, b); });
+}
+
+Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTime now) {
+  Decision d;
+  const bool acting = view.adaptive && optimizer_ != nullptr;
+  if (acting && !options_.generative && RelieveOverload(view, load, now, &d)) return d;
+  BatchSizeEstimator& estimator = load.estimator();
+  if (backlog_) {
+    // The rows queued while the old plan fell behind are still draining: the queue depth
+    // measures them, not the load, and its mode would move B up for nothing (a B whose
+    // batches take seconds). The estimator starts afresh once the queue has drained.
+    Reason r;
+    r.from_batch = view.batch;
+    r.ewma = estimator.ewma();
+    if (load.rows_in_system() > view.batch) {
+      r.rule = Rule::kBacklogDraining;
+      r.quiet = true;
+      r.text = "an overload move's backlog drains";
+      d.hold = std::move(r);
+      return d;
+    }
+    backlog_ = false;
+    estimator.Restart();
+    r.rule = Rule::kBacklogDrained;
+    r.text = "the backlog has drained (" + std::to_string(load.rows_in_system()) +
+             " row(s) in the system at B=" + std::to_string(view.batch) +
+             "); the estimator starts afresh";
+    d.hold = std::move(r);
+    return d;
+  }
+  const std::optional<SteadyTime> due = estimator.next_decision_time();
+  const bool at_grid = due && now >= *due && estimator.Smoothed(view.batch).has_value();
+  const std::optional<int64_t> decision = estimator.Decide(now, view.batch);
+  if (!at_grid || !acting) return d;
+  const auto window = std::chrono::milliseconds(std::max<int64_t>(1, options_.window - 1) *
+                                                options_.sample_period_ms);
+  // Plans are judged against the latency limit at the rate arriving now.
+  const std::optional<double> arriving = load.arrivals().Over(window);
+  // Where a plan serves the rate, the rate decides B and the plan; elsewhere the estimator B,
+  // and where it keeps B, the plan for B may still change with the rate.
+  if (PlanAtRate(view, arriving, now, &d)) return d;
+  if (!decision || !FollowEstimate(view, load, *decision, arriving, window, now, &d)) {
+    ReplanAtRate(view, arriving, now, &d);
+  }
+  return d;
+}
+
+void Autoscaler::Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load) {
+  switch (move.reason.rule) {
+    case Rule::kOverload:
+      if (!ok) return;
+      // What the estimator saw while the old plan fell behind (a backlog) says nothing about
+      // the new one.
+      last_overload_move_ = now;
+      backlog_ = true;
+      load.estimator().Restart();
+      return;
+    case Rule::kPlanAtRate:
+    case Rule::kReplanAtRate:
+      last_rate_move_ = move.decided_at;  // tried: the next try waits, whatever the outcome
+      return;
+    default:
+      return;
+  }
+}
+
+bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, SteadyTime now,
+                                 Decision* d) const {
+  const int64_t window_ms = options_.overload_window_ms;
+  if (window_ms <= 0) return false;
+  const int64_t current = view.batch;
+  const BatchSizeEstimator& estimator = load.estimator();
+  // Rows must be piling up beyond one batch: a rate that only looks high over a short window
+  // (arrivals are random) while the plan keeps up changes nothing.
+  if (estimator.ewma() <= static_cast<double>(current) || load.rows_in_system() <= current) {
+    return false;
+  }
+  std::optional<double> arriving;  // once known, plans are judged at it (PlanFor)
+  std::map<int64_t, std::optional<PlanChoice>> plans;
+  auto capacity = [&](int64_t b) -> std::optional<double> {
+    auto it = plans.find(b);
+    if (it == plans.end()) it = plans.emplace(b, PlanFor(b, view, arriving)).first;
+    if (!it->second) return std::nullopt;
+    return it->second->capacity;
+  };
+  const std::optional<double> at_b = capacity(current);
+  if (!at_b) return false;
+  // While rows queue, the serving set cuts batches of up to backlog_batch (BacklogBatch): that
+  // is what it serves under load, and what a move must beat.
+  const int64_t backlog_b = std::max(current, view.backlog_batch);
+  double serving = *at_b;
+  if (backlog_b > current) {
+    serving = std::max(serving,
+                       Evaluator(view).CapacityOn(ThreadCounts(view.groups), backlog_b).value_or(0));
+  }
+  // The arrivals over the window, and over twice and four times it (a smaller excess takes
+  // longer to tell from chance), against what the set serves fully busy: a burst the set rides
+  // out must not cost a switch that starts runtimes, which on busy CPUs queues more than the
+  // burst did. A move that starts none (a change of b, or parked runtimes) costs nothing and is
+  // taken already when the arrivals exceed max_utilization of it: a set run that busy builds a
+  // queue in every burst (BERT-like at 12.3 rows/s on a B = 1 plan predicted to serve 13.8:
+  // p99 2.0 s, for the 33 s until the estimator moved).
+  const double max_utilization = options_.max_utilization;
+  const ArrivalRate& arrivals = load.arrivals();
+  const RateOverFn rate_over = [&arrivals](int64_t ms) {
+    return arrivals.Over(std::chrono::milliseconds(ms));
+  };
+  std::optional<double> rate = OverloadedRate(window_ms, serving, rate_over);
+  const bool busy_only = !rate;  // above max_utilization, not above capacity
+  if (busy_only && max_utilization < 1) {
+    rate = OverloadedRate(window_ms, max_utilization * serving, rate_over);
+  }
+  if (!rate) return false;  // it keeps up, if barely: the estimator's call
+  arriving = rate;
+  plans.clear();
+  const std::optional<int64_t> b =
+      BatchForRate(*rate, backlog_b, options_.max_batch, max_utilization, capacity);
+  if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
+  const PlanChoice& target = *plans.at(*b);
+  if (busy_only && StartsRuntimes(target.plan, view)) return false;
+  Reason r;
+  r.rule = Rule::kOverload;
+  r.from_batch = current;
+  r.to_batch = *b;
+  r.ewma = estimator.ewma();
+  r.rate = *rate;
+  r.serving_capacity = serving;
+  r.target_capacity = target.capacity;
+  r.backlog_batch = backlog_b > current ? backlog_b : 0;
+  r.busy_only = busy_only;
+  r.passed_over = target.passed_over;
+  std::ostringstream text;
+  text.precision(3);
+  text << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
+       << serving;
+  if (backlog_b > current) text << " in batches of up to " << backlog_b;
+  if (busy_only) text << " (more than " << max_utilization << " of it; the move starts no runtime)";
+  text << "; B " << current << " -> " << *b << " serves " << target.capacity
+       << PassedOverNote(target.plan, target.passed_over, options_.restart_margin,
+                         options_.generative);
+  r.text = text.str();
+  d->move = Move{target.plan, std::move(r), now};
+  d->restart_arrivals = true;  // either way the next try waits for a new window
+  return true;
+}
+
+bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriving,
+                            SteadyTime now, Decision* d) const {
+  if (!options_.plan_at_rate || options_.generative || !arriving || *arriving <= 0) return false;
+  const auto hold = std::chrono::milliseconds(options_.scale_down_delay_ms);
+  if (last_overload_move_ && now - *last_overload_move_ < hold) return false;
+  struct Candidate {
+    int64_t b;
+    PlanChoice choice;
+    double p99_ms;
+  };
+  std::optional<Candidate> best;
+  const int64_t largest = LargestEstimate(options_.max_batch);
+  for (int64_t b = 1; b <= largest; b *= 2) {
+    auto planned = PlanFor(b, view, arriving);
+    if (!planned || *arriving > options_.max_utilization * planned->capacity) continue;
+    const double p99 = planned->simulated->p99_ms;
+    if (!best || p99 < best->p99_ms) best = Candidate{b, *std::move(planned), p99};
+  }
+  if (!best) return false;
+  Reason r;
+  r.from_batch = view.batch;
+  r.to_batch = best->b;
+  r.rate = *arriving;
+  r.target_p99_ms = best->p99_ms;
+  r.target_capacity = best->choice.capacity;
+  r.passed_over = best->choice.passed_over;
+  r.quiet = true;
+  if (best->b == view.batch && best->choice.plan.groups == view.groups) {
+    r.rule = Rule::kWithinRestartMargin;
+    r.serving_p99_ms = best->p99_ms;
+    r.text = "the serving plan is the best at the rate";
+    d->hold = std::move(r);
+    return true;
+  }
+  if (RateMoveHeld(now)) {
+    r.rule = Rule::kRateMoveHeld;
+    r.text = "a move at a rate waits for scale_down_delay_ms after the last one";
+    d->hold = std::move(r);
+    return true;
+  }
+  const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
+  r.serving_p99_ms = serving_ms;
+  if ((1 + options_.restart_margin) * best->p99_ms >= serving_ms) {
+    r.rule = Rule::kWithinRestartMargin;
+    r.text = "the best plan at the rate is within restart_margin of the serving one";
+    d->hold = std::move(r);
+    return true;
+  }
+  std::ostringstream text;
+  text.precision(3);
+  text << "at " << *arriving << " rows/s: a simulated p99 of " << std::lround(best->p99_ms)
+       << " ms at B=" << best->b << ", " << std::lround(serving_ms)
+       << " ms on the serving B=" << view.batch
+       << PassedOverNote(best->choice.plan, best->choice.passed_over, options_.restart_margin,
+                         false);
+  r.rule = Rule::kPlanAtRate;
+  r.quiet = false;
+  r.text = text.str();
+  d->move = Move{best->choice.plan, std::move(r), now};
+  return true;
+}
+
+void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arriving,
+                              SteadyTime now, Decision* d) const {
+  if (!arriving || *arriving <= 0 || options_.generative) return;
+  if (RateMoveHeld(now)) return;
+  const auto planned = PlanFor(view.batch, view, arriving);
+  if (!planned || planned->plan.groups == view.groups) return;
+  const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
+  const double next_ms = planned->simulated->p99_ms;
+  Reason r;
+  r.from_batch = view.batch;
+  r.to_batch = view.batch;
+  r.rate = *arriving;
+  r.serving_p99_ms = serving_ms;
+  r.target_p99_ms = next_ms;
+  r.target_capacity = planned->capacity;
+  if ((1 + options_.restart_margin) * next_ms >= serving_ms) {
+    if (!d->hold) {
+      r.rule = Rule::kWithinRestartMargin;
+      r.quiet = true;
+      r.text = "another plan for B is within restart_margin of the serving one at the rate";
+      d->hold = std::move(r);
+    }
+    return;
+  }
+  std::ostringstream text;
+  text.precision(3);
+  text << "at " << *arriving << " rows/s, B=" << view.batch << ": a simulated p99 of "
+       << std::lround(next_ms) << " ms on this plan, " << std::lround(serving_ms)
+       << " ms on the serving one";
+  r.rule = Rule::kReplanAtRate;
+  r.text = text.str();
+  d->move = Move{planned->plan, std::move(r), now};
+}
+
+bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load,
+                                int64_t decision, std::optional<double> arriving,
+                                std::chrono::milliseconds window, SteadyTime now,
+                                Decision* d) const {
+  const int64_t current = view.batch;
+  Reason r;
+  r.from_batch = current;
+  r.estimate = decision;
+  r.ewma = load.estimator().ewma();
+  r.rate = arriving;
+  std::string capped;  // where the step stops short of the estimate
+  auto hold = [&](Rule rule, std::string text) {
+    r.rule = rule;
+    r.text = std::move(text);
+    d->hold = std::move(r);
+    return false;
+  };
+  if (decision > current && !options_.generative) {
+    // A generative model's idle decode slots cost nothing; a batch model's larger batch costs
+    // every row a longer wait, worth it only while it serves more rows per second.
+    std::map<int64_t, std::optional<double>> capacities;
+    const std::optional<int64_t> step =
+        StepUpBatch(current, decision, [&](int64_t b) -> std::optional<double> {
+          auto planned = PlanFor(b, view, arriving);
+          return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
+        });
+    auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
+    r.serving_capacity = capacities[current];
+    if (!step) {
+      r.to_batch = decision;
+      r.target_capacity = capacities[decision];
+      return hold(Rule::kStepUpGainsTooLittle,
+                  "keeping B=" + std::to_string(current) + " (" + rows_per_s(current) +
+                      "): up to the estimate B=" + std::to_string(decision) +
+                      " no plan serves " + std::to_string(std::lround((kBatchForRateMinGain - 1) * 100)) +
+                      "% more (B=" + std::to_string(decision) + ": " + rows_per_s(decision) + ")");
+    }
+    if (*step != decision) {
+      capped = "; the estimate " + std::to_string(decision) + " would serve " +
+               rows_per_s(decision) + ", " + std::to_string(*step) + " serves " + rows_per_s(*step);
+    }
+    r.target_capacity = capacities[*step];
+    decision = *step;
+  }
+  if (decision < current) {
+    if (last_overload_move_ &&
+        now - *last_overload_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
+      r.to_batch = decision;
+      return hold(Rule::kScaleDownDelay,
+                  "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
+                      std::to_string(options_.scale_down_delay_ms) + " ms ago");
+    }
+    // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
+    // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
+    // estimator's window, if longer) would not have overloaded (StepDownBatch), else the
+    // overload path would soon move B back up; and among those, at a known rate, to the
+    // smallest whose requests' simulated p99 is near the lowest.
+    const int64_t peak_window_ms =
+        options_.overload_window_ms > 0 ? options_.overload_window_ms : window.count();
+    const auto span = std::max<std::chrono::milliseconds>(
+        window, std::chrono::milliseconds(options_.scale_down_delay_ms));
+    const ArrivalRate& arrivals = load.arrivals();
+    std::map<int64_t, std::optional<double>> capacities;
+    std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
+    const std::optional<int64_t> step = StepDownBatch(
+        current, decision, peak_window_ms, options_.max_utilization,
+        [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
+        [&](int64_t b) -> std::optional<double> {
+          auto planned = PlanFor(b, view, arriving);
+          if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
+          return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
+        },
+        [&](int64_t b) -> std::optional<double> {
+          if (b == current && arriving && *arriving > 0 && !options_.generative) {
+            p99s[b] = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
+          }
+          auto it = p99s.find(b);
+          return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
+        });
+    const std::optional<double> peak =
+        arrivals.PeakOver(std::chrono::milliseconds(peak_window_ms), span);
+    r.peak_rate = peak;
+    const std::string peak_text = std::to_string(peak.value_or(0));
+    auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
+    if (!step && p99s.count(current)) {  // ranked: the serving plan fares better
+      std::ostringstream ranked;
+      for (const auto& [b, ms] : p99s) {
+        if (b != current) ranked << ", B=" << b << " " << std::lround(ms) << " ms";
+      }
+      r.to_batch = decision;
+      r.serving_p99_ms = p99s[current];
+      if (p99s.count(decision)) r.target_p99_ms = p99s[decision];
+      std::ostringstream text;
+      text << "keeping B=" << current << ": at " << arriving.value_or(0)
+           << " rows/s its requests see a simulated p99 of " << std::lround(p99s[current])
+           << " ms, more than 5% below every smaller plan the recent arrivals allow"
+           << ranked.str();
+      return hold(Rule::kServingP99Lowest, text.str());
+    }
+    if (!step) {
+      r.to_batch = decision;
+      r.target_capacity = capacities[decision];
+      return hold(Rule::kPeakGuard,
+                  "keeping B=" + std::to_string(current) + ": from the estimate B=" +
+                      std::to_string(decision) + " (" + rows_per_s(decision) +
+                      ") up, every smaller plan would have been overloaded by the recent "
+                      "arrivals (a peak of " +
+                      peak_text + " rows/s over " + std::to_string(peak_window_ms) + " ms)");
+    }
+    if (*step != decision) {
+      auto p99 = [&](int64_t b) {
+        auto it = p99s.find(b);
+        return it == p99s.end()
+                   ? std::string("")
+                   : ", a simulated p99 of " + std::to_string(std::lround(it->second)) + " ms";
+      };
+      capped = "; recent peak " + peak_text + " rows/s: the estimate " + std::to_string(decision) +
+               " serves " + rows_per_s(decision) + p99(decision) + ", " + std::to_string(*step) +
+               " serves " + rows_per_s(*step) + p99(*step);
+    }
+    r.target_capacity = capacities[*step];
+    if (p99s.count(*step)) r.target_p99_ms = p99s[*step];
+    if (p99s.count(current)) r.serving_p99_ms = p99s[current];
+    decision = *step;
+  }
+  auto planned = PlanFor(decision, view, arriving);
+  r.to_batch = decision;
+  if (!planned) {
+    return hold(Rule::kNoPlan, "no plan for B=" + std::to_string(decision));
+  }
+  const Plan& plan = planned->plan;
+  if (options_.generative && decision < current &&
+      ThreadCounts(plan.groups) == ThreadCounts(view.groups)) {
+    // A decode step runs the active sequences only (the runtime compacts them into the first
+    // slots), so the serving instances run a smaller B as fast as the plan for it would; the
+    // switch would only change how sequences are shared between them.
+    return hold(Rule::kIdleDecodeSlots,
+                "keeping B=" + std::to_string(current) + ": the plan for B=" +
+                    std::to_string(decision) +
+                    " has the same thread counts, and idle decode slots cost nothing");
+  }
+  r.rule = decision > current ? Rule::kEstimatorStepUp : Rule::kEstimatorStepDown;
+  r.target_capacity = planned->capacity;
+  r.passed_over = planned->passed_over;
+  r.text = "estimator: B " + std::to_string(current) + " -> " + std::to_string(decision) +
+           " (load EWMA " + std::to_string(r.ewma) + capped + ")" +
+           PassedOverNote(plan, planned->passed_over, options_.restart_margin,
+                          options_.generative);
+  d->move = Move{plan, std::move(r), now};
+  return true;
+}
+
+}  // namespace packrat

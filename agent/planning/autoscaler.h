@@ -1,0 +1,210 @@
+// Autoscaler: the autoscaling policy of an `instances: auto` model — which plan to serve, as the
+// load changes — as a pure unit: no threads, no processes, no clock. The model's control thread
+// samples the load into a LoadTracker, describes what serves now in a ServingView, asks
+// Decide(), carries out the Move it gets (a switch of instance sets) and reports the outcome
+// with Applied(). Tests do the same with made-up profiles and hand-made time points.
+//
+// The rules, in the order Decide() applies them (docs/architecture.md, "Autoscaling"):
+//   1. Overload (reconfiguration.overload_window_ms): rows arrive faster than the serving plan
+//      runs them (fully busy, in the batches it cuts from a backlog; or above max_utilization
+//      where the move starts no runtime) while rows queue beyond B: move at once to the
+//      smallest larger B whose plan keeps up (BatchForRate). Its backlog then drains before the
+//      estimator is listened to again, and the estimator's steps down wait scale_down_delay_ms.
+//   2. At each of the estimator's decision points (reconfiguration.timeout_ms), with a full
+//      window:
+//      a. plan at rate (reconfiguration.plan_at_rate, batch models, a known rate): the B and
+//         plan whose requests see the lowest simulated p99 at the rate, among those that serve
+//         it at most max_utilization busy; moved to where that p99 is more than restart_margin
+//         below the serving plan's, at most once per scale_down_delay_ms;
+//      b. else the estimator's B̃ (packrat-paper §3.8): a step up only as far as capacity
+//         still grows (StepUpBatch); a step down not within scale_down_delay_ms of an overload
+//         move, only as far as the recent peak arrivals allow, to the smallest B whose p99 is
+//         near the lowest (StepDownBatch);
+//      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
+//         than restart_margin below the serving plan's (at most once per scale_down_delay_ms).
+//   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
+//   the best plan on the serving runtimes where the optimizer's would start runtimes and is not
+//   better by more than restart_margin (runtimes of parked shapes start nothing); none whose
+//   batches break batching.max_batch_latency_ms.
+//
+// Thread-safety: none; one owner (the model's control thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/planning/batching_simulator.h"
+#include "agent/planning/instance_group.h"
+#include "agent/planning/load_tracker.h"
+#include "agent/planning/optimizer.h"
+#include "agent/planning/plan_evaluator.h"
+
+namespace packrat {
+
+// The model's settings the policy works with (ModelConfig's batching and reconfiguration).
+struct AutoscalerOptions {
+  int threads = 1;          // T: the threads every plan is solved for
+  int64_t max_batch = 1;    // batching.max_batch: the largest B
+  bool generative = false;  // a decoder: B is decode slots; no rate rules, no overload path
+  // The runtimes serve any b up to max_batch (ServedModel::ResizableRuntimes): a plan that
+  // keeps their thread counts starts nothing.
+  bool resizable_runtimes = false;
+  PlanEvaluatorOptions evaluation;  // max_delay, inflight batches, batch-latency limit
+  int64_t window = 50;              // the estimator's n
+  int64_t sample_period_ms = 100;
+  double max_utilization = 0.8;
+  int64_t overload_window_ms = 2000;  // 0: no overload path
+  int64_t scale_down_delay_ms = 30'000;
+  double restart_margin = 0.1;
+  bool plan_at_rate = false;
+};
+
+// What serves now.
+struct ServingView {
+  int64_t batch = 0;          // B of the serving set
+  int64_t backlog_batch = 0;  // the most rows of a batch it cuts from a backlog (<= B: B)
+  std::vector<InstanceGroup> groups;
+  // The optimizer's batch latency where it made the serving plan: what a group the profile
+  // lacks counts at.
+  double plan_latency_ms = 0;
+  std::vector<int> parked_threads;  // thread counts of the live parked runtimes
+  SlowdownFn slowdown;              // measured (empty: 1)
+  bool adaptive = false;            // whether decisions move the model
+};
+
+enum class Rule {
+  // Moves.
+  kOverload,           // 1: rows arrive faster than the serving plan runs them
+  kPlanAtRate,         // 2a
+  kEstimatorStepUp,    // 2b
+  kEstimatorStepDown,  // 2b
+  kReplanAtRate,       // 2c
+  // Holds: a rule looked at moving and kept the serving plan.
+  kBacklogDraining,       // an overload move's backlog still drains: the estimator waits
+  kBacklogDrained,        // ... it has drained: the estimator starts afresh
+  kStepUpGainsTooLittle,  // no larger B up to the estimate serves kBatchForRateMinGain more
+  kScaleDownDelay,        // a step down within scale_down_delay_ms of an overload move
+  kPeakGuard,             // every smaller plan would have been overloaded by a recent peak
+  kServingP99Lowest,      // the serving plan's simulated p99 is lowest among the smaller ones
+  kNoPlan,                // no plan for the estimate within the batch-latency limit
+  kIdleDecodeSlots,       // a decoder's step down with the same thread counts changes nothing
+  kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one
+  kWithinRestartMargin,   // a better plan at the rate, but not by more than restart_margin
+};
+// "overload", "plan_at_rate", ... (for logs and the management API).
+std::string_view RuleName(Rule rule);
+bool IsMove(Rule rule);
+
+// Why the policy moved or held, with the figures it judged by. Unset figures did not apply.
+struct Reason {
+  Rule rule = Rule::kOverload;
+  int64_t from_batch = 0;  // B serving
+  int64_t to_batch = 0;    // B moved to; for a hold, the B it looked at (0: none)
+  int64_t estimate = 0;    // the estimator's B̃ where the rule acted on it (0: none)
+  double ewma = 0;         // the estimator's moving average of the rows in the system
+  std::optional<double> rate;              // rows/s arriving, as the rule judged them
+  std::optional<double> peak_rate;         // rows/s: the recent peak a step down allowed for
+  std::optional<double> serving_capacity;  // rows/s the serving plan runs fully busy
+  std::optional<double> target_capacity;   // rows/s the plan moved to (or looked at) runs
+  std::optional<double> serving_p99_ms;    // simulated at `rate`
+  std::optional<double> target_p99_ms;     // simulated at `rate`
+  // Overload: the serving set ran batches of up to this many rows from its backlog (> B).
+  int64_t backlog_batch = 0;
+  // Overload: the arrivals exceeded max_utilization of capacity, not capacity (a move that
+  // starts no runtime).
+  bool busy_only = false;
+  // The optimizer's plan for to_batch, passed over for one on the serving runtimes (it needed
+  // new runtimes and was not faster by more than restart_margin).
+  std::optional<Plan> passed_over;
+  // Whether the log should say it (the quiet holds recur at every decision).
+  bool quiet = false;
+  std::string text;  // for the log: the rule in words with the figures above
+};
+
+struct Move {
+  Plan plan;
+  Reason reason;
+  std::chrono::steady_clock::time_point decided_at;
+};
+
+struct Decision {
+  std::optional<Move> move;
+  std::optional<Reason> hold;  // where a rule kept the serving plan (also beside a move)
+  // Forget the arrival history before carrying out the move (an overload move: the next try
+  // waits for a new window, whatever the outcome).
+  bool restart_arrivals = false;
+};
+
+class Autoscaler {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // `optimizer`: the model's profile; null (a static plan) makes Decide() only keep the
+  // estimator's decision grid going. Not owned; outlives the autoscaler.
+  Autoscaler(AutoscalerOptions options, const Optimizer* optimizer);
+
+  // The policy's decision after a sample `load` took at `now` (LoadTracker::Sample returned
+  // true). Advances the estimator's decision grid; may restart the estimator (a drained
+  // backlog). Microseconds to milliseconds (simulations at a rate).
+  Decision Decide(const ServingView& view, LoadTracker& load, SteadyTime now);
+  // The outcome of carrying out `move` (ok: the new set serves), at `now`, after it.
+  void Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load);
+  // A plan set from outside (the management API): the overload hold-off and backlog end.
+  void Reset();
+
+  // The plan the policy would serve for B = `b` on `view` at `rate` rows/s (nullopt: at full
+  // batches) with the rows/s it serves at full batches; nullopt where none is within the
+  // batch-latency limit. Exposed for tests and the management API.
+  struct PlanChoice {
+    Plan plan;
+    double capacity = 0;
+    std::optional<Plan> passed_over;                       // see Reason::passed_over
+    std::optional<BatchingSimulator::Result> simulated;    // at `rate`, batch models
+  };
+  std::optional<PlanChoice> PlanFor(int64_t b, const ServingView& view,
+                                    std::optional<double> rate) const;
+
+  // The most rows of one batch worth cutting from a backlog on instances of `groups` serving
+  // B = `target` (BacklogBatch: where their capacity stops growing, at `slowdown`); 0 (B) unless
+  // the runtimes are resizable batch runtimes. Capacity is the best cover of b rows on those
+  // instances (Optimizer::SolveOnInstances), where the dispatcher shares a batch in proportion
+  // to the plan's b: the same for one thread count, close for mixed ones. Const: any thread.
+  int64_t BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target,
+                      const SlowdownFn& slowdown) const;
+
+  const AutoscalerOptions& options() const { return options_; }
+
+ private:
+  PlanEvaluator Evaluator(const ServingView& view) const;
+  // The serving plan as a Plan (its groups at B, the optimizer's latency for unprofiled ones).
+  static Plan ServingPlan(const ServingView& view);
+  // Whether serving `plan` after `view` starts runtimes (see AutoscalerOptions).
+  bool StartsRuntimes(const Plan& plan, const ServingView& view) const;
+  bool RateMoveHeld(SteadyTime now) const;
+
+  // The rules (see the class comment). Each returns true where it decided (moved or held for
+  // good); *d holds the move or hold.
+  bool RelieveOverload(const ServingView& view, LoadTracker& load, SteadyTime now,
+                       Decision* d) const;
+  bool PlanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
+                  Decision* d) const;
+  bool FollowEstimate(const ServingView& view, const LoadTracker& load, int64_t decision,
+                      std::optional<double> arriving, std::chrono::milliseconds window,
+                      SteadyTime now, Decision* d) const;
+  void ReplanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
+                    Decision* d) const;
+
+  const AutoscalerOptions options_;
+  const Optimizer* const optimizer_;
+  const BatchingSimulator simulator_;  // its arrivals are drawn once; Run is const
+  std::optional<SteadyTime> last_overload_move_;
+  std::optional<SteadyTime> last_rate_move_;
+  bool backlog_ = false;  // an overload move's backlog is draining
+};
+
+}  // namespace packrat
