@@ -78,6 +78,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     options.cpusets = agent->cpusets_.get();
     options.metrics = &agent->metrics_->ForModel(m.name);
     options.runtime_idle_spin_us = config.server.runtime_idle_spin_us;
+    options.on_change = [watch = &agent->config_watch_] { watch->Changed(); };
     agent->models_.emplace(m.name,
                            std::make_unique<ServedModel>(m, std::move(options), &agent->launcher_));
   }
@@ -155,6 +156,7 @@ void Agent::Shutdown() {
     model->Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now()));
   }
+  config_watch_.Stop();  // long polls of the management API get their answer now
   http_->Stop(deadline);
   management_->Stop(deadline);
   metrics_server_->Stop(deadline);

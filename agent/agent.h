@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "agent/config/config.h"
+#include "agent/http/config_watch.h"
 #include "agent/http/http_server.h"
 #include "agent/http/kserve_handler.h"
 #include "agent/http/management_handler.h"
@@ -52,9 +53,10 @@ class Agent {
   std::unique_ptr<ResourceAllocator> allocator_;
   std::unique_ptr<CpusetController> cpusets_;
   std::unique_ptr<metrics::AgentMetrics> metrics_;
+  ConfigWatch config_watch_;  // before models_, whose changes it hears
   ModelMap models_;
   KserveHandler handler_{&models_};
-  ManagementHandler management_handler_{&models_, &handler_};
+  ManagementHandler management_handler_{&models_, &handler_, &config_watch_};
   std::unique_ptr<MetricsHandler> metrics_handler_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<HttpServer> management_;

@@ -31,6 +31,8 @@ bool FakeClock::WaitUntil(CondVar* cv, Mutex* mu, SteadyTime deadline) {
     MutexLock lock(&mu_);
     if (now_ >= deadline) return false;
     sleepers_.push_back({cv, mu});
+    ++sleeps_;
+    slept_.NotifyAll();
   }
   // An Advance() from here on takes `mu` before it notifies, which this thread holds until
   // Wait() releases it: the wake-up cannot fall between the check above and the sleep.
@@ -58,9 +60,18 @@ void FakeClock::Set(SteadyTime to) {
   WakeAll();
 }
 
-int FakeClock::sleepers() const {
+uint64_t FakeClock::sleeps() const {
   MutexLock lock(&mu_);
-  return static_cast<int>(sleepers_.size());
+  return sleeps_;
+}
+
+bool FakeClock::AwaitSleeps(uint64_t n, std::chrono::milliseconds real_timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + real_timeout;
+  MutexLock lock(&mu_);
+  while (sleeps_ < n) {
+    if (!slept_.WaitUntil(&mu_, deadline) && sleeps_ < n) return false;
+  }
+  return true;
 }
 
 void FakeClock::WakeAll() {

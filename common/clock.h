@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 #include "common/mutex.h"
@@ -49,8 +50,12 @@ class FakeClock final : public Clock {
   void Advance(std::chrono::nanoseconds by);
   // Never moves backwards: an earlier time is ignored.
   void Set(SteadyTime to);
-  // How many callers sleep in WaitUntil now, so a test can wait for a loop to go idle.
-  int sleepers() const;
+  // How many times WaitUntil began to sleep, ever.
+  uint64_t sleeps() const;
+  // Blocks until WaitUntil has begun to sleep at least `n` times in all (a loop that sleeps on
+  // this clock has finished what the last Advance made due), or for `real_timeout` of real
+  // time; returns whether it did. For tests.
+  bool AwaitSleeps(uint64_t n, std::chrono::milliseconds real_timeout = std::chrono::seconds(30));
 
  private:
   struct Sleeper {
@@ -60,8 +65,10 @@ class FakeClock final : public Clock {
   void WakeAll() EXCLUDES(mu_);
 
   mutable Mutex mu_;
+  CondVar slept_;  // signalled when sleeps_ grows
   SteadyTime now_ GUARDED_BY(mu_);
   std::vector<Sleeper> sleepers_ GUARDED_BY(mu_);
+  uint64_t sleeps_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace packrat

@@ -10,6 +10,7 @@
 #include "agent/cli/command.h"
 #include "agent/cli/flags.h"
 #include "agent/planning/optimizer.h"
+#include "agent/planning/plan_evaluator.h"
 #include "agent/planning/profile.h"
 
 namespace packrat {
@@ -60,24 +61,16 @@ std::vector<InstanceGroup> PerCoreGroups(int threads, int batch) {
 }
 
 PeerResult Simulate(const char* peer, std::vector<InstanceGroup> groups, int batch,
-                    const Profile& profile, const BatchingSimulator& simulator,
-                    const BatchingSimulator::Options& options, double p99_ms) {
+                    const PlanEvaluator& evaluator, double p99_ms) {
   PeerResult result{peer, std::move(groups), std::nullopt, std::nullopt};
-  std::vector<BatchingSimulator::Instance> instances;
   double slowest = 0;
   for (const InstanceGroup& g : result.groups) {
-    const std::optional<double> latency = profile.InterpolatedLatency(g.threads, g.batch);
+    const std::optional<double> latency = evaluator.profile().InterpolatedLatency(g.threads, g.batch);
     if (!latency.has_value()) return result;
     slowest = std::max(slowest, *latency);
-    for (int i = 0; i < g.count; ++i) instances.push_back({g.threads, g.batch});
   }
   result.batch_ms = slowest;
-  BatchingSimulator::Options at_b = options;
-  at_b.target_rows = batch;
-  result.rows_per_s =
-      simulator.MaxRate(instances, at_b, p99_ms, [&profile](int threads, int64_t rows) {
-        return *profile.InterpolatedLatency(threads, rows);  // every thread count checked above
-      });
+  result.rows_per_s = evaluator.MaxRate(result.groups, batch, p99_ms);
   return result;
 }
 
@@ -134,20 +127,19 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
   if (!loaded.ok()) return CommandFailure(err, loaded.status());
   const int threads = *threads_flag > 0 ? *threads_flag : loaded->MaxThreads();
   const Optimizer optimizer(*std::move(loaded));
-  const Profile& profile = optimizer.profile();
   const BatchingSimulator simulator(*requests);
-  BatchingSimulator::Options options;
+  PlanEvaluatorOptions options;
   options.max_delay = std::chrono::microseconds(*max_delay_us);
+  const PlanEvaluator evaluator(optimizer, simulator, options);  // the profile's latencies
 
   std::vector<std::vector<PeerResult>> rows;
   for (int batch : *batches) {
     StatusOr<Plan> plan = optimizer.Solve(threads, batch);
     if (!plan.ok()) return CommandFailure(err, plan.status());
     rows.push_back(
-        {Simulate("fat", {{1, threads, batch}}, batch, profile, simulator, options, *p99_ms),
-         Simulate("per_core", PerCoreGroups(threads, batch), batch, profile, simulator, options,
-                  *p99_ms),
-         Simulate("packrat", plan->groups, batch, profile, simulator, options, *p99_ms)});
+        {Simulate("fat", {{1, threads, batch}}, batch, evaluator, *p99_ms),
+         Simulate("per_core", PerCoreGroups(threads, batch), batch, evaluator, *p99_ms),
+         Simulate("packrat", plan->groups, batch, evaluator, *p99_ms)});
   }
 
   if (flags->Has("json")) {

@@ -2,7 +2,10 @@
 
 #include <simdjson.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "agent/kserve/kserve_codec.h"
 #include "agent/pool/cpu_list.h"
@@ -19,6 +22,69 @@ HttpResponse Json(int status, std::string body) {
 
 HttpResponse ErrorFor(const Status& s) {
   return Json(HttpStatusFor(s.code()), ErrorJson(s.message()));
+}
+
+// The value of query parameter `name` in `target`, if present.
+std::optional<std::string_view> QueryValue(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) {
+      return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    }
+    if (amp == std::string_view::npos) break;
+    query = query.substr(amp + 1);
+  }
+  return std::nullopt;
+}
+
+// A non-negative integer query parameter, `fallback` where absent; InvalidArgument otherwise.
+StatusOr<uint64_t> QueryInt(std::string_view target, std::string_view name, uint64_t fallback) {
+  const std::optional<std::string_view> v = QueryValue(target, name);
+  if (!v) return fallback;
+  uint64_t out = 0;
+  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || end != v->data() + v->size()) {
+    return InvalidArgument("query parameter '" + std::string(name) +
+                           "' must be a non-negative integer");
+  }
+  return out;
+}
+
+void AppendReason(std::string& out, const Reason& r, const MoveRecord* move = nullptr) {
+  out += "{\"rule\":\"" + std::string(RuleName(r.rule)) + "\"";
+  if (move) {
+    out += ",\"state\":\"" + std::string(MoveStateName(move->state)) + "\"";
+    if (!move->error.empty()) {
+      out += ",\"error\":";
+      AppendJsonString(out, move->error);
+    }
+  }
+  out += ",\"from_batch\":" + std::to_string(r.from_batch);
+  out += ",\"to_batch\":" + std::to_string(r.to_batch);
+  if (r.estimate > 0) out += ",\"estimate\":" + std::to_string(r.estimate);
+  auto number = [&out](const char* key, const std::optional<double>& v) {
+    if (v && std::isfinite(*v)) out += ",\"" + std::string(key) + "\":" + std::to_string(*v);
+  };
+  number("rate", r.rate);
+  number("peak_rate", r.peak_rate);
+  number("serving_capacity", r.serving_capacity);
+  number("target_capacity", r.target_capacity);
+  number("serving_p99_ms", r.serving_p99_ms);
+  number("target_p99_ms", r.target_p99_ms);
+  if (r.backlog_batch > 0) out += ",\"backlog_batch\":" + std::to_string(r.backlog_batch);
+  if (r.busy_only) out += ",\"busy_only\":true";
+  if (r.passed_over) {
+    out += ",\"passed_over\":";
+    AppendJsonString(out, r.passed_over->ConfigString());
+  }
+  out += ",\"text\":";
+  AppendJsonString(out, r.text);
+  out += "}";
 }
 
 // "/v2/models/{m}/config" -> m; empty otherwise.
@@ -119,6 +185,7 @@ std::string ModelConfigJson(const ServedModel& model) {
   const ServingSnapshot s = model.Snapshot();
   std::string out = "{\"model\":";
   AppendJsonString(out, model.name());
+  out += ",\"revision\":" + std::to_string(s.revision);
   out += ",\"generation\":" + std::to_string(s.generation);
   out += ",\"batch\":" + std::to_string(s.batch);
   out += ",\"backlog_batch\":" + std::to_string(s.backlog_batch);
@@ -134,7 +201,9 @@ std::string ModelConfigJson(const ServedModel& model) {
     out += "{\"pid\":" + std::to_string(w.pid) + ",\"cpus\":";
     AppendJsonString(out, FormatCpuList(w.cpus));
     out += ",\"threads\":" + std::to_string(w.threads) + ",\"batch\":" + std::to_string(w.batch);
+    out += ",\"capacity\":" + std::to_string(w.capacity);
     if (w.generation > 0) out += ",\"generation\":" + std::to_string(w.generation);
+    if (w.started_cold) out += ",\"started_cold\":true";
     out += ",\"state\":\"" + std::string(state) + "\"}";
   };
   out += "],\"workers\":[";
@@ -152,6 +221,19 @@ std::string ModelConfigJson(const ServedModel& model) {
   out += "],\"estimator\":{\"ewma\":" + std::to_string(s.ewma) +
          ",\"estimate\":" + std::to_string(s.estimate) +
          ",\"adaptive\":" + (s.adaptive ? "true" : "false") + "}";
+  // Why the autoscaler last kept B, and its recent moves (oldest first), with their figures.
+  out += ",\"autoscaler\":{";
+  if (s.last_hold) {
+    out += "\"last_hold\":";
+    AppendReason(out, *s.last_hold);
+    out += ",";
+  }
+  out += "\"moves\":[";
+  for (size_t i = 0; i < s.moves.size(); ++i) {
+    if (i) out += ',';
+    AppendReason(out, s.moves[i].reason, &s.moves[i]);
+  }
+  out += "]}";
   out += ",\"thread_budget\":" + std::to_string(s.thread_budget);
   if (s.plan) out += ",\"predicted_batch_latency_ms\":" + std::to_string(s.plan->latency_ms);
   out += "}";
@@ -166,7 +248,23 @@ void ManagementHandler::Handle(HttpRequest request, HttpResponder respond) {
     return respond(Json(404, ErrorJson("unknown model '" + std::string(name) + "'")));
   }
   ServedModel* model = it->second.get();
-  if (request.method == "GET") return respond(Json(200, ModelConfigJson(*model)));
+  if (request.method == "GET") {
+    const StatusOr<uint64_t> after = QueryInt(request.target, "wait_after", 0);
+    const StatusOr<uint64_t> timeout_ms = QueryInt(request.target, "timeout_ms", 30'000);
+    if (!after.ok()) return respond(ErrorFor(after.status()));
+    if (!timeout_ms.ok()) return respond(ErrorFor(timeout_ms.status()));
+    if (*timeout_ms > 300'000) {
+      return respond(ErrorFor(InvalidArgument("timeout_ms must be at most 300000")));
+    }
+    if (!QueryValue(request.target, "wait_after") || model->revision() > *after) {
+      return respond(Json(200, ModelConfigJson(*model)));
+    }
+    // A long poll: answered on the watch's thread once something changed, or at the timeout.
+    watch_->Add([model] { return model->revision(); }, *after,
+                std::chrono::steady_clock::now() + std::chrono::milliseconds(*timeout_ms),
+                [model, respond] { respond(Json(200, ModelConfigJson(*model))); });
+    return;
+  }
   if (request.method != "PUT") {
     return respond(Json(405, ErrorJson("use GET or PUT for a model's config")));
   }

@@ -1,9 +1,13 @@
 // The management address's routes: everything KserveHandler serves, plus
-//   GET /v2/models/{m}/config  -> {"generation":N,"batch":B,"instances":[{count,threads,batch}],
+//   GET /v2/models/{m}/config  -> {"revision":R,"generation":N,"batch":B,
+//                                  "instances":[{count,threads,batch}],
 //                                  "workers":[{"pid","cpus","threads","batch","generation",
-//                                  "state":"active|draining|dead"}],
-//                                  "estimator":{"ewma","estimate","adaptive"},
+//                                  "state":"active|draining|dead","started_cold"}],
+//                                  "parked":[...], "estimator":{"ewma","estimate","adaptive"},
+//                                  "autoscaler":{"last_hold":{reason},"moves":[{reason}...]},
 //                                  "thread_budget":T, "predicted_batch_latency_ms":…}
+//       ?wait_after=R[&timeout_ms=T]: a long poll, answered once the revision exceeds R or
+//       after T ms (default 30000, at most 300000) (ConfigWatch)
 //   PUT /v2/models/{m}/config  with {"instances":[{count,threads,batch},…]} (an explicit plan),
 //                              {"batch":B} (the optimizer's plan for B) and/or
 //                              {"adaptive":true|false}
@@ -13,21 +17,23 @@
 // Reconfigurations run on the model's control thread; the I/O thread never waits for them.
 #pragma once
 
+#include "agent/http/config_watch.h"
 #include "agent/http/kserve_handler.h"
 
 namespace packrat {
 
 class ManagementHandler : public HttpHandler {
  public:
-  // `models` and `kserve` are not owned and must outlive the handler.
-  ManagementHandler(const ModelMap* models, KserveHandler* kserve)
-      : models_(models), kserve_(kserve) {}
+  // `models`, `kserve` and `watch` are not owned and must outlive the handler.
+  ManagementHandler(const ModelMap* models, KserveHandler* kserve, ConfigWatch* watch)
+      : models_(models), kserve_(kserve), watch_(watch) {}
 
   void Handle(HttpRequest request, HttpResponder respond) override;
 
  private:
   const ModelMap* models_;
   KserveHandler* kserve_;
+  ConfigWatch* watch_;
 };
 
 // The GET body for `model` (exposed for tests).

@@ -47,6 +47,15 @@ Counter& ModelMetrics::requests(int code) {
   return counter;
 }
 
+void ModelMetrics::RecordBatchLatency(double seconds) {
+  double old = batch_latency_average_.load(std::memory_order_relaxed);
+  double next;
+  do {
+    next = old == 0 ? seconds : 0.8 * old + 0.2 * seconds;
+  } while (!batch_latency_average_.compare_exchange_weak(old, next));
+  measured_batch_latency_->Set(next);
+}
+
 void ModelMetrics::SetKernel(const std::string& load_report, const std::string& configured) {
   const LoadReport report = LoadReport::Parse(load_report);
   const std::string kernel = std::string(report.Get("kernel").value_or(configured));

@@ -109,6 +109,9 @@ class ModelMetrics {
   Gauge& predicted_batch_latency() { return *predicted_batch_latency_; }
   // Set(seconds): the measured latency of recent batches (e.g. a moving average).
   Gauge& measured_batch_latency() { return *measured_batch_latency_; }
+  // One batch took `seconds`, arrival of its first slice to its last answer: into the
+  // measured_batch_latency gauge, an exponentially weighted average (α = 0.2). Thread-safe.
+  void RecordBatchLatency(double seconds);
 
   // Layered batching. Increment() once per top-up query a runtime asked, by its outcome.
   enum class TopUpOutcome { kJoined, kQueueEmpty, kRefused };
@@ -159,6 +162,7 @@ class ModelMetrics {
   Gauge* generation_;
   Gauge* predicted_batch_latency_;
   Gauge* measured_batch_latency_;
+  std::atomic<double> batch_latency_average_{0};
   std::array<Counter*, 3> topup_queries_;
   Counter* topup_rows_;
   Histogram* topup_predicted_latency_;

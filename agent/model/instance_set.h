@@ -32,6 +32,7 @@ struct Worker {
   Placement placement;  // empty without an allocator
   int threads = 1;
   int64_t batch = 1;
+  bool started_cold = false;  // without warm-up: its CPUs still served another set
   std::unique_ptr<RuntimeInstance> instance;
   std::unique_ptr<DecodeInstance> decoder;
 

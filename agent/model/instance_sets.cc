@@ -45,6 +45,12 @@ std::shared_ptr<InstanceSet> InstanceSets::active() const {
   return active_;
 }
 
+bool InstanceSets::ActiveHasDeadRuntime() const {
+  const std::shared_ptr<InstanceSet> set = active();
+  return set && std::any_of(set->workers.begin(), set->workers.end(),
+                            [](const auto& w) { return !w->alive(); });
+}
+
 std::vector<int> InstanceSets::LiveParkedThreads() const {
   MutexLock lock(&mu_);
   std::vector<int> threads;
@@ -68,9 +74,12 @@ StatusOr<std::shared_ptr<InstanceSet>> InstanceSets::StartFirst(
 }
 
 void InstanceSets::Install(std::shared_ptr<InstanceSet> set) {
-  MutexLock lock(&mu_);
-  active_ = std::move(set);
-  PublishInstancesLocked();
+  {
+    MutexLock lock(&mu_);
+    active_ = std::move(set);
+    PublishInstancesLocked();
+  }
+  Changed();
 }
 
 Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
@@ -181,6 +190,7 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
     PublishInstancesLocked();
   }
   hooks_.switched(*next);
+  Changed();
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
   if (metrics::ModelMetrics* m = options_.metrics) {
     if (restart) {
@@ -246,6 +256,7 @@ void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
   PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': generation " << old->generation
                     << " drained" << (parking.empty() ? "" : ", parking ")
                     << (parking.empty() ? "" : std::to_string(parking.size()) + " runtime(s)");
+  Changed();
 }
 
 void InstanceSets::RetryOrphans(std::vector<WorkSlice> orphans, const std::string& why) const {
@@ -277,6 +288,7 @@ void InstanceSets::RetryOrphans(std::vector<WorkSlice> orphans, const std::strin
   }
   PACKRAT_LOG(WARNING) << "model '" << options_.model_name << "': " << retried << " of "
                        << orphans.size() << " slice(s) of the dead runtime retried";
+  Changed();  // a runtime of the active set is dead
 }
 
 void InstanceSets::StopAll(std::chrono::steady_clock::time_point deadline) {
@@ -312,9 +324,11 @@ void InstanceSets::Fill(ServingSnapshot* s) const {
       info.cpus = w->placement.cpus;
       info.threads = w->threads;
       info.batch = i < set.batches.size() ? set.batches[i] : w->batch;
+      info.capacity = w->capacity();
       info.generation = set.generation;
       info.draining = draining;
       info.alive = w->alive();
+      info.started_cold = w->started_cold;
       s->workers.push_back(std::move(info));
     }
   };
@@ -333,6 +347,7 @@ void InstanceSets::Fill(ServingSnapshot* s) const {
     info.cpus = w->placement.cpus;
     info.threads = w->threads;
     info.batch = w->batch;
+    info.capacity = w->capacity();
     info.alive = w->alive();
     s->parked.push_back(std::move(info));
   }

@@ -29,10 +29,12 @@
 
 #include "agent/model/instance_set.h"
 #include "agent/model/serving_snapshot.h"
+#include "agent/model/set_switcher.h"
 #include "agent/model/worker_starter.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/planning/slowdown_tracker.h"
 #include "common/mutex.h"
+#include "common/revision.h"
 
 namespace packrat {
 
@@ -45,6 +47,7 @@ struct InstanceSetsOptions {
   ResourceAllocator* allocator = nullptr;     // not owned; null: no CPU leases
   metrics::ModelMetrics* metrics = nullptr;   // not owned; null: no metrics
   SlowdownTracker* slowdowns = nullptr;       // not owned; switches are bracketed in it
+  Revision* revision = nullptr;               // not owned; bumped by every visible change
 };
 
 // What the served model does for a set (it owns the scheduler and the batching modes).
@@ -62,7 +65,7 @@ struct SetHooks {
   std::function<Status(const std::vector<InstanceGroup>& groups)> prepare;
 };
 
-class InstanceSets {
+class InstanceSets final : public SetSwitcher {
  public:
   // `starter` is not owned and outlives this.
   InstanceSets(InstanceSetsOptions options, const WorkerStarter* starter, SetHooks hooks);
@@ -77,7 +80,7 @@ class InstanceSets {
   // counted as restarts, not as a reconfiguration. `reason` is for the log. Blocks for the
   // starts and the drain. FailedPrecondition before Install.
   Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
-                const std::string& reason, bool restart);
+                const std::string& reason, bool restart) override;
 
   // A batch runtime died: each of its slices not retried before goes once to the live instance
   // of the active set with the least load that can take it; the rest fail with kUnavailable.
@@ -87,9 +90,9 @@ class InstanceSets {
   // `deadline` to finish its work. Afterwards there is no active set.
   void StopAll(std::chrono::steady_clock::time_point deadline);
 
-  std::shared_ptr<InstanceSet> active() const;
-  // Thread counts of the live parked runtimes.
-  std::vector<int> LiveParkedThreads() const;
+  std::shared_ptr<InstanceSet> active() const override;
+  bool ActiveHasDeadRuntime() const override;
+  std::vector<int> LiveParkedThreads() const override;
   // The instance-set part of a snapshot: generation, B, groups, plan, workers and parked.
   void Fill(ServingSnapshot* snapshot) const;
 
@@ -99,6 +102,9 @@ class InstanceSets {
   void Retire(const std::shared_ptr<InstanceSet>& old,
               const std::vector<std::shared_ptr<Worker>>& kept);
   void PublishInstancesLocked() REQUIRES(mu_);
+  void Changed() const {
+    if (options_.revision) options_.revision->Bump();
+  }
 
   const InstanceSetsOptions options_;
   const WorkerStarter* const starter_;

@@ -131,15 +131,51 @@ void ModelController::Loop() {
 
 ControllerSnapshot ModelController::Snapshot() const {
   MutexLock lock(&mu_);
-  return {ewma_, estimate_, adaptive_, last_move_, last_hold_};
+  return {ewma_, estimate_, adaptive_, last_hold_, {moves_.begin(), moves_.end()}};
 }
 
-void ModelController::Note(const Reason& r, bool move) {
+std::string_view MoveStateName(MoveRecord::State state) {
+  switch (state) {
+    case MoveRecord::State::kSwitching:
+      return "switching";
+    case MoveRecord::State::kServing:
+      return "serving";
+    case MoveRecord::State::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+void ModelController::NoteHold(const Reason& r) {
+  bool changed;
   {
     MutexLock lock(&mu_);
-    (move ? last_move_ : last_hold_) = r;
+    // A hold that repeats at every decision is one change, not one per decision.
+    changed = !last_hold_ || last_hold_->rule != r.rule || last_hold_->to_batch != r.to_batch ||
+              last_hold_->from_batch != r.from_batch;
+    last_hold_ = r;
   }
-  if (!move && !r.quiet) PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': " << r.text;
+  if (!r.quiet) PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': " << r.text;
+  if (changed) Changed();
+}
+
+void ModelController::NoteMove(const Reason& r) {
+  {
+    MutexLock lock(&mu_);
+    moves_.push_back({r, MoveRecord::State::kSwitching, ""});
+    if (moves_.size() > kRecentMoves) moves_.pop_front();
+  }
+  Changed();
+}
+
+void ModelController::NoteMoveDone(const Status& status) {
+  {
+    MutexLock lock(&mu_);
+    if (moves_.empty()) return;
+    moves_.back().state = status.ok() ? MoveRecord::State::kServing : MoveRecord::State::kFailed;
+    moves_.back().error = status.message();
+  }
+  Changed();
 }
 
 void ModelController::Tick(SteadyTime now) {
@@ -147,9 +183,7 @@ void ModelController::Tick(SteadyTime now) {
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
   if (!active) return;
   // Dead runtimes are replaced (again, after a failed attempt, once the backoff has passed).
-  const bool dead = std::any_of(active->workers.begin(), active->workers.end(),
-                                [](const auto& w) { return !w->alive(); });
-  if (dead && now - last_restart_ >= options_.restart_backoff) {
+  if (options_.sets->ActiveHasDeadRuntime() && now - last_restart_ >= options_.restart_backoff) {
     last_restart_ = now;
     if (Status s =
             options_.sets->Switch(active->groups, active->plan, "restarting dead runtimes", true);
@@ -181,12 +215,13 @@ void ModelController::Tick(SteadyTime now) {
   }
   view.adaptive = adaptive;
   Decision d = autoscaler_.Decide(view, load_, now);
-  if (d.hold) Note(*d.hold, false);
+  if (d.hold) NoteHold(*d.hold);
   if (!d.move) return;
   const Move& move = *d.move;
-  Note(move.reason, true);
+  NoteMove(move.reason);
   if (d.restart_arrivals) load_.arrivals().Restart();
   const Status s = options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false);
+  NoteMoveDone(s);
   if (!s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << options_.model_name
                        << "': reconfiguration failed, the current set keeps serving: "

@@ -25,12 +25,13 @@
 
 #include "agent/config/config.h"
 #include "agent/metrics/agent_metrics.h"
-#include "agent/model/instance_sets.h"
+#include "agent/model/set_switcher.h"
 #include "agent/planning/autoscaler.h"
 #include "agent/planning/load_tracker.h"
 #include "agent/planning/slowdown_tracker.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "common/revision.h"
 
 namespace packrat {
 
@@ -47,9 +48,10 @@ struct PlanChange {
 struct ModelControllerOptions {
   std::string model_name;
   Clock* clock = Clock::Real();               // not owned
-  InstanceSets* sets = nullptr;               // not owned
+  SetSwitcher* sets = nullptr;                // not owned
   const SlowdownTracker* slowdowns = nullptr; // not owned; the policy plans at them
   metrics::ModelMetrics* metrics = nullptr;   // not owned; null: no metrics
+  Revision* revision = nullptr;               // not owned; bumped by every move and hold
   // A restart of dead runtimes is tried again this long after a failed attempt.
   std::chrono::milliseconds restart_backoff{5000};
   bool adaptive = false;  // the autoscaler's moves are carried out (instances: auto)
@@ -62,13 +64,22 @@ struct ModelControllerOptions {
   std::function<bool()> serving;
 };
 
+// One move of the autoscaler and how its switch went.
+struct MoveRecord {
+  enum class State { kSwitching, kServing, kFailed };
+  Reason reason;
+  State state = State::kSwitching;
+  std::string error;  // kFailed: why the new set did not start
+};
+std::string_view MoveStateName(MoveRecord::State state);
+
 // What the management API shows of the control loop.
 struct ControllerSnapshot {
   double ewma = 0;
   int64_t estimate = 0;
   bool adaptive = false;
-  std::optional<Reason> last_move;
   std::optional<Reason> last_hold;
+  std::vector<MoveRecord> moves;  // the last kRecentMoves, oldest first
 };
 
 class ModelController {
@@ -101,8 +112,14 @@ class ModelController {
 
  private:
   void Loop() EXCLUDES(mu_);
-  // Records `r` as the last move or hold and logs it (a quiet hold is not logged).
-  void Note(const Reason& r, bool move) EXCLUDES(mu_);
+  // Records `r` as the last hold and logs it (a quiet hold is not logged).
+  void NoteHold(const Reason& r) EXCLUDES(mu_);
+  // Records a move as switching, then (Done) how its switch ended.
+  void NoteMove(const Reason& r) EXCLUDES(mu_);
+  void NoteMoveDone(const Status& status) EXCLUDES(mu_);
+  void Changed() const {
+    if (options_.revision) options_.revision->Bump();
+  }
 
   const ModelControllerOptions options_;
   const Optimizer* const optimizer_;
@@ -118,7 +135,8 @@ class ModelController {
   bool adaptive_ GUARDED_BY(mu_) = false;
   double ewma_ GUARDED_BY(mu_) = 0;
   int64_t estimate_ GUARDED_BY(mu_) = 0;
-  std::optional<Reason> last_move_ GUARDED_BY(mu_);
+  static constexpr size_t kRecentMoves = 16;
+  std::deque<MoveRecord> moves_ GUARDED_BY(mu_);
   std::optional<Reason> last_hold_ GUARDED_BY(mu_);
   std::thread thread_;
 };

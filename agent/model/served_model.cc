@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "agent/batching/slice_io.h"
+#include "agent/model/dispatch_metrics.h"
 #include "agent/planning/plan_evaluator.h"
 #include "agent/profiling/profile_store.h"
 #include "common/logging.h"
@@ -16,6 +17,7 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
       signature_(config_.Signature()),
       options_(std::move(options)),
       launcher_(launcher),
+      revision_(options_.on_change),
       slowdowns_(/*alpha=*/0.1, /*min_slices=*/8, config_.reconfiguration.slowdown_floor),
       starter_(config_,
                WorkerStarterOptions{options_.runtime_path, options_.allocator, options_.cpusets,
@@ -37,7 +39,7 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
                        : nullptr}),
       sets_(InstanceSetsOptions{config_.name, ResizableRuntimes(), ParkLimit(),
                                 std::chrono::seconds(config_.reconfiguration.drain_timeout_s),
-                                options_.allocator, options_.metrics, &slowdowns_},
+                                options_.allocator, options_.metrics, &slowdowns_, &revision_},
             &starter_,
             SetHooks{[this](uint64_t generation, std::vector<InstanceGroup> groups,
                             std::optional<Plan> plan, std::vector<std::shared_ptr<Worker>> workers,
@@ -64,6 +66,11 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
 }
 
 ServedModel::~ServedModel() { Stop(std::chrono::seconds(5)); }
+
+void ServedModel::SetState(ModelState state) {
+  state_.store(state, std::memory_order_release);
+  revision_.Bump();
+}
 
 std::string ServedModel::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -106,10 +113,11 @@ ServingSnapshot ServedModel::Snapshot() const {
     s.ewma = c.ewma;
     s.estimate = c.estimate;
     s.adaptive = c.adaptive;
-    s.last_move = c.last_move;
     s.last_hold = c.last_hold;
+    s.moves = c.moves;
   }
   s.thread_budget = ThreadBudget();
+  s.revision = revision_.current();
   return s;
 }
 
@@ -205,7 +213,7 @@ std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
       },
       set->batches);
   set->dispatcher->set_whole_batches(layered_ != nullptr);
-  set->dispatcher->set_observer(MakeDispatchObserver());
+  set->dispatcher->set_observer(MetricsObserver(options_.metrics));
   return set;
 }
 
@@ -240,6 +248,7 @@ Status ServedModel::Load() {
     c.sets = &sets_;
     c.slowdowns = &slowdowns_;
     c.metrics = options_.metrics;
+    c.revision = &revision_;
     c.adaptive = config_.auto_instances && config_.reconfiguration.adaptive;
     c.rows_in_system = [this] { return RowsInSystem(); };
     c.rows_arrived = [this] { return rows_arrived_.load(std::memory_order_relaxed); };
@@ -255,7 +264,7 @@ Status ServedModel::Load() {
   if (!status.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     failure_ = status.message();
-    if (state_.load() != ModelState::kStopped) state_.store(ModelState::kFailed);
+    if (state_.load() != ModelState::kStopped) SetState(ModelState::kFailed);
     if (options_.metrics) {
       std::vector<metrics::InstanceCount> counts;
       for (const InstanceGroup& g : groups) {
@@ -295,7 +304,7 @@ Status ServedModel::Load() {
       }
       m->SetKernel(set->workers.front()->load_report(), config_.kernel.Key());
     }
-    state_.store(ModelState::kReady, std::memory_order_release);
+    SetState(ModelState::kReady);
     controller_->Start();
   }
   PACKRAT_LOG(INFO) << "model '" << config_.name << "' ready: " << set->workers.size()
@@ -408,7 +417,7 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_.load() == ModelState::kStopped) return;
-    state_.store(ModelState::kStopped, std::memory_order_release);
+    SetState(ModelState::kStopped);
   }
   const auto deadline = std::chrono::steady_clock::now() + drain;
   if (controller_) controller_->Stop();  // plan changes queued get their answer
@@ -473,28 +482,6 @@ void ServedModel::ObserveComputed(int threads, int64_t rows, std::chrono::nanose
   slowdowns_.Record(threads, ratio,
                     std::chrono::steady_clock::now() -
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(took));
-}
-
-DispatchObserver ServedModel::MakeDispatchObserver() {
-  metrics::ModelMetrics* m = options_.metrics;
-  if (m == nullptr) return {};
-  DispatchObserver observer;
-  observer.dispatched = [m](const Batch& batch, SteadyTime now) {
-    for (const auto& request : batch.requests) {
-      m->queue_duration().Observe(std::chrono::duration<double>(now - request->arrival()).count());
-    }
-  };
-  // An exponentially weighted average (α = 0.2) of whole-batch latency, next to the plan's
-  // predicted latency: how far reality is from the profile.
-  observer.finished = [this, m](int64_t, std::chrono::duration<double> took) {
-    double old = measured_batch_seconds_.load(std::memory_order_relaxed);
-    double next;
-    do {
-      next = old == 0 ? took.count() : 0.8 * old + 0.2 * took.count();
-    } while (!measured_batch_seconds_.compare_exchange_weak(old, next));
-    m->measured_batch_latency().Set(next);
-  };
-  return observer;
 }
 
 }  // namespace packrat

@@ -44,6 +44,7 @@
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/resource_allocator.h"
 #include "common/clock.h"
+#include "common/revision.h"
 
 namespace packrat {
 
@@ -57,6 +58,8 @@ struct ServedModelOptions {
   metrics::ModelMetrics* metrics = nullptr;  // not owned; null: no metrics
   int runtime_idle_spin_us = 100;            // server.runtime_idle_spin_us
   Clock* clock = Clock::Real();              // not owned: the control loop's time
+  // Called after every change a Snapshot() shows (revision); any thread; must not block.
+  std::function<void()> on_change;
 };
 
 class ServedModel {
@@ -102,6 +105,8 @@ class ServedModel {
   std::vector<InstanceGroup> groups() const;
   std::optional<Plan> optimizer_plan() const;
   ServingSnapshot Snapshot() const;
+  // Counts the changes Snapshot() shows (ServingSnapshot::revision), cheaply.
+  uint64_t revision() const { return revision_.current(); }
   // The load report of the serving set's first runtime (kernel settings in effect and the
   // accuracy guard's figures, "key=value ..."); empty before loading.
   std::string load_report() const;
@@ -141,7 +146,6 @@ class ServedModel {
   // instance alone). `seen` counts the runtime's batches per size.
   void ObserveComputed(int threads, int64_t rows, std::chrono::nanoseconds took,
                        std::map<int64_t, int>* seen);
-  DispatchObserver MakeDispatchObserver();
 
   const ModelConfig config_;
   const ModelSignature signature_;
@@ -149,6 +153,9 @@ class ServedModel {
   const ServedModelOptions options_;
   ProcessLauncher* const launcher_;
 
+  void SetState(ModelState state);
+
+  Revision revision_;  // counts the changes Snapshot() shows (before sets_ and controller_)
   std::atomic<ModelState> state_{ModelState::kLoading};
   mutable std::mutex mu_;
   std::string failure_;  // guarded by mu_
@@ -157,7 +164,6 @@ class ServedModel {
   // completion threads; a switch of sets is bracketed by InstanceSets).
   SlowdownTracker slowdowns_;
   static constexpr int kColdSlices = 2;  // each runtime's first slices of a size are left out
-  std::atomic<double> measured_batch_seconds_{0};  // EWMA of batch latency
 
   // The optimizer over the model's profile (`instances: auto` only); set once by Load before
   // any runtime starts.

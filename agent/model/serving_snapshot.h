@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "agent/model/model_controller.h"
 #include "agent/planning/autoscaler.h"
 #include "agent/planning/instance_group.h"
 #include "agent/planning/optimizer.h"
@@ -19,9 +20,11 @@ struct WorkerInfo {
   std::vector<int> cpus;
   int threads = 0;
   int64_t batch = 0;
+  int64_t capacity = 0;  // the most rows of one slice (a decoder: its decode slots)
   uint64_t generation = 0;
   bool draining = false;  // in an old set that is finishing its batches
   bool alive = false;
+  bool started_cold = false;  // started without warm-up (its CPUs still served another set)
 };
 
 struct ServingSnapshot {
@@ -36,9 +39,10 @@ struct ServingSnapshot {
   int64_t estimate = 0;             // its power-of-two estimate
   bool adaptive = false;            // whether its decisions reconfigure
   int thread_budget = 0;            // T; 0 = unknown (no allocator)
-  // The autoscaler's last move and last hold (nullopt: none yet).
-  std::optional<Reason> last_move;
+  // The autoscaler's last hold (nullopt: none yet) and its recent moves, oldest first.
   std::optional<Reason> last_hold;
+  std::vector<MoveRecord> moves;
+  uint64_t revision = 0;  // counts the changes of all the above (not of the estimator's figures)
 };
 
 }  // namespace packrat

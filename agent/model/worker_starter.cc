@@ -90,6 +90,7 @@ Status WorkerStarter::StartBatchRuntimes(const std::vector<std::shared_ptr<Worke
     if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
     if (busy[i] && config_.reconfiguration.skip_warmup_on_busy_cpus) {
       o.warmup_iterations = 0;
+      workers[i]->started_cold = true;
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': instance " << generation << "." << i
                         << " starts cold: its CPUs " << FormatCpuList(workers[i]->placement.cpus)
                         << " still serve the current set";

@@ -1,0 +1,33 @@
+// SetSwitcher: what the control thread (ModelController) needs of a model's instance sets — a
+// seam, so that the control loop is tested against a fake without starting runtimes.
+// InstanceSets is the implementation.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/model/instance_set.h"
+#include "agent/planning/instance_group.h"
+#include "agent/planning/optimizer.h"
+#include "common/status.h"
+
+namespace packrat {
+
+class SetSwitcher {
+ public:
+  virtual ~SetSwitcher() = default;
+
+  // The set being served (null before the first one). Any thread.
+  virtual std::shared_ptr<InstanceSet> active() const = 0;
+  // Whether a runtime of the active set has died. Any thread.
+  virtual bool ActiveHasDeadRuntime() const = 0;
+  // Thread counts of the live parked runtimes. Any thread.
+  virtual std::vector<int> LiveParkedThreads() const = 0;
+  // Serves `groups` as the next set (InstanceSets::Switch). One thread at a time; blocking.
+  virtual Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
+                        const std::string& reason, bool restart) = 0;
+};
+
+}  // namespace packrat

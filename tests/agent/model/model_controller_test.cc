@@ -1,0 +1,263 @@
+// The control loop against a fake instance-set switcher and a fake clock: what it samples and
+// when, how it carries out the autoscaler's moves, management changes and restarts. (The
+// policy's rules themselves: tests/agent/planning/autoscaler_test.cc.)
+#include "agent/model/model_controller.h"
+
+#include <atomic>
+#include <optional>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace packrat {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Serves whatever it is told; records every switch.
+class FakeSwitcher final : public SetSwitcher {
+ public:
+  struct Call {
+    std::vector<InstanceGroup> groups;
+    std::string reason;
+    bool restart;
+  };
+
+  void Serve(std::vector<InstanceGroup> groups, std::optional<Plan> plan = std::nullopt) {
+    auto set = std::make_shared<InstanceSet>();
+    set->target_rows = TargetRows(groups);
+    set->groups = std::move(groups);
+    set->plan = std::move(plan);
+    MutexLock lock(&mu_);
+    active_ = std::move(set);
+  }
+
+  std::shared_ptr<InstanceSet> active() const override {
+    MutexLock lock(&mu_);
+    return active_;
+  }
+  bool ActiveHasDeadRuntime() const override { return dead_.load(); }
+  std::vector<int> LiveParkedThreads() const override { return {}; }
+  Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
+                const std::string& reason, bool restart) override {
+    {
+      MutexLock lock(&mu_);
+      calls_.push_back({groups, reason, restart});
+    }
+    if (!fail_.load()) Serve(groups, plan);
+    return fail_.load() ? Unavailable("no room") : Status::Ok();
+  }
+
+  std::vector<Call> calls() const {
+    MutexLock lock(&mu_);
+    return calls_;
+  }
+
+  std::atomic<bool> dead_{false};
+  std::atomic<bool> fail_{false};
+
+ private:
+  mutable Mutex mu_;
+  std::shared_ptr<InstanceSet> active_ GUARDED_BY(mu_);
+  std::vector<Call> calls_ GUARDED_BY(mu_);
+};
+
+// One thread: 10, 10, 13.3 and 20 rows/s at b = 1, 2, 4, 8.
+Profile SlowProfile() {
+  Profile p;
+  const double ms[] = {100, 200, 300, 400};
+  int i = 0;
+  for (int b = 1; b <= 8; b *= 2) {
+    ProfilePoint point;
+    point.threads = 1;
+    point.batch = b;
+    point.latency_ms = ms[i++];
+    EXPECT_TRUE(p.Add(point).ok());
+  }
+  return p;
+}
+
+class ModelControllerTest : public ::testing::Test {
+ protected:
+  // A controller of a model on SlowProfile (or none: a static plan) with 10-ms samples, a
+  // decision every second and a 200-ms overload window.
+  void Make(bool with_profile) {
+    if (with_profile) optimizer_ = std::make_unique<Optimizer>(SlowProfile());
+    AutoscalerOptions a;
+    a.threads = 1;
+    a.max_batch = 8;
+    a.resizable_runtimes = true;
+    a.window = 100;
+    a.sample_period_ms = 10;
+    a.overload_window_ms = 200;
+    BatchSizeEstimator::Options e;
+    e.window = 100;
+    e.sample_period = milliseconds(10);
+    e.reconfiguration_timeout = milliseconds(1000);
+    e.max_batch = 8;
+    ModelControllerOptions o;
+    o.model_name = "m";
+    o.clock = &clock_;
+    o.sets = &sets_;
+    o.restart_backoff = milliseconds(5000);
+    o.adaptive = with_profile;
+    o.rows_in_system = [this] {
+      ++samples_;
+      return in_system_.load();
+    };
+    o.rows_arrived = [this] { return arrived_.load(); };
+    o.serving = [this] { return serving_.load(); };
+    controller_ = std::make_unique<ModelController>(
+        o, Autoscaler(a, optimizer_.get()), LoadTracker(e, milliseconds(10'000)),
+        optimizer_.get());
+  }
+
+  FakeClock clock_;
+  FakeSwitcher sets_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ModelController> controller_;
+  std::atomic<int64_t> in_system_{0};
+  std::atomic<int64_t> arrived_{0};
+  std::atomic<int> samples_{0};
+  std::atomic<bool> serving_{true};
+};
+
+TEST_F(ModelControllerTest, TheLoopSamplesOncePerSamplePeriodOfItsClock) {
+  Make(false);
+  sets_.Serve({{1, 1, 1}});
+  controller_->Start();
+  ASSERT_TRUE(clock_.AwaitSleeps(1));  // the first sample, then asleep until 10 ms later
+  EXPECT_EQ(samples_.load(), 1);
+  clock_.Advance(milliseconds(5));
+  ASSERT_TRUE(clock_.AwaitSleeps(2));  // woken early: not due, asleep again
+  EXPECT_EQ(samples_.load(), 1);
+  clock_.Advance(milliseconds(5));
+  ASSERT_TRUE(clock_.AwaitSleeps(3));
+  EXPECT_EQ(samples_.load(), 2);
+  controller_->Stop();
+}
+
+TEST_F(ModelControllerTest, AnOverloadMoveIsCarriedOutAndReported) {
+  Make(true);
+  sets_.Serve({{1, 1, 1}}, *optimizer_->Solve(1, 1));
+  in_system_ = 6;
+  SteadyTime now = clock_.Now();
+  for (int i = 0; i < 200 && sets_.calls().empty(); ++i) {
+    now += milliseconds(10);
+    arrived_ += i % 10 < 3 ? 1 : 0;  // 30 rows/s
+    controller_->Tick(now);
+  }
+  const std::vector<FakeSwitcher::Call> calls = sets_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{1, 1, 8}}));
+  EXPECT_FALSE(calls[0].restart);
+  EXPECT_NE(calls[0].reason.find("overloaded"), std::string::npos) << calls[0].reason;
+  const ControllerSnapshot s = controller_->Snapshot();
+  ASSERT_EQ(s.moves.size(), 1u);
+  EXPECT_EQ(s.moves[0].reason.rule, Rule::kOverload);
+  EXPECT_EQ(s.moves[0].reason.to_batch, 8);
+  EXPECT_EQ(s.moves[0].state, MoveRecord::State::kServing);
+  EXPECT_GT(s.ewma, 1);
+}
+
+TEST_F(ModelControllerTest, AFailedMoveLeavesTheServingSetAndIsNotAHoldOff) {
+  Make(true);
+  sets_.Serve({{1, 1, 1}}, *optimizer_->Solve(1, 1));
+  sets_.fail_ = true;
+  in_system_ = 6;
+  SteadyTime now = clock_.Now();
+  for (int i = 0; i < 400 && sets_.calls().size() < 2; ++i) {
+    now += milliseconds(10);
+    arrived_ += i % 10 < 3 ? 1 : 0;
+    controller_->Tick(now);
+  }
+  // It tried, failed, and after a new overload window tried again.
+  EXPECT_EQ(sets_.calls().size(), 2u);
+  const ControllerSnapshot snapshot = controller_->Snapshot();
+  ASSERT_FALSE(snapshot.moves.empty());
+  EXPECT_EQ(snapshot.moves[0].state, MoveRecord::State::kFailed);
+  EXPECT_EQ(snapshot.moves[0].error, "no room");
+  EXPECT_EQ(sets_.active()->target_rows, 1);
+}
+
+TEST_F(ModelControllerTest, DeadRuntimesAreReplacedThenRetriedAfterTheBackoff) {
+  Make(false);
+  sets_.Serve({{2, 1, 4}});
+  sets_.dead_ = true;
+  sets_.fail_ = true;
+  const SteadyTime start = clock_.Now();
+  controller_->Tick(start);
+  ASSERT_EQ(sets_.calls().size(), 1u);
+  EXPECT_TRUE(sets_.calls()[0].restart);
+  EXPECT_EQ(sets_.calls()[0].groups, (std::vector<InstanceGroup>{{2, 1, 4}}));
+  controller_->Tick(start + milliseconds(4000));  // within the backoff
+  EXPECT_EQ(sets_.calls().size(), 1u);
+  controller_->Tick(start + milliseconds(5000));
+  EXPECT_EQ(sets_.calls().size(), 2u);
+}
+
+TEST_F(ModelControllerTest, RestartSoonSkipsTheBackoff) {
+  Make(false);
+  sets_.Serve({{1, 1, 2}});
+  sets_.dead_ = true;
+  sets_.fail_ = true;
+  controller_->Tick(clock_.Now());
+  ASSERT_EQ(sets_.calls().size(), 1u);
+  controller_->Start();
+  const uint64_t sleeps = clock_.sleeps();
+  controller_->RestartSoon();  // a runtime died: at once, whatever the backoff
+  ASSERT_TRUE(clock_.AwaitSleeps(sleeps + 1));
+  EXPECT_EQ(sets_.calls().size(), 2u);
+  controller_->Stop();
+}
+
+TEST_F(ModelControllerTest, AManagementBatchServesTheOptimizersPlanAndEndsAdaptation) {
+  Make(true);
+  sets_.Serve({{1, 1, 1}}, *optimizer_->Solve(1, 1));
+  PlanChange change;
+  change.batch = 4;
+  ASSERT_TRUE(controller_->ApplyChange(change).ok());
+  ASSERT_EQ(sets_.calls().size(), 1u);
+  EXPECT_EQ(sets_.calls()[0].groups, (std::vector<InstanceGroup>{{1, 1, 4}}));
+  EXPECT_EQ(sets_.calls()[0].reason, "management API: B=4");
+  EXPECT_FALSE(controller_->Snapshot().adaptive);
+  change.batch.reset();
+  change.adaptive = true;
+  ASSERT_TRUE(controller_->ApplyChange(change).ok());
+  EXPECT_EQ(sets_.calls().size(), 1u);  // adaptive alone switches nothing
+  EXPECT_TRUE(controller_->Snapshot().adaptive);
+}
+
+TEST_F(ModelControllerTest, JobsRunInOrderAndThoseLeftAtStopStillRun) {
+  Make(false);
+  sets_.Serve({{1, 1, 1}});
+  std::vector<int> ran;
+  Mutex mu;
+  controller_->Start();
+  for (int i = 0; i < 5; ++i) {
+    controller_->Post([&, i] {
+      MutexLock lock(&mu);
+      ran.push_back(i);
+    });
+  }
+  controller_->Stop();
+  controller_->Post([&] {  // after Stop: at once, on this thread
+    MutexLock lock(&mu);
+    ran.push_back(5);
+  });
+  MutexLock lock(&mu);
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(ModelControllerTest, NothingHappensWhileTheModelDoesNotServe) {
+  Make(true);
+  sets_.Serve({{1, 1, 1}}, *optimizer_->Solve(1, 1));
+  sets_.dead_ = true;
+  serving_ = false;
+  controller_->Tick(clock_.Now());
+  EXPECT_TRUE(sets_.calls().empty());
+  EXPECT_EQ(samples_.load(), 0);
+}
+
+}  // namespace
+}  // namespace packrat

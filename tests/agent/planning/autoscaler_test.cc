@@ -1,0 +1,529 @@
+// The autoscaling policy on made-up profiles and hand-made time: one test per rule and per
+// interaction between rules, each asserting the Move (plan, B) or the hold and the figures of
+// its typed Reason. Each test drives the policy as the model's control thread does: a load
+// sample every sample period (LoadTracker::Sample), then Decide() on the samples taken, and
+// Applied() for every move carried out.
+#include "agent/planning/autoscaler.h"
+
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace packrat {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyTime = Autoscaler::SteadyTime;
+using LatencyFn = std::function<std::optional<double>(int threads, int batch)>;
+
+constexpr int64_t kPeriodMs = 10;
+
+// A profile of threads 1..max_threads × batch 1, 2, 4, ..., max_batch from `latency`.
+Profile MakeProfile(int max_threads, int max_batch, const LatencyFn& latency) {
+  Profile p;
+  for (int t = 1; t <= max_threads; ++t) {
+    for (int b = 1; b <= max_batch; b *= 2) {
+      if (const std::optional<double> ms = latency(t, b)) {
+        ProfilePoint point;
+        point.threads = t;
+        point.batch = b;
+        point.latency_ms = *ms;
+        EXPECT_TRUE(p.Add(point).ok());
+      }
+    }
+  }
+  return p;
+}
+
+// One thread: 10, 10, 13.3 and 20 rows/s at b = 1, 2, 4, 8.
+std::optional<double> SlowLatency(int, int batch) {
+  switch (batch) {
+    case 1:
+      return 100.0;
+    case 2:
+      return 200.0;
+    case 4:
+      return 300.0;
+    case 8:
+      return 400.0;
+    default:
+      return std::nullopt;
+  }
+}
+
+// One thread: 60 ms + 80 ms a row; two: 80 ms + 40 ms a row but 240 ms at b = 2. B = 1 runs on
+// two threads (120 ms); for B = 8 two one-thread instances (⟨2,1,4⟩, 380 ms) beat one
+// two-thread instance (⟨1,2,8⟩, 400 ms) by 5%, within a 10% restart margin.
+std::optional<double> MarginLatency(int threads, int batch) {
+  if (threads == 2 && batch == 2) return 240.0;
+  return threads == 1 ? 60.0 + 80.0 * batch : 80.0 + 40.0 * batch;
+}
+
+// Two threads are 10% faster per row than one.
+std::optional<double> ThinAtModerateRates(int threads, int batch) {
+  return (threads == 1 ? 100.0 : 90.0) * batch;
+}
+
+// One thread: 100 ms + 100 ms a row; two threads run small batches twice as fast.
+std::optional<double> FatAtLowRates(int threads, int batch) {
+  if (threads == 1) return 100.0 + 100.0 * batch;
+  switch (batch) {
+    case 1:
+      return 100.0;
+    case 2:
+      return 150.0;
+    case 4:
+      return 300.0;
+    case 8:
+      return 560.0;
+    default:
+      return std::nullopt;
+  }
+}
+
+BatchSizeEstimator::Options EstimatorOptions(int64_t max_batch) {
+  BatchSizeEstimator::Options o;
+  o.alpha = 0.2;
+  o.window = 100;
+  o.sample_period = milliseconds(kPeriodMs);
+  o.reconfiguration_timeout = milliseconds(1000);
+  o.max_batch = max_batch;
+  return o;
+}
+
+class AutoscalerTest : public ::testing::Test {
+ protected:
+  // A model of `threads` threads and batching.max_batch 8 on `latency`, with the settings of
+  // the reconfiguration integration tests: 10 ms samples, a decision every second over 100
+  // samples, a 200-ms overload window and no step down for 10 minutes after an overload move.
+  void SetUpModel(int threads, const LatencyFn& latency,
+                  const std::function<void(AutoscalerOptions*)>& tweak = nullptr) {
+    optimizer_ = std::make_unique<Optimizer>(MakeProfile(threads, 8, latency));
+    AutoscalerOptions o;
+    o.threads = threads;
+    o.max_batch = 8;
+    o.resizable_runtimes = true;
+    o.window = 100;
+    o.sample_period_ms = kPeriodMs;
+    o.overload_window_ms = 200;
+    o.scale_down_delay_ms = 600'000;
+    if (tweak) tweak(&o);
+    autoscaler_ = std::make_unique<Autoscaler>(o, optimizer_.get());
+    load_ = std::make_unique<LoadTracker>(EstimatorOptions(8), milliseconds(700'000));
+  }
+
+  // Serves the optimizer's plan for B = `b`.
+  void Serve(int64_t b) { ServePlan(*optimizer_->Solve(autoscaler_->options().threads, b)); }
+  void ServePlan(const Plan& plan) {
+    view_.batch = plan.batch;
+    view_.groups = plan.groups;
+    view_.plan_latency_ms = plan.latency_ms;
+    view_.backlog_batch = autoscaler_->BacklogRows(plan.groups, plan.batch, nullptr);
+    view_.adaptive = true;
+  }
+
+  // One sample period: `depth` rows in the system, rows arriving at `rate` rows/s; then, if the
+  // sample was taken, the policy's decision. Moves are carried out (the view serves their plan)
+  // unless `carry_out` is false.
+  Decision Tick(int64_t depth, double rate, bool carry_out = true) {
+    now_ += milliseconds(kPeriodMs);
+    owed_ += rate * kPeriodMs / 1000.0;
+    const auto whole = static_cast<int64_t>(std::floor(owed_));
+    arrived_ += whole;
+    owed_ -= static_cast<double>(whole);
+    if (!load_->Sample(now_, depth, arrived_)) return {};
+    Decision d = autoscaler_->Decide(view_, *load_, now_);
+    if (d.move && carry_out) {
+      if (d.restart_arrivals) load_->arrivals().Restart();
+      ServePlan(d.move->plan);
+      autoscaler_->Applied(*d.move, true, now_, *load_);
+    }
+    return d;
+  }
+
+  // Ticks until a decision moves or holds by `rule` (at most `ticks` periods); that decision.
+  std::optional<Decision> TickUntil(Rule rule, int64_t depth, double rate, int ticks = 1000) {
+    for (int i = 0; i < ticks; ++i) {
+      Decision d = Tick(depth, rate);
+      if ((d.move && d.move->reason.rule == rule) || (d.hold && d.hold->rule == rule)) return d;
+    }
+    return std::nullopt;
+  }
+  // Ticks `ticks` periods; the first move, if any.
+  std::optional<Move> FirstMove(int64_t depth, double rate, int ticks) {
+    for (int i = 0; i < ticks; ++i) {
+      Decision d = Tick(depth, rate);
+      if (d.move) return d.move;
+    }
+    return std::nullopt;
+  }
+
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Autoscaler> autoscaler_;
+  std::unique_ptr<LoadTracker> load_;
+  ServingView view_;
+  SteadyTime now_ = SteadyTime{} + std::chrono::hours(1);
+  int64_t arrived_ = 0;
+  double owed_ = 0;
+};
+
+TEST_F(AutoscalerTest, OverloadMovesAtOnceToTheSmallestBatchNearTheMostCapacity) {
+  SetUpModel(1, SlowLatency);
+  Serve(1);
+  // 30 rows/s against B = 1's 10: nothing keeps up at 0.8 busy, B = 8 serves the most (20).
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 6, 30);
+  ASSERT_TRUE(d.has_value());
+  const Reason& r = d->move->reason;
+  EXPECT_EQ(r.from_batch, 1);
+  EXPECT_EQ(r.to_batch, 8);
+  EXPECT_NEAR(*r.serving_capacity, 10, 1e-9);
+  EXPECT_NEAR(*r.target_capacity, 20, 1e-9);
+  EXPECT_GT(*r.rate, 20);
+  EXPECT_FALSE(r.busy_only);
+  EXPECT_TRUE(d->restart_arrivals);
+  EXPECT_EQ(d->move->plan.batch, 8);
+  EXPECT_EQ(d->move->plan.groups, (std::vector<InstanceGroup>{{1, 1, 8}}));
+}
+
+TEST_F(AutoscalerTest, OverloadMovesOnlyToPlansWithinTheBatchLatencyLimit) {
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->evaluation.max_batch_latency_ms = 350; });
+  Serve(1);
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 6, 30);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->move->reason.to_batch, 4);  // B = 8's 400-ms batches break the limit
+  EXPECT_NEAR(*d->move->reason.target_capacity, 13.333, 1e-3);
+}
+
+TEST_F(AutoscalerTest, NoOverloadWithoutRowsQueuedBeyondB) {
+  SetUpModel(1, SlowLatency);
+  Serve(1);
+  // However fast rows arrive, one row in the system is not a plan falling behind.
+  EXPECT_FALSE(FirstMove(1, 30, 100).has_value());
+}
+
+TEST_F(AutoscalerTest, ABurstTheServingPlanAbsorbsMovesNothing) {
+  SetUpModel(1, SlowLatency);
+  Serve(8);
+  // 9 rows/s on B = 8 (20 rows/s): rows queue beyond B, but the arrivals are within capacity.
+  for (int i = 0; i < 100; ++i) {
+    const Decision d = Tick(12, 9);
+    ASSERT_FALSE(d.move && d.move->reason.rule == Rule::kOverload) << d.move->reason.text;
+  }
+}
+
+// One thread: 100 rows/s at b = 1 and 2, 133 at b = 4, 200 at b = 8.
+std::optional<double> FastLatency(int, int batch) {
+  switch (batch) {
+    case 1:
+      return 10.0;
+    case 2:
+      return 20.0;
+    case 4:
+      return 30.0;
+    case 8:
+      return 40.0;
+    default:
+      return std::nullopt;
+  }
+}
+
+TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveThatStartsNoRuntimeIsTaken) {
+  SetUpModel(1, FastLatency);
+  Serve(1);  // ⟨1,1,1⟩: 100 rows/s, and a backlog runs in batches of 1 (b = 2 serves no more)
+  ASSERT_EQ(view_.backlog_batch, 1);
+  // 110 rows/s: within chance of capacity, but beyond max_utilization (0.8) of it. B = 8 keeps
+  // up at 0.8 busy and runs on the serving one-thread runtime. (Before the estimator's first
+  // decision, at one second.)
+  std::optional<Move> move = FirstMove(4, 110, 99);
+  ASSERT_TRUE(move.has_value());
+  EXPECT_EQ(move->reason.rule, Rule::kOverload);
+  EXPECT_TRUE(move->reason.busy_only);
+  EXPECT_EQ(move->reason.to_batch, 8);
+  EXPECT_EQ(move->plan.groups, (std::vector<InstanceGroup>{{1, 1, 8}}));
+}
+
+// One thread: 100 rows/s at any b; two threads: 100, 167, 267 and 400 rows/s at b = 1..8.
+std::optional<double> TwoThreadsScale(int threads, int batch) {
+  if (threads == 1) return 10.0 * batch;
+  switch (batch) {
+    case 1:
+      return 10.0;
+    case 2:
+      return 12.0;
+    case 4:
+      return 15.0;
+    case 8:
+      return 20.0;
+    default:
+      return std::nullopt;
+  }
+}
+
+TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveThatStartsRuntimesWaitsForAnOverload) {
+  SetUpModel(2, TwoThreadsScale, [](AutoscalerOptions* o) { o->restart_margin = 0; });
+  Serve(1);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 1, 1}}));
+  // Beyond max_utilization, within chance of capacity: every larger B needs another runtime.
+  EXPECT_FALSE(FirstMove(4, 110, 99).has_value());
+}
+
+TEST_F(AutoscalerTest, AboveMaxUtilizationParkedRuntimesMakeTheMoveFree) {
+  SetUpModel(2, TwoThreadsScale, [](AutoscalerOptions* o) { o->restart_margin = 0; });
+  Serve(1);
+  view_.parked_threads = {1};  // a second one-thread runtime, parked
+  std::optional<Move> move = FirstMove(4, 110, 99);
+  ASSERT_TRUE(move.has_value());
+  EXPECT_TRUE(move->reason.busy_only);
+  EXPECT_EQ(move->plan.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+}
+
+TEST_F(AutoscalerTest, AfterAnOverloadMoveTheBacklogDrainsBeforeTheEstimatorIsHeard) {
+  SetUpModel(1, SlowLatency);
+  Serve(1);
+  ASSERT_TRUE(TickUntil(Rule::kOverload, 6, 30).has_value());
+  // Rows still queued beyond the new B: the backlog is draining.
+  Decision d = Tick(40, 30);
+  ASSERT_TRUE(d.hold.has_value());
+  EXPECT_EQ(d.hold->rule, Rule::kBacklogDraining);
+  EXPECT_FALSE(d.move.has_value());
+  // Once no more than B rows are in the system, the estimator starts afresh.
+  d = Tick(3, 0);
+  ASSERT_TRUE(d.hold.has_value());
+  EXPECT_EQ(d.hold->rule, Rule::kBacklogDrained);
+  EXPECT_EQ(load_->estimator().samples(), 0);
+}
+
+TEST_F(AutoscalerTest, TheEstimatorsStepDownWaitsOutTheScaleDownDelayAfterAnOverloadMove) {
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 2000; });
+  Serve(1);
+  ASSERT_TRUE(TickUntil(Rule::kOverload, 6, 30).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kBacklogDrained, 0, 0).has_value());
+  // Idle: the estimator wants B = 1, and waits.
+  const std::optional<Decision> held = TickUntil(Rule::kScaleDownDelay, 0, 0);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->hold->from_batch, 8);
+  EXPECT_EQ(held->hold->estimate, 1);
+  EXPECT_FALSE(held->move.has_value());
+  // After the delay it steps down.
+  const std::optional<Decision> down = TickUntil(Rule::kEstimatorStepDown, 0, 0);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->move->reason.to_batch, 1);
+  EXPECT_GE(now_ - SteadyTime{}, std::chrono::hours(1) + milliseconds(2000));
+}
+
+TEST_F(AutoscalerTest, StepUpGoesOnlyAsFarAsCapacityGrows) {
+  SetUpModel(1, [](int, int batch) { return std::optional<double>(10.0 * batch); });
+  Serve(1);
+  // Four rows always in the system, arriving slower than anything serves: the estimate is 4,
+  // but a larger batch serves no more rows per second.
+  const std::optional<Decision> d = TickUntil(Rule::kStepUpGainsTooLittle, 4, 5);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->hold->from_batch, 1);
+  EXPECT_EQ(d->hold->estimate, 4);
+  EXPECT_NEAR(*d->hold->serving_capacity, 100, 1e-9);
+  EXPECT_EQ(view_.batch, 1);
+}
+
+TEST_F(AutoscalerTest, AStepUpStopsAtTheBatchLatencyLimit) {
+  SetUpModel(1, [](int, int batch) { return std::optional<double>(batch == 1 ? 100.0 : 75.0 * batch); },
+             [](AutoscalerOptions* o) {
+               o->evaluation.max_batch_latency_ms = 250;
+               o->overload_window_ms = 0;
+             });
+  Serve(1);
+  // The estimate is 8; at 30 rows/s the batches fill, and B = 4 (300 ms) and 8 (600 ms) break
+  // the limit: the step stops at 2.
+  const std::optional<Decision> d = TickUntil(Rule::kEstimatorStepUp, 8, 30);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->move->reason.estimate, 8);
+  EXPECT_EQ(d->move->reason.to_batch, 2);
+  EXPECT_EQ(d->move->plan.batch, 2);
+}
+
+TEST_F(AutoscalerTest, AStepUpRefusedByTheBatchLatencyLimitHolds) {
+  SetUpModel(1, [](int, int batch) { return std::optional<double>(100.0 * batch); },
+             [](AutoscalerOptions* o) {
+               o->evaluation.max_batch_latency_ms = 150;
+               o->overload_window_ms = 0;
+             });
+  Serve(1);
+  // At 30 rows/s the batches fill: every B above 1 breaks the limit. (At a trickle the
+  // batches a rate cuts hold a row or two, and the limit would not bind.)
+  const std::optional<Decision> d = TickUntil(Rule::kStepUpGainsTooLittle, 8, 30);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->hold->target_capacity.has_value());  // no plan for the estimate within it
+  EXPECT_FALSE(d->move.has_value()) << d->move->reason.text;
+}
+
+TEST_F(AutoscalerTest, APlanStaysOnTheServingRuntimesWithinTheRestartMargin) {
+  SetUpModel(2, MarginLatency, [](AutoscalerOptions* o) { o->restart_margin = 0.1; });
+  Serve(1);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
+  // At full batches ⟨2,1,4⟩ (380 ms) is 5% faster than ⟨1,2,8⟩ (400 ms) on the serving
+  // two-thread runtime, within the margin: the plan for B = 8 stays on it.
+  std::optional<Autoscaler::PlanChoice> full = autoscaler_->PlanFor(8, view_, std::nullopt);
+  ASSERT_TRUE(full.has_value());
+  EXPECT_EQ(full->plan.groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
+  ASSERT_TRUE(full->passed_over.has_value());
+  EXPECT_EQ(full->passed_over->ConfigString(), "<2,1,4>");
+  EXPECT_NEAR(full->capacity, 20, 1e-9);
+  // At 12 rows/s the two thin instances take their own rows side by side: a simulated p99 a
+  // third lower, beyond the margin, so the move starts them.
+  std::optional<Autoscaler::PlanChoice> at_rate = autoscaler_->PlanFor(8, view_, 12.0);
+  ASSERT_TRUE(at_rate.has_value());
+  EXPECT_EQ(at_rate->plan.groups, (std::vector<InstanceGroup>{{2, 1, 4}}));
+  EXPECT_FALSE(at_rate->passed_over.has_value());
+  // The overload move's Reason carries the plan it passed over, where it did.
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 8, 16);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->move->reason.to_batch, 8);
+  EXPECT_EQ(d->move->plan.groups, (std::vector<InstanceGroup>{{2, 1, 4}}));
+}
+
+TEST_F(AutoscalerTest, ParkedShapesAreTakenWhateverTheRestartMargin) {
+  SetUpModel(2, MarginLatency, [](AutoscalerOptions* o) { o->restart_margin = 0.1; });
+  Serve(1);
+  view_.parked_threads = {1, 1};  // the ⟨2,1,4⟩ runtimes of an earlier set
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 8, 16);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->move->plan.groups, (std::vector<InstanceGroup>{{2, 1, 4}}));
+  EXPECT_FALSE(d->move->reason.passed_over.has_value());
+}
+
+TEST_F(AutoscalerTest, AtAKnownRatePlanAtRateTakesTheLowestSimulatedP99) {
+  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
+    o->plan_at_rate = true;
+    o->overload_window_ms = 0;
+  });
+  Serve(1);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
+  // 6.5 rows/s, one row at a time in the system.
+  const std::optional<Decision> d = TickUntil(Rule::kPlanAtRate, 1, 6.5);
+  ASSERT_TRUE(d.has_value());
+  const Reason& r = d->move->reason;
+  EXPECT_LT(*r.target_p99_ms, *r.serving_p99_ms / (1 + autoscaler_->options().restart_margin));
+  for (const InstanceGroup& g : d->move->plan.groups) EXPECT_EQ(g.threads, 1);
+}
+
+TEST_F(AutoscalerTest, MovesAtARateWaitForTheScaleDownDelay) {
+  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
+    o->plan_at_rate = true;
+    o->overload_window_ms = 0;
+  });
+  Serve(1);
+  const std::optional<Decision> d = TickUntil(Rule::kPlanAtRate, 1, 6.5);
+  ASSERT_TRUE(d.has_value());
+  // Back on the fat plan by hand: the rate would move again, but not within the delay.
+  Serve(1);
+  const std::optional<Decision> held = TickUntil(Rule::kRateMoveHeld, 1, 6.5);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_FALSE(held->move.has_value());
+}
+
+TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {
+  SetUpModel(2, FatAtLowRates, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 600'000; });
+  Serve(1);
+  // Overloaded: to ⟨2,1,4⟩ for B = 8 (16 rows/s).
+  const std::optional<Decision> up = TickUntil(Rule::kOverload, 8, 40);
+  ASSERT_TRUE(up.has_value());
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 4}}));
+  view_.parked_threads = {2};  // the fat runtime it left
+  ASSERT_TRUE(TickUntil(Rule::kBacklogDrained, 0, 1.5).has_value());
+  // At 1.5 rows/s the step down waits (scale_down_delay_ms), but the plan for B = 8 moves to
+  // ⟨1,2,8⟩, whose two threads run the one or two rows of each batch twice as fast.
+  const std::optional<Decision> re = TickUntil(Rule::kReplanAtRate, 1, 1.5, 2000);
+  ASSERT_TRUE(re.has_value());
+  EXPECT_EQ(re->hold->rule, Rule::kScaleDownDelay);
+  EXPECT_EQ(re->move->plan.groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
+  EXPECT_LT(*re->move->reason.target_p99_ms, *re->move->reason.serving_p99_ms);
+}
+
+TEST_F(AutoscalerTest, AStepDownGoesOnlyAsFarAsTheRecentPeakAllows) {
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) {
+    o->overload_window_ms = 200;
+    o->scale_down_delay_ms = 1000;
+  });
+  Serve(8);
+  // Few rows in the system at 22 rows/s, more than 0.8 of what B = 2 and 4 serve (10 and 13.3
+  // rows/s): the estimator wants B = 2, and no smaller plan would have kept up with the
+  // recent arrivals.
+  const std::optional<Decision> d = TickUntil(Rule::kPeakGuard, 2, 22);
+  ASSERT_TRUE(d.has_value()) << (d ? d->hold->text : "");
+  EXPECT_EQ(d->hold->from_batch, 8);
+  EXPECT_GT(*d->hold->peak_rate, 10);
+  EXPECT_EQ(view_.batch, 8);
+}
+
+TEST_F(AutoscalerTest, AModelThatIsNotAdaptiveNeverMovesButKeepsTheEstimatorGoing) {
+  SetUpModel(1, SlowLatency);
+  Serve(1);
+  view_.adaptive = false;
+  EXPECT_FALSE(FirstMove(6, 30, 300).has_value());
+  // Its decision grid went on (a stuck grid would still point at the first decision, 2 s ago).
+  const std::optional<SteadyTime> next = load_->estimator().next_decision_time();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GT(*next, now_);
+}
+
+TEST_F(AutoscalerTest, AStaticPlanDecidesNothing) {
+  AutoscalerOptions o;
+  o.window = 100;
+  o.sample_period_ms = kPeriodMs;
+  autoscaler_ = std::make_unique<Autoscaler>(o, nullptr);
+  load_ = std::make_unique<LoadTracker>(EstimatorOptions(8), milliseconds(10'000));
+  view_.batch = 1;
+  view_.groups = {{1, 1, 1}};
+  view_.adaptive = true;
+  for (int i = 0; i < 300; ++i) {
+    const Decision d = Tick(6, 30);
+    EXPECT_FALSE(d.move.has_value());
+    EXPECT_FALSE(d.hold.has_value());
+  }
+}
+
+TEST_F(AutoscalerTest, ADecodersStepDownWithTheSameThreadCountsKeepsB) {
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->generative = true; });
+  Serve(8);
+  const std::optional<Decision> d = TickUntil(Rule::kIdleDecodeSlots, 1, 0);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->hold->to_batch, 1);
+  EXPECT_EQ(view_.batch, 8);
+}
+
+TEST_F(AutoscalerTest, ResetEndsTheScaleDownDelayOfAnOverloadMove) {
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 600'000; });
+  Serve(1);
+  ASSERT_TRUE(TickUntil(Rule::kOverload, 6, 30).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kBacklogDrained, 0, 0).has_value());
+  // A plan set from outside: the overload move's hold-off is forgotten with the load.
+  autoscaler_->Reset();
+  load_->Restart();
+  const std::optional<Decision> down = TickUntil(Rule::kEstimatorStepDown, 0, 0);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->move->reason.to_batch, 1);
+}
+
+TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
+  SetUpModel(1, SlowLatency);
+  Serve(1);
+  std::optional<Move> move;
+  for (int i = 0; i < 300 && !move; ++i) move = Tick(6, 30, /*carry_out=*/false).move;
+  ASSERT_TRUE(move.has_value());
+  autoscaler_->Applied(*move, /*ok=*/false, now_, *load_);
+  // No backlog hold: the next decisions are the overload path's and the estimator's again.
+  const Decision d = Tick(0, 0);
+  EXPECT_FALSE(d.hold && d.hold->rule == Rule::kBacklogDraining);
+}
+
+TEST_F(AutoscalerTest, RuleNamesAreStable) {
+  EXPECT_EQ(RuleName(Rule::kOverload), "overload");
+  EXPECT_EQ(RuleName(Rule::kScaleDownDelay), "scale_down_delay");
+  EXPECT_TRUE(IsMove(Rule::kReplanAtRate));
+  EXPECT_FALSE(IsMove(Rule::kPeakGuard));
+}
+
+}  // namespace
+}  // namespace packrat
