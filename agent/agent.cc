@@ -35,6 +35,18 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   }
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   const Config& config = agent->options_.config;
+  if (!config.server.management_token_file.empty()) {
+    ASSIGN_OR_RETURN(std::string token, ReadManagementToken(config.server.management_token_file));
+    agent->management_handler_.set_token(std::move(token));
+    PACKRAT_LOG(INFO) << "the management API needs the bearer token in "
+                      << config.server.management_token_file;
+  } else if (config.server.management.host != "127.0.0.1" &&
+             config.server.management.host != "::1" &&
+             config.server.management.host != "localhost") {
+    PACKRAT_LOG(WARNING) << "the management API listens on " << config.server.management.host
+                         << " without a token: anyone who reaches it can change what this node "
+                         << "serves (server.management_token_file)";
+  }
   ASSIGN_OR_RETURN(agent->metrics_, metrics::AgentMetrics::Create());
   agent->metrics_handler_ = std::make_unique<MetricsHandler>(agent->metrics_.get());
 

@@ -3,7 +3,9 @@
 #
 #   scripts/test.sh            the Release build in build/
 #   scripts/test.sh --asan     the same tests built with AddressSanitizer + UBSan (build-asan/)
-#   scripts/test.sh --tsan     ... with ThreadSanitizer (build-tsan/)
+#   scripts/test.sh --tsan     first clang's thread-safety analysis of the GUARDED_BY/REQUIRES
+#                              annotations (scripts/thread_safety.sh), then the tests built with
+#                              ThreadSanitizer (build-tsan/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,6 +15,7 @@ case "${1:-}" in
   --asan|--tsan)
     flavour=${1#--}
     option=$([ "$flavour" = asan ] && echo PACKRAT_ASAN || echo PACKRAT_TSAN)
+    [ "$flavour" = tsan ] && scripts/thread_safety.sh
     cmake -S . -B "build-$flavour" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -D$option=ON >/dev/null
     cmake --build "build-$flavour" -j "$(nproc)"
     # libtorch is not instrumented: its allocations look like container overflows to ASan, and

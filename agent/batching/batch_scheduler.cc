@@ -13,7 +13,7 @@ BatchScheduler::~BatchScheduler() { Stop(); }
 Status BatchScheduler::Submit(std::shared_ptr<InferenceRequest> request) {
   std::optional<Batch> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_ || draining_) return Unavailable("the model is shutting down");
     RETURN_IF_ERROR(aggregator_.Enqueue(std::move(request)));
     if (dispatcher_->HasCapacity()) batch = aggregator_.Poll(std::chrono::steady_clock::now());
@@ -23,33 +23,34 @@ Status BatchScheduler::Submit(std::shared_ptr<InferenceRequest> request) {
     std::shared_lock<std::shared_mutex> dispatching(dispatch_mu_);
     dispatcher_->Dispatch(std::move(*batch));
   } else {
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
   return Status::Ok();
 }
 
 void BatchScheduler::Notify() {
-  { std::lock_guard<std::mutex> lock(mu_); }  // orders the wake-up after the waiter's check
-  cv_.notify_one();
+  { MutexLock lock(&mu_); }  // orders the wake-up after the waiter's check
+  cv_.NotifyOne();
 }
 
 void BatchScheduler::Drain(SteadyTime deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   draining_ = true;
-  cv_.notify_one();
-  drained_cv_.wait_until(lock, deadline, [&] { return aggregator_.queued_rows() == 0; });
+  cv_.NotifyOne();
+  while (aggregator_.queued_rows() > 0 && drained_cv_.WaitUntil(&mu_, deadline)) {
+  }
 }
 
 void BatchScheduler::Stop() {
   std::vector<std::shared_ptr<InferenceRequest>> orphans;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
     orphans = aggregator_.TakeAll();
     if (queue_observer_) queue_observer_(0);
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   if (thread_.joinable()) thread_.join();
   for (auto& r : orphans) r->FailRows(r->rows(), Unavailable("the model is shutting down"));
 }
@@ -58,36 +59,36 @@ void BatchScheduler::SwapDispatcher(std::shared_ptr<Dispatcher> next, int64_t ta
                                     int64_t max_rows) {
   std::unique_lock<std::shared_mutex> dispatching(dispatch_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     dispatcher_ = std::move(next);
     aggregator_.set_target_rows(target_rows);
     aggregator_.set_max_rows(max_rows);
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 std::vector<std::shared_ptr<InferenceRequest>> BatchScheduler::TakeFront(
     const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto taken = aggregator_.TakeFront(admit);
   if (!taken.empty() && queue_observer_) queue_observer_(aggregator_.queued_rows());
-  if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
+  if (aggregator_.queued_rows() == 0) drained_cv_.NotifyAll();
   return taken;
 }
 
 int64_t BatchScheduler::queued_rows() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return aggregator_.queued_rows();
 }
 
 void BatchScheduler::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
     const SteadyTime now = std::chrono::steady_clock::now();
     if (auto expired = aggregator_.TakeExpired(now); !expired.empty()) {
       if (queue_observer_) queue_observer_(aggregator_.queued_rows());
-      if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
-      lock.unlock();
+      if (aggregator_.queued_rows() == 0) drained_cv_.NotifyAll();
+      mu_.Unlock();
       for (auto& r : expired) {
         r->FailRows(
             r->rows(),
@@ -97,20 +98,20 @@ void BatchScheduler::Loop() {
                                                 .count()) +
                              " ms in the queue"));
       }
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     const bool capacity = dispatcher_->HasCapacity();
     if (capacity) {
       if (std::optional<Batch> batch = aggregator_.Poll(draining_ ? SteadyTime::max() : now)) {
         if (queue_observer_) queue_observer_(aggregator_.queued_rows());
-        lock.unlock();
+        mu_.Unlock();
         {
           std::shared_lock<std::shared_mutex> dispatching(dispatch_mu_);
           dispatcher_->Dispatch(std::move(*batch));
         }
-        lock.lock();
-        if (aggregator_.queued_rows() == 0) drained_cv_.notify_all();
+        mu_.Lock();
+        if (aggregator_.queued_rows() == 0) drained_cv_.NotifyAll();
         continue;
       }
     }
@@ -120,9 +121,9 @@ void BatchScheduler::Loop() {
       if (const auto due = aggregator_.NextDeadline(); due && (!wake || *due < *wake)) wake = due;
     }
     if (wake) {
-      cv_.wait_until(lock, *wake);
+      cv_.WaitUntil(&mu_, *wake);
     } else {
-      cv_.wait(lock);
+      cv_.Wait(&mu_);
     }
   }
 }

@@ -11,7 +11,6 @@
 // SwapDispatcher() returns go to the new one, and none is still being handed to the old one.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -19,6 +18,7 @@
 
 #include "agent/batching/batch_aggregator.h"
 #include "agent/batching/dispatcher.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -57,19 +57,21 @@ class BatchScheduler {
   }
 
  private:
-  void Loop();
+  void Loop() EXCLUDES(mu_);
 
   // Lock order: dispatch_mu_, then mu_. Dispatch() runs under a shared dispatch_mu_ (never
   // under mu_); SwapDispatcher takes it exclusively.
   std::shared_mutex dispatch_mu_;
-  mutable std::mutex mu_;
-  std::shared_ptr<Dispatcher> dispatcher_;  // written under both locks, read under either
-  std::condition_variable cv_;
-  BatchAggregator aggregator_;  // guarded by mu_
-  std::condition_variable drained_cv_;
+  mutable Mutex mu_;
+  // Written under both locks, read under either: not expressible as GUARDED_BY, so the
+  // analysis does not check it (SwapDispatcher is its only writer).
+  std::shared_ptr<Dispatcher> dispatcher_;
+  CondVar cv_;
+  BatchAggregator aggregator_ GUARDED_BY(mu_);
+  CondVar drained_cv_;
   std::function<void(int64_t)> queue_observer_;
-  bool stop_ = false;      // guarded by mu_
-  bool draining_ = false;  // guarded by mu_
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool draining_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -29,8 +29,12 @@ bool Dispatcher::HasCapacity() const {
 }
 
 bool Dispatcher::WaitIdle(SteadyTime deadline) {
-  std::unique_lock<std::mutex> lock(state_->idle_mu);
-  return state_->idle_cv.wait_until(lock, deadline, [&] { return state_->unfinished == 0; });
+  CompletionState& state = *state_;
+  MutexLock lock(&state.idle_mu);
+  while (state.unfinished > 0) {
+    if (!state.idle_cv.WaitUntil(&state.idle_mu, deadline)) return state.unfinished == 0;
+  }
+  return true;
 }
 
 void Dispatcher::Dispatch(Batch batch) {
@@ -99,7 +103,7 @@ void Dispatcher::Dispatch(Batch batch) {
   auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
   state_->inflight.fetch_add(1, std::memory_order_acq_rel);
   {
-    std::lock_guard<std::mutex> lock(state_->idle_mu);
+    MutexLock lock(&state_->idle_mu);
     ++state_->unfinished;
   }
   const SteadyTime start = std::chrono::steady_clock::now();
@@ -113,8 +117,8 @@ void Dispatcher::Dispatch(Batch batch) {
       state->observer.finished(rows, std::chrono::steady_clock::now() - start);
     }
     if (state->on_batch_done) state->on_batch_done();
-    std::lock_guard<std::mutex> lock(state->idle_mu);
-    if (--state->unfinished == 0) state->idle_cv.notify_all();
+    MutexLock lock(&state->idle_mu);
+    if (--state->unfinished == 0) state->idle_cv.NotifyAll();
   };
 
   size_t req = 0;

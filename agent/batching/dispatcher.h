@@ -9,16 +9,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "agent/batching/batch_aggregator.h"
 #include "agent/batching/instance_executor.h"
 #include "agent/planning/row_partition.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -72,9 +71,9 @@ class Dispatcher {
     std::function<void()> on_batch_done;
     DispatchObserver observer;
     std::atomic<int> inflight{0};  // batches holding capacity (HasCapacity)
-    std::mutex idle_mu;
-    std::condition_variable idle_cv;
-    int unfinished = 0;  // batches whose hooks have not all returned; guarded by idle_mu
+    Mutex idle_mu;
+    CondVar idle_cv;
+    int unfinished GUARDED_BY(idle_mu) = 0;  // batches whose hooks have not all returned
   };
   const std::shared_ptr<CompletionState> state_ = std::make_shared<CompletionState>();
   std::atomic<size_t> rotation_{0};

@@ -26,7 +26,7 @@ bool InferenceRequest::CompatibleWith(const InferenceRequest& other) const {
 void InferenceRequest::DeliverRows(int64_t begin, int64_t count,
                                    const std::vector<TensorView>& outputs, int64_t batch_row) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (status_.ok()) {
       if (outputs_.empty()) outputs_.resize(outputs.size());
       for (size_t i = 0; i < outputs.size() && status_.ok(); ++i) {
@@ -62,7 +62,7 @@ void InferenceRequest::DeliverRows(int64_t begin, int64_t count,
 
 void InferenceRequest::FailRows(int64_t count, const Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (status_.ok()) status_ = status;
   }
   FinishRows(count);
@@ -73,7 +73,7 @@ void InferenceRequest::FinishRows(int64_t count) {
   if (rows_pending_.fetch_sub(count, std::memory_order_acq_rel) != count) return;
   Status final_status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     final_status = status_;
   }
   done_(final_status, *this);

@@ -17,6 +17,7 @@
 #include "agent/kserve/kserve_codec.h"
 #include "agent/kserve/tensor.h"
 #include "common/status.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -67,9 +68,9 @@ class InferenceRequest {
   std::optional<SteadyTime> deadline_;
   std::function<void(int64_t)> rows_finished_;
   std::atomic<int64_t> rows_pending_;
-  std::mutex mu_;
-  std::vector<Tensor> outputs_;  // guarded by mu_ until rows_pending_ reaches 0
-  Status status_;                // guarded by mu_
+  Mutex mu_;
+  std::vector<Tensor> outputs_ GUARDED_BY(mu_);  // until rows_pending_ reaches 0
+  Status status_ GUARDED_BY(mu_);
 };
 
 }  // namespace packrat

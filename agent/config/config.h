@@ -57,6 +57,9 @@ struct ServerConfig {
   int runtime_idle_spin_us = 100;  // a runtime polls this long for its next batch, then sleeps
   bool cgroups = true;             // a cpuset cgroup per runtime where writable (else
                                    // sched_setaffinity only); false: affinity only
+  // A file holding the bearer token every request to the management address must carry
+  // (`Authorization: Bearer <token>`; a mounted Secret); empty: no token. Read at start.
+  std::string management_token_file;
 };
 
 enum class BatchingMode {

@@ -12,15 +12,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
-#include <condition_variable>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "agent/kserve/kserve_codec.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace packrat {
 namespace {
@@ -118,17 +117,17 @@ class Forwarder::Impl {
   const generic::endpoint& upstream() const { return upstream_; }
 
   size_t open_connections() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return tunnels_.size();
   }
   void Add(const std::shared_ptr<Tunnel>& tunnel) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tunnels_.emplace(tunnel.get(), tunnel);
   }
   void Remove(const Tunnel* tunnel) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tunnels_.erase(tunnel);
-    if (tunnels_.empty()) idle_cv_.notify_all();
+    if (tunnels_.empty()) idle_cv_.NotifyAll();
   }
 
   // Logs only the transitions, so a down agent does not flood the log with one line per request.
@@ -171,9 +170,9 @@ class Forwarder::Impl {
   const ForwarderOptions options_;
   generic::endpoint upstream_;
   // Declared before ioc_: tunnels destroyed with the io_context's handlers still Remove().
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;
-  std::unordered_map<const Tunnel*, std::weak_ptr<Tunnel>> tunnels_;  // guarded by mu_
+  mutable Mutex mu_;
+  CondVar idle_cv_;
+  std::unordered_map<const Tunnel*, std::weak_ptr<Tunnel>> tunnels_ GUARDED_BY(mu_);
   std::atomic<int> upstream_state_{kUnknown};
   net::io_context ioc_;
   net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
@@ -396,8 +395,9 @@ void Forwarder::Impl::Shutdown(std::chrono::steady_clock::time_point deadline) {
   StopAccepting();
   std::vector<std::shared_ptr<Tunnel>> left;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait_until(lock, deadline, [&] { return tunnels_.empty(); });
+    MutexLock lock(&mu_);
+    while (!tunnels_.empty() && idle_cv_.WaitUntil(&mu_, deadline)) {
+    }
     for (const auto& [key, weak] : tunnels_) {
       if (auto tunnel = weak.lock()) left.push_back(std::move(tunnel));
     }

@@ -19,7 +19,7 @@ Generation::Generation(std::string model, std::vector<int64_t> stop_ids,
 void Generation::SetCancel(std::function<void()> cancel) {
   bool now;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cancel_ = cancel;
     now = cancel_wanted_;
   }
@@ -29,7 +29,7 @@ void Generation::SetCancel(std::function<void()> cancel) {
 void Generation::Cancel() {
   std::function<void()> cancel;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (cancel_wanted_) return;
     cancel_wanted_ = true;
     cancel = cancel_;
@@ -41,7 +41,7 @@ void Generation::Token(int32_t token, float prob, bool last, bool streaming) {
   bool written;
   std::string event;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (ids_.empty() && metrics_ != nullptr) {
       metrics_->time_to_first_token().Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - received_).count());
@@ -68,7 +68,7 @@ void Generation::Attach(std::shared_ptr<HttpStream> writer) {
   {
     // The waiting events are queued before any later one (Token writes under this lock) and
     // before the end (EndStream finishes only a stream it found attached).
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     writer_ = writer;
     if (!pending_.empty()) written = writer->Write(std::move(pending_));
     pending_.clear();
@@ -81,7 +81,7 @@ void Generation::Attach(std::shared_ptr<HttpStream> writer) {
 void Generation::EndStream(const Status& status) {
   std::shared_ptr<HttpStream> writer;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // A cancellation too: a client that closed only its sending side (a half-close, which the
     // disconnect watch cannot tell from leaving) still reads, and learns why the stream ended.
     if (!status.ok()) pending_ += EncodeErrorEvent(status.message());
@@ -96,7 +96,7 @@ void Generation::EndStream(const Status& status) {
 }
 
 std::string Generation::Response() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return EncodeGenerateResponse(model_, ids_, finish_reason_);
 }
 

@@ -16,6 +16,7 @@
 
 #include "agent/http/http_types.h"
 #include "common/status.h"
+#include "common/mutex.h"
 
 namespace packrat {
 namespace metrics {
@@ -53,14 +54,14 @@ class Generation {
   const std::vector<int64_t> stop_ids_;
   const std::chrono::steady_clock::time_point received_;
   metrics::ModelMetrics* const metrics_;
-  std::mutex mu_;
-  std::vector<int32_t> ids_;              // guarded by mu_
-  std::string finish_reason_ = "length";  // guarded by mu_
-  std::shared_ptr<HttpStream> writer_;    // guarded by mu_
-  std::string pending_;                   // events before the writer; guarded by mu_
-  bool finished_ = false;                 // guarded by mu_
-  std::function<void()> cancel_;          // guarded by mu_
-  bool cancel_wanted_ = false;            // guarded by mu_
+  Mutex mu_;
+  std::vector<int32_t> ids_ GUARDED_BY(mu_);
+  std::string finish_reason_ GUARDED_BY(mu_) = "length";
+  std::shared_ptr<HttpStream> writer_ GUARDED_BY(mu_);
+  std::string pending_ GUARDED_BY(mu_);  // events before the writer
+  bool finished_ GUARDED_BY(mu_) = false;
+  std::function<void()> cancel_ GUARDED_BY(mu_);
+  bool cancel_wanted_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace packrat

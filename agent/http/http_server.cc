@@ -19,11 +19,9 @@
 #include <boost/beast/version.hpp>
 #include <cctype>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
@@ -31,6 +29,7 @@
 
 #include "agent/kserve/kserve_codec.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace packrat {
 namespace {
@@ -100,8 +99,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     if (stopped_.exchange(true)) return;
     StopAccepting();
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      idle_cv_.wait_until(lock, deadline, [&] { return active_ == 0; });
+      MutexLock lock(&mu_);
+      while (active_ > 0 && idle_cv_.WaitUntil(&mu_, deadline)) {
+      }
     }
     work_.reset();
     ioc_.stop();
@@ -121,12 +121,12 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   std::atomic<int64_t>& connections() { return connections_; }
 
   void BeginRequest() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++active_;
   }
   void EndRequest() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--active_ == 0) idle_cv_.notify_all();
+    MutexLock lock(&mu_);
+    if (--active_ == 0) idle_cv_.NotifyAll();
   }
 
  private:
@@ -190,9 +190,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   std::atomic<bool> stopped_{false};
-  std::mutex mu_;
-  std::condition_variable idle_cv_;
-  int64_t active_ = 0;  // requests read but not yet answered; guarded by mu_
+  Mutex mu_;
+  CondVar idle_cv_;
+  int64_t active_ GUARDED_BY(mu_) = 0;  // requests read but not yet answered
   std::atomic<int64_t> connections_{0};
 };
 
@@ -373,7 +373,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
     bool Write(std::string data) override {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (session_->server_->stopped()) closed_ = true;
         if (closed_) return false;
         if (finishing_) return true;
@@ -385,7 +385,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
     void Finish() override {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (finishing_) return;
         finishing_ = true;
       }
@@ -394,14 +394,14 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
     // The headers could not be sent: every Write() fails.
     void Fail() {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       closed_ = true;
     }
 
    private:
     void Post() {
       if (session_->server_->stopped()) {  // no thread runs the strand any more
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         closed_ = true;
         return;
       }
@@ -415,7 +415,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
       std::string next;
       bool last = false, abandoned = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (writing_ || done_) return;
         if (closed_) {
           abandoned = done_ = true;
@@ -443,7 +443,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
       net::async_write(s.stream_, bhttp::make_chunk(net::buffer(*data)),
                        [self, data](beast::error_code ec, size_t) {
                          {
-                           std::lock_guard<std::mutex> lock(self->mu_);
+                           MutexLock lock(&self->mu_);
                            self->writing_ = false;
                            if (ec) self->closed_ = true;
                          }
@@ -453,12 +453,12 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
     std::shared_ptr<Session> session_;
     const bool keep_alive_;
-    std::mutex mu_;
-    std::deque<std::string> queue_;  // guarded by mu_
-    bool writing_ = false;           // guarded by mu_
-    bool finishing_ = false;         // guarded by mu_
-    bool closed_ = false;            // guarded by mu_: the client is gone
-    bool done_ = false;              // guarded by mu_: the request has ended
+    Mutex mu_;
+    std::deque<std::string> queue_ GUARDED_BY(mu_);
+    bool writing_ GUARDED_BY(mu_) = false;
+    bool finishing_ GUARDED_BY(mu_) = false;
+    bool closed_ GUARDED_BY(mu_) = false;  // the client is gone
+    bool done_ GUARDED_BY(mu_) = false;    // the request has ended
   };
 
   // The streamed response ended: the request is answered; keep-alive goes on reading.

@@ -8,6 +8,8 @@
 //                                  "thread_budget":T, "predicted_batch_latency_ms":…}
 //       ?wait_after=R[&timeout_ms=T]: a long poll, answered once the revision exceeds R or
 //       after T ms (default 30000, at most 300000) (ConfigWatch)
+// With a token (server.management_token_file) every route needs `Authorization: Bearer <token>`;
+// without it: 401 {"error": ...} and `WWW-Authenticate: Bearer`.
 //   PUT /v2/models/{m}/config  with {"instances":[{count,threads,batch},…]} (an explicit plan),
 //                              {"batch":B} (the optimizer's plan for B) and/or
 //                              {"adaptive":true|false}
@@ -30,11 +32,24 @@ class ManagementHandler : public HttpHandler {
 
   void Handle(HttpRequest request, HttpResponder respond) override;
 
+  // From now on every request must carry `Authorization: Bearer <token>` (compared in constant
+  // time) or gets 401 with a JSON error; empty: no token. Call before the server starts.
+  void set_token(std::string token) { token_ = std::move(token); }
+
  private:
   const ModelMap* models_;
   KserveHandler* kserve_;
   ConfigWatch* watch_;
+  std::string token_;
 };
+
+// The management token in `path` (server.management_token_file): its content without
+// surrounding whitespace. NotFound if unreadable; InvalidArgument if empty. The token itself is
+// never part of a message.
+StatusOr<std::string> ReadManagementToken(const std::string& path);
+// Whether `authorization` (the header's value) is "Bearer <token>", in time independent of
+// where they differ.
+bool BearerMatches(std::string_view authorization, std::string_view token);
 
 // The GET body for `model` (exposed for tests).
 std::string ModelConfigJson(const ServedModel& model);

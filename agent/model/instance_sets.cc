@@ -129,35 +129,11 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
     batches.push_back(b);
   }
   const size_t kept_count = workers.size();
-  std::vector<std::shared_ptr<Worker>> unparked;
-  for (const auto& [i, b] : diff.unpark) {
-    unparked.push_back(parked_before[i]);
-    workers.push_back(parked_before[i]);
-    batches.push_back(b);
+  const std::vector<std::shared_ptr<Worker>> unparked = Unpark(diff, parked_before);
+  for (size_t k = 0; k < unparked.size(); ++k) {
+    workers.push_back(unparked[k]);
+    batches.push_back(diff.unpark[k].second);
   }
-  {
-    MutexLock lock(&mu_);
-    parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
-                                 [&](const auto& w) { return Contains(unparked, w); }),
-                  parked_.end());
-  }
-  // Unparked runtimes hold their CPUs again (the allocator's rule 4); a failed start parks
-  // them again, in their places (oldest first, as the limit evicts from the front).
-  for (const auto& w : unparked) {
-    if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
-  }
-  auto repark = [&] {
-    for (const auto& w : unparked) w->lease = CpuLease();
-    MutexLock lock(&mu_);
-    std::vector<std::shared_ptr<Worker>> order;
-    for (const auto& w : parked_before) {
-      if (Contains(parked_, w) || Contains(unparked, w)) order.push_back(w);
-    }
-    for (const auto& w : parked_) {
-      if (!Contains(parked_before, w)) order.push_back(w);
-    }
-    parked_ = std::move(order);
-  };
 
   const uint64_t generation = next_generation_++;
   PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': reconfiguring (" << reason
@@ -169,7 +145,7 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   StatusOr<std::vector<std::shared_ptr<Worker>>> started =
       starter_->Start(diff.start, diff.kept_cpus, generation);
   if (!started.ok()) {
-    repark();
+    Repark(unparked, parked_before);
     return started.status();
   }
   const size_t fresh = started->size();
@@ -206,6 +182,38 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
                     << static_cast<int64_t>(took.count() * 1000) << " ms";
   Retire(old, kept);
   return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
+}
+
+std::vector<std::shared_ptr<Worker>> InstanceSets::Unpark(
+    const SetDiff& diff, const std::vector<std::shared_ptr<Worker>>& parked_before) {
+  std::vector<std::shared_ptr<Worker>> unparked;
+  for (const auto& [i, b] : diff.unpark) unparked.push_back(parked_before[i]);
+  {
+    MutexLock lock(&mu_);
+    parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
+                                 [&](const auto& w) { return Contains(unparked, w); }),
+                  parked_.end());
+  }
+  // Unparked runtimes hold their CPUs again (the allocator's rule 4).
+  for (const auto& w : unparked) {
+    if (options_.allocator) w->lease = options_.allocator->Hold(w->placement.cpus);
+  }
+  return unparked;
+}
+
+void InstanceSets::Repark(const std::vector<std::shared_ptr<Worker>>& unparked,
+                          const std::vector<std::shared_ptr<Worker>>& parked_before) {
+  for (const auto& w : unparked) w->lease = CpuLease();
+  // Back in their places: oldest first, as the limit evicts from the front.
+  MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Worker>> order;
+  for (const auto& w : parked_before) {
+    if (Contains(parked_, w) || Contains(unparked, w)) order.push_back(w);
+  }
+  for (const auto& w : parked_) {
+    if (!Contains(parked_before, w)) order.push_back(w);
+  }
+  parked_ = std::move(order);
 }
 
 void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,

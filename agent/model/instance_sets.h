@@ -29,6 +29,7 @@
 
 #include "agent/model/instance_set.h"
 #include "agent/model/serving_snapshot.h"
+#include "agent/model/set_diff.h"
 #include "agent/model/set_switcher.h"
 #include "agent/model/worker_starter.h"
 #include "agent/metrics/agent_metrics.h"
@@ -97,6 +98,13 @@ class InstanceSets final : public SetSwitcher {
   void Fill(ServingSnapshot* snapshot) const;
 
  private:
+  // Takes the parked runtimes `diff` unparks (indices into `parked_before`, the parked ones
+  // when it was made) out of parked_ and gives them back their CPU leases; Repark undoes it
+  // after a failed start. The switching thread only.
+  std::vector<std::shared_ptr<Worker>> Unpark(
+      const SetDiff& diff, const std::vector<std::shared_ptr<Worker>>& parked_before);
+  void Repark(const std::vector<std::shared_ptr<Worker>>& unparked,
+              const std::vector<std::shared_ptr<Worker>>& parked_before);
   // Moves `old`'s runtimes that the new set did not keep to parked or stopped (class comment),
   // once its batches finished (up to drain_timeout).
   void Retire(const std::shared_ptr<InstanceSet>& old,

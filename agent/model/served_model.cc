@@ -73,7 +73,7 @@ void ServedModel::SetState(ModelState state) {
 }
 
 std::string ServedModel::failure() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return failure_;
 }
 
@@ -262,7 +262,7 @@ Status ServedModel::Load() {
     status = started.status();
   }
   if (!status.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     failure_ = status.message();
     if (state_.load() != ModelState::kStopped) SetState(ModelState::kFailed);
     if (options_.metrics) {
@@ -285,7 +285,7 @@ Status ServedModel::Load() {
   // finds the plan for the load.
   batching.max_rows = set->backlog_rows;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (state_.load() == ModelState::kStopped) {  // Stop() raced with loading
       return Unavailable("model stopped while loading");
     }
@@ -415,7 +415,7 @@ Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
 
 void ServedModel::Stop(std::chrono::milliseconds drain) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (state_.load() == ModelState::kStopped) return;
     SetState(ModelState::kStopped);
   }

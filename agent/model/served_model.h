@@ -45,6 +45,7 @@
 #include "agent/pool/resource_allocator.h"
 #include "common/clock.h"
 #include "common/revision.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -157,8 +158,8 @@ class ServedModel {
 
   Revision revision_;  // counts the changes Snapshot() shows (before sets_ and controller_)
   std::atomic<ModelState> state_{ModelState::kLoading};
-  mutable std::mutex mu_;
-  std::string failure_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::string failure_ GUARDED_BY(mu_);
 
   // How much slower than the profile each thread count serves (fed by the runtimes'
   // completion threads; a switch of sets is bracketed by InstanceSets).

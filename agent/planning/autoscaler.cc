@@ -434,151 +434,169 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
                                 std::chrono::milliseconds window, SteadyTime now,
                                 Decision* d) const {
   const int64_t current = view.batch;
-  Reason r;
-  r.from_batch = current;
-  r.estimate = decision;
-  r.ewma = load.estimator().ewma();
-  r.rate = arriving;
-  std::string capped;  // where the step stops short of the estimate
-  auto hold = [&](Rule rule, std::string text) {
-    r.rule = rule;
-    r.text = std::move(text);
-    d->hold = std::move(r);
-    return false;
-  };
+  Step step;
+  step.reason.from_batch = current;
+  step.reason.estimate = decision;
+  step.reason.ewma = load.estimator().ewma();
+  step.reason.rate = arriving;
+  std::optional<int64_t> b = decision;
   if (decision > current && !options_.generative) {
     // A generative model's idle decode slots cost nothing; a batch model's larger batch costs
     // every row a longer wait, worth it only while it serves more rows per second.
-    std::map<int64_t, std::optional<double>> capacities;
-    const std::optional<int64_t> step =
-        StepUpBatch(current, decision, [&](int64_t b) -> std::optional<double> {
-          auto planned = PlanFor(b, view, arriving);
-          return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
-        });
-    auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
-    r.serving_capacity = capacities[current];
-    if (!step) {
-      r.to_batch = decision;
-      r.target_capacity = capacities[decision];
-      return hold(Rule::kStepUpGainsTooLittle,
-                  "keeping B=" + std::to_string(current) + " (" + rows_per_s(current) +
-                      "): up to the estimate B=" + std::to_string(decision) +
-                      " no plan serves " + std::to_string(std::lround((kBatchForRateMinGain - 1) * 100)) +
-                      "% more (B=" + std::to_string(decision) + ": " + rows_per_s(decision) + ")");
-    }
-    if (*step != decision) {
-      capped = "; the estimate " + std::to_string(decision) + " would serve " +
-               rows_per_s(decision) + ", " + std::to_string(*step) + " serves " + rows_per_s(*step);
-    }
-    r.target_capacity = capacities[*step];
-    decision = *step;
+    b = StepUp(view, decision, arriving, &step);
+  } else if (decision < current) {
+    b = StepDown(view, load, decision, arriving, window, now, &step);
   }
-  if (decision < current) {
-    if (last_overload_move_ &&
-        now - *last_overload_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
-      r.to_batch = decision;
-      return hold(Rule::kScaleDownDelay,
-                  "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
-                      std::to_string(options_.scale_down_delay_ms) + " ms ago");
-    }
-    // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
-    // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
-    // estimator's window, if longer) would not have overloaded (StepDownBatch), else the
-    // overload path would soon move B back up; and among those, at a known rate, to the
-    // smallest whose requests' simulated p99 is near the lowest.
-    const int64_t peak_window_ms =
-        options_.overload_window_ms > 0 ? options_.overload_window_ms : window.count();
-    const auto span = std::max<std::chrono::milliseconds>(
-        window, std::chrono::milliseconds(options_.scale_down_delay_ms));
-    const ArrivalRate& arrivals = load.arrivals();
-    std::map<int64_t, std::optional<double>> capacities;
-    std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
-    const std::optional<int64_t> step = StepDownBatch(
-        current, decision, peak_window_ms, options_.max_utilization,
-        [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
-        [&](int64_t b) -> std::optional<double> {
-          auto planned = PlanFor(b, view, arriving);
-          if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
-          return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
-        },
-        [&](int64_t b) -> std::optional<double> {
-          if (b == current && arriving && *arriving > 0 && !options_.generative) {
-            p99s[b] = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
-          }
-          auto it = p99s.find(b);
-          return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
-        });
-    const std::optional<double> peak =
-        arrivals.PeakOver(std::chrono::milliseconds(peak_window_ms), span);
-    r.peak_rate = peak;
-    const std::string peak_text = std::to_string(peak.value_or(0));
-    auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
-    if (!step && p99s.count(current)) {  // ranked: the serving plan fares better
-      std::ostringstream ranked;
-      for (const auto& [b, ms] : p99s) {
-        if (b != current) ranked << ", B=" << b << " " << std::lround(ms) << " ms";
-      }
-      r.to_batch = decision;
-      r.serving_p99_ms = p99s[current];
-      if (p99s.count(decision)) r.target_p99_ms = p99s[decision];
-      std::ostringstream text;
-      text << "keeping B=" << current << ": at " << arriving.value_or(0)
-           << " rows/s its requests see a simulated p99 of " << std::lround(p99s[current])
-           << " ms, more than 5% below every smaller plan the recent arrivals allow"
-           << ranked.str();
-      return hold(Rule::kServingP99Lowest, text.str());
-    }
-    if (!step) {
-      r.to_batch = decision;
-      r.target_capacity = capacities[decision];
-      return hold(Rule::kPeakGuard,
-                  "keeping B=" + std::to_string(current) + ": from the estimate B=" +
-                      std::to_string(decision) + " (" + rows_per_s(decision) +
-                      ") up, every smaller plan would have been overloaded by the recent "
-                      "arrivals (a peak of " +
-                      peak_text + " rows/s over " + std::to_string(peak_window_ms) + " ms)");
-    }
-    if (*step != decision) {
-      auto p99 = [&](int64_t b) {
-        auto it = p99s.find(b);
-        return it == p99s.end()
-                   ? std::string("")
-                   : ", a simulated p99 of " + std::to_string(std::lround(it->second)) + " ms";
-      };
-      capped = "; recent peak " + peak_text + " rows/s: the estimate " + std::to_string(decision) +
-               " serves " + rows_per_s(decision) + p99(decision) + ", " + std::to_string(*step) +
-               " serves " + rows_per_s(*step) + p99(*step);
-    }
-    r.target_capacity = capacities[*step];
-    if (p99s.count(*step)) r.target_p99_ms = p99s[*step];
-    if (p99s.count(current)) r.serving_p99_ms = p99s[current];
-    decision = *step;
+  Reason& r = step.reason;
+  if (!b) {
+    d->hold = std::move(r);
+    return false;
   }
-  auto planned = PlanFor(decision, view, arriving);
-  r.to_batch = decision;
+  auto planned = PlanFor(*b, view, arriving);
+  r.to_batch = *b;
   if (!planned) {
-    return hold(Rule::kNoPlan, "no plan for B=" + std::to_string(decision));
+    r.rule = Rule::kNoPlan;
+    r.text = "no plan for B=" + std::to_string(*b);
+    d->hold = std::move(r);
+    return false;
   }
   const Plan& plan = planned->plan;
-  if (options_.generative && decision < current &&
+  if (options_.generative && *b < current &&
       ThreadCounts(plan.groups) == ThreadCounts(view.groups)) {
     // A decode step runs the active sequences only (the runtime compacts them into the first
     // slots), so the serving instances run a smaller B as fast as the plan for it would; the
     // switch would only change how sequences are shared between them.
-    return hold(Rule::kIdleDecodeSlots,
-                "keeping B=" + std::to_string(current) + ": the plan for B=" +
-                    std::to_string(decision) +
-                    " has the same thread counts, and idle decode slots cost nothing");
+    r.rule = Rule::kIdleDecodeSlots;
+    r.text = "keeping B=" + std::to_string(current) + ": the plan for B=" + std::to_string(*b) +
+             " has the same thread counts, and idle decode slots cost nothing";
+    d->hold = std::move(r);
+    return false;
   }
-  r.rule = decision > current ? Rule::kEstimatorStepUp : Rule::kEstimatorStepDown;
+  r.rule = *b > current ? Rule::kEstimatorStepUp : Rule::kEstimatorStepDown;
   r.target_capacity = planned->capacity;
   r.passed_over = planned->passed_over;
-  r.text = "estimator: B " + std::to_string(current) + " -> " + std::to_string(decision) +
-           " (load EWMA " + std::to_string(r.ewma) + capped + ")" +
+  r.text = "estimator: B " + std::to_string(current) + " -> " + std::to_string(*b) +
+           " (load EWMA " + std::to_string(r.ewma) + step.capped + ")" +
            PassedOverNote(plan, planned->passed_over, options_.restart_margin,
                           options_.generative);
   d->move = Move{plan, std::move(r), now};
   return true;
+}
+
+std::optional<int64_t> Autoscaler::StepUp(const ServingView& view, int64_t decision,
+                                          std::optional<double> arriving, Step* step) const {
+  const int64_t current = view.batch;
+  Reason& r = step->reason;
+  std::map<int64_t, std::optional<double>> capacities;
+  const std::optional<int64_t> b =
+      StepUpBatch(current, decision, [&](int64_t b) -> std::optional<double> {
+        auto planned = PlanFor(b, view, arriving);
+        return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
+      });
+  auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
+  r.serving_capacity = capacities[current];
+  if (!b) {
+    r.rule = Rule::kStepUpGainsTooLittle;
+    r.to_batch = decision;
+    r.target_capacity = capacities[decision];
+    r.text = "keeping B=" + std::to_string(current) + " (" + rows_per_s(current) +
+             "): up to the estimate B=" + std::to_string(decision) + " no plan serves " +
+             std::to_string(std::lround((kBatchForRateMinGain - 1) * 100)) + "% more (B=" +
+             std::to_string(decision) + ": " + rows_per_s(decision) + ")";
+    return std::nullopt;
+  }
+  if (*b != decision) {
+    step->capped = "; the estimate " + std::to_string(decision) + " would serve " +
+                   rows_per_s(decision) + ", " + std::to_string(*b) + " serves " + rows_per_s(*b);
+  }
+  r.target_capacity = capacities[*b];
+  return b;
+}
+
+std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadTracker& load,
+                                            int64_t decision, std::optional<double> arriving,
+                                            std::chrono::milliseconds window, SteadyTime now,
+                                            Step* step) const {
+  const int64_t current = view.batch;
+  Reason& r = step->reason;
+  r.to_batch = decision;
+  if (last_overload_move_ &&
+      now - *last_overload_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
+    r.rule = Rule::kScaleDownDelay;
+    r.text = "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
+             std::to_string(options_.scale_down_delay_ms) + " ms ago";
+    return std::nullopt;
+  }
+  // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
+  // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
+  // estimator's window, if longer) would not have overloaded (StepDownBatch), else the overload
+  // path would soon move B back up; and among those, at a known rate, to the smallest whose
+  // requests' simulated p99 is near the lowest.
+  const int64_t peak_window_ms =
+      options_.overload_window_ms > 0 ? options_.overload_window_ms : window.count();
+  const auto span = std::max<std::chrono::milliseconds>(
+      window, std::chrono::milliseconds(options_.scale_down_delay_ms));
+  const ArrivalRate& arrivals = load.arrivals();
+  std::map<int64_t, std::optional<double>> capacities;
+  std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
+  const std::optional<int64_t> b = StepDownBatch(
+      current, decision, peak_window_ms, options_.max_utilization,
+      [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
+      [&](int64_t b) -> std::optional<double> {
+        auto planned = PlanFor(b, view, arriving);
+        if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
+        return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
+      },
+      [&](int64_t b) -> std::optional<double> {
+        if (b == current && arriving && *arriving > 0 && !options_.generative) {
+          p99s[b] = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
+        }
+        auto it = p99s.find(b);
+        return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
+      });
+  r.peak_rate = arrivals.PeakOver(std::chrono::milliseconds(peak_window_ms), span);
+  const std::string peak = std::to_string(r.peak_rate.value_or(0));
+  auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
+  auto p99_of = [&](int64_t b) -> std::optional<double> {
+    auto it = p99s.find(b);
+    return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  r.serving_p99_ms = p99_of(current);
+  if (!b && r.serving_p99_ms) {  // ranked: the serving plan fares better
+    std::ostringstream text;
+    text << "keeping B=" << current << ": at " << arriving.value_or(0)
+         << " rows/s its requests see a simulated p99 of " << std::lround(*r.serving_p99_ms)
+         << " ms, more than 5% below every smaller plan the recent arrivals allow";
+    for (const auto& [other, ms] : p99s) {
+      if (other != current) text << ", B=" << other << " " << std::lround(ms) << " ms";
+    }
+    r.rule = Rule::kServingP99Lowest;
+    r.target_p99_ms = p99_of(decision);
+    r.text = text.str();
+    return std::nullopt;
+  }
+  if (!b) {
+    r.rule = Rule::kPeakGuard;
+    r.target_capacity = capacities[decision];
+    r.text = "keeping B=" + std::to_string(current) + ": from the estimate B=" +
+             std::to_string(decision) + " (" + rows_per_s(decision) +
+             ") up, every smaller plan would have been overloaded by the recent arrivals (a "
+             "peak of " +
+             peak + " rows/s over " + std::to_string(peak_window_ms) + " ms)";
+    return std::nullopt;
+  }
+  if (*b != decision) {
+    auto p99 = [&](int64_t b) {
+      const std::optional<double> ms = p99_of(b);
+      return ms ? ", a simulated p99 of " + std::to_string(std::lround(*ms)) + " ms" : "";
+    };
+    step->capped = "; recent peak " + peak + " rows/s: the estimate " + std::to_string(decision) +
+                   " serves " + rows_per_s(decision) + p99(decision) + ", " + std::to_string(*b) +
+                   " serves " + rows_per_s(*b) + p99(*b);
+  }
+  r.target_capacity = capacities[*b];
+  r.target_p99_ms = p99_of(*b);
+  return b;
 }
 
 }  // namespace packrat

@@ -196,6 +196,19 @@ class Autoscaler {
   bool FollowEstimate(const ServingView& view, const LoadTracker& load, int64_t decision,
                       std::optional<double> arriving, std::chrono::milliseconds window,
                       SteadyTime now, Decision* d) const;
+  // FollowEstimate's two directions: the B to move to from the estimator's `decision`, or
+  // nullopt where B stays (step->reason then says why). `step->capped` notes a step that stops
+  // short of the estimate.
+  struct Step {
+    Reason reason;
+    std::string capped;
+  };
+  std::optional<int64_t> StepUp(const ServingView& view, int64_t decision,
+                                std::optional<double> arriving, Step* step) const;
+  std::optional<int64_t> StepDown(const ServingView& view, const LoadTracker& load,
+                                  int64_t decision, std::optional<double> arriving,
+                                  std::chrono::milliseconds window, SteadyTime now,
+                                  Step* step) const;
   void ReplanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
                     Decision* d) const;
 

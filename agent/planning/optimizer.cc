@@ -90,7 +90,7 @@ Optimizer::Optimizer(Profile profile)
     : profile_(std::move(profile)), items_(KnapsackItems(profile_)) {}
 
 size_t Optimizer::CachedPlanCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return cache_.size();
 }
 
@@ -196,13 +196,13 @@ StatusOr<Plan> Optimizer::Solve(int threads, int batch) const {
   RETURN_IF_ERROR(CheckArguments(threads, batch));
   const std::pair<int, int> key(threads, batch);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
   std::vector<std::optional<Plan>> plans = Compute(threads, {batch});
   if (!plans[0].has_value()) return Infeasible(threads, "batch=" + std::to_string(batch));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   cache_.emplace(key, *plans[0]);
   return *std::move(plans[0]);
 }
@@ -218,7 +218,7 @@ StatusOr<std::vector<Plan>> Optimizer::SolveAll(int threads, int max_batch) cons
   if (result.empty()) {
     return Infeasible(threads, "any batch in 1.." + std::to_string(max_batch));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const Plan& plan : result) cache_.emplace(std::pair(threads, plan.batch), plan);
   return result;
 }

@@ -50,6 +50,7 @@
 #include "agent/planning/instance_group.h"
 #include "agent/planning/profile.h"
 #include "common/status.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -119,8 +120,8 @@ class Optimizer {
   // Non-dominated profile points sorted by (latency, threads, batch): the DP's item order.
   std::vector<ProfilePoint> items_;
 
-  mutable std::mutex mu_;
-  mutable std::map<std::pair<int, int>, Plan> cache_;  // GUARDED_BY(mu_); key ⟨T,B⟩
+  mutable Mutex mu_;
+  mutable std::map<std::pair<int, int>, Plan> cache_ GUARDED_BY(mu_);  // key ⟨T,B⟩
 };
 
 }  // namespace packrat

@@ -5,7 +5,7 @@
 namespace packrat {
 
 void SlowdownTracker::Record(int threads, double ratio, SteadyTime began) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (switching_ > 0 || began < last_switch_end_) return;
   Estimate& e = estimates_[threads];
   ++e.slices;
@@ -14,18 +14,18 @@ void SlowdownTracker::Record(int threads, double ratio, SteadyTime began) {
 }
 
 void SlowdownTracker::BeginSwitch() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++switching_;
 }
 
 void SlowdownTracker::EndSwitch(SteadyTime now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   --switching_;
   last_switch_end_ = std::max(last_switch_end_, now);
 }
 
 double SlowdownTracker::Get(int threads) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = estimates_.find(threads);
   if (it != estimates_.end() && it->second.slices >= min_slices_) {
     return std::max(fastest_, it->second.value);

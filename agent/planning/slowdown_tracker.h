@@ -42,6 +42,8 @@
 #include <map>
 #include <mutex>
 
+#include "common/mutex.h"
+
 namespace packrat {
 
 class SlowdownTracker {
@@ -69,10 +71,10 @@ class SlowdownTracker {
   const double alpha_;
   const int64_t min_slices_;
   const double fastest_;
-  mutable std::mutex mu_;
-  std::map<int, Estimate> estimates_;  // guarded by mu_
-  int switching_ = 0;                  // guarded by mu_
-  SteadyTime last_switch_end_{};       // guarded by mu_
+  mutable Mutex mu_;
+  std::map<int, Estimate> estimates_ GUARDED_BY(mu_);
+  int switching_ GUARDED_BY(mu_) = 0;
+  SteadyTime last_switch_end_ GUARDED_BY(mu_) {};
 };
 
 }  // namespace packrat

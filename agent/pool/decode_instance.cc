@@ -86,20 +86,20 @@ StatusOr<std::unique_ptr<DecodeInstance>> DecodeInstance::Start(
 DecodeInstance::~DecodeInstance() { Stop(std::chrono::seconds(5)); }
 
 size_t DecodeInstance::load() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return queued_.size() + running_.size();
 }
 
 void DecodeInstance::set_slots_limit(int n) {
   const int limit = n <= 0 || n >= options_.slots ? 0 : n;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_) return;  // Stop() releases the segment once it has set stopped_
   segment_->header()->decode_slots_limit.store(static_cast<uint32_t>(limit),
                                                std::memory_order_release);
 }
 
 bool DecodeInstance::alive() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dead_reason_.empty() && !stopped_;
 }
 
@@ -108,7 +108,7 @@ uint64_t DecodeInstance::Submit(std::shared_ptr<GenerateRequest> request) {
   uint64_t id;
   std::string why;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     id = next_id_++;
     why = dead_reason_.empty() ? "instance is stopping" : dead_reason_;
   }
@@ -120,7 +120,7 @@ std::optional<uint64_t> DecodeInstance::TrySubmit(const std::shared_ptr<Generate
   std::vector<std::pair<Entry, Status>> failed;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!accepting_) return std::nullopt;
     id = next_id_++;
     queued_.push_back({id, request});
@@ -175,7 +175,7 @@ std::vector<std::pair<DecodeInstance::Entry, Status>> DecodeInstance::SendLocked
 void DecodeInstance::Cancel(uint64_t id) {
   std::shared_ptr<GenerateRequest> unsent;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto it = queued_.begin(); it != queued_.end(); ++it) {
       if (it->id == id) {
         unsent = std::move(it->request);
@@ -200,7 +200,7 @@ void DecodeInstance::Cancel(uint64_t id) {
       }
       return;
     }
-    if (IdleLocked()) idle_cv_.notify_all();
+    if (IdleLocked()) idle_cv_.NotifyAll();
   }
   PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << id
                      << " cancelled before it started";
@@ -211,7 +211,7 @@ void DecodeInstance::CompletionLoop() {
   CompletionLoopHooks hooks;
   hooks.handle = [this](const shm::CompletionMessage& msg) { HandleCompletion(msg); };
   hooks.watched = [this] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return !stopped_ && dead_reason_.empty();
   };
   hooks.kill_if_hung = [this] { return KillIfHung(); };
@@ -223,14 +223,14 @@ void DecodeInstance::CompletionLoop() {
 
 void DecodeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     hang_watch_.Reported(std::chrono::steady_clock::now());
   }
   switch (msg.kind) {
     case shm::CompletionKind::kAccepted: {
       std::vector<std::pair<Entry, Status>> failed;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (msg.slot < slot_busy_.size()) slot_busy_[msg.slot] = false;
         // Also while Stop() drains (accepting_ false): the prompts queued before it must
         // reach the runtime, or the drain waits its whole timeout and then fails them.
@@ -248,12 +248,12 @@ void DecodeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
         const bool ended = (t.flags & (shm::kTokenFinished | shm::kTokenCancelled)) != 0;
         std::shared_ptr<GenerateRequest> request;
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(&mu_);
           auto it = running_.find(t.sequence_id);
           if (it == running_.end()) continue;
           request = ended ? std::move(it->second) : it->second;
           if (ended) running_.erase(it);
-          if (ended && IdleLocked()) idle_cv_.notify_all();
+          if (ended && IdleLocked()) idle_cv_.NotifyAll();
         }
         if (t.flags & shm::kTokenCancelled) {
           PACKRAT_LOG(DEBUG) << options_.model_name << ": sequence " << t.sequence_id
@@ -268,12 +268,12 @@ void DecodeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
     case shm::CompletionKind::kSequenceFailed: {
       std::shared_ptr<GenerateRequest> request;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         auto it = running_.find(msg.batch_id);
         if (it == running_.end()) break;
         request = std::move(it->second);
         running_.erase(it);
-        if (IdleLocked()) idle_cv_.notify_all();
+        if (IdleLocked()) idle_cv_.NotifyAll();
       }
       request->on_done(
           InvalidArgument(std::string(msg.error, strnlen(msg.error, sizeof(msg.error)))));
@@ -286,7 +286,7 @@ void DecodeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
 }
 
 std::string DecodeInstance::KillIfHung() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_ || !dead_reason_.empty() || running_.empty()) return "";
   return KillIfOverdue(hang_watch_, std::chrono::steady_clock::now(), launcher_, pid_,
                        std::to_string(running_.size()) + " sequence(s) running");
@@ -296,7 +296,7 @@ void DecodeInstance::MarkDead(const std::string& why) {
   std::vector<std::shared_ptr<GenerateRequest>> orphans;
   bool was_stopped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     was_stopped = stopped_;
     dead_reason_ = why;
     accepting_ = false;
@@ -304,7 +304,7 @@ void DecodeInstance::MarkDead(const std::string& why) {
     queued_.clear();
     for (auto& [id, r] : running_) orphans.push_back(std::move(r));
     running_.clear();
-    idle_cv_.notify_all();
+    idle_cv_.NotifyAll();
   }
   if (!was_stopped) {
     PACKRAT_LOG(ERROR) << why << "; failing " << orphans.size() << " sequence(s)";
@@ -317,10 +317,12 @@ void DecodeInstance::MarkDead(const std::string& why) {
 
 void DecodeInstance::Stop(std::chrono::milliseconds drain) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopped_) return;
     accepting_ = false;
-    idle_cv_.wait_for(lock, drain, [&] { return IdleLocked() || !dead_reason_.empty(); });
+    const auto deadline = std::chrono::steady_clock::now() + drain;
+    while (!IdleLocked() && dead_reason_.empty() && idle_cv_.WaitUntil(&mu_, deadline)) {
+    }
     stopped_ = true;
   }
   segment_->requests().Close();  // the runtime leaves its loop and exits 0

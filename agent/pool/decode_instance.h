@@ -15,13 +15,11 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -31,6 +29,7 @@
 #include "agent/pool/process_launcher.h"
 #include "common/status.h"
 #include "shm/segment.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -116,13 +115,13 @@ class DecodeInstance {
   void HandleCompletion(const shm::CompletionMessage& msg);
   // Copies queued prompts into free slots and sends them. Returns entries that could not be
   // sent, to be failed without the lock. Requires mu_.
-  std::vector<std::pair<Entry, Status>> SendLocked();
+  std::vector<std::pair<Entry, Status>> SendLocked() REQUIRES(mu_);
   void MarkDead(const std::string& why);
   // If the runtime counts as hung now (options.slice_timeout), SIGKILLs it and returns why;
   // otherwise returns empty. Signals under mu_, so never after Stop() took over the process.
   // Completion thread.
   std::string KillIfHung();
-  bool IdleLocked() const { return queued_.empty() && running_.empty(); }
+  bool IdleLocked() const REQUIRES(mu_) { return queued_.empty() && running_.empty(); }
 
   const DecodeInstanceOptions options_;
   ProcessLauncher* const launcher_;
@@ -132,18 +131,18 @@ class DecodeInstance {
   int64_t max_len_ = 0;
   int64_t vocab_ = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;
-  std::deque<Entry> queued_;                                      // guarded by mu_
-  std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_;  // sent; guarded by mu_
-  std::vector<bool> slot_busy_;                                   // guarded by mu_
+  mutable Mutex mu_;
+  CondVar idle_cv_;  // signalled when nothing is queued or running
+  std::deque<Entry> queued_ GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<GenerateRequest>> running_ GUARDED_BY(mu_);  // sent
+  std::vector<bool> slot_busy_ GUARDED_BY(mu_);
   // Progress: anything the runtime reported, or a prompt handed to it while it had none
-  // running. Guarded by mu_.
-  HangWatch hang_watch_;
-  uint64_t next_id_ = 1;     // guarded by mu_
-  bool accepting_ = true;    // guarded by mu_
-  bool stopped_ = false;     // guarded by mu_
-  std::string dead_reason_;  // guarded by mu_
+  // running.
+  HangWatch hang_watch_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  bool accepting_ GUARDED_BY(mu_) = true;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  std::string dead_reason_ GUARDED_BY(mu_);
   std::thread completion_thread_;
 };
 

@@ -11,13 +11,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <thread>
+
+#include "common/mutex.h"
 
 namespace packrat {
 namespace {
@@ -91,22 +91,22 @@ StatusOr<pid_t> ForkExec(const LaunchSpec& spec) {
 }  // namespace
 
 struct ForkExecLauncher::Impl {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void()>> tasks;  // guarded by mu
-  bool stop = false;                        // guarded by mu
+  Mutex mu;
+  CondVar cv;
+  std::deque<std::function<void()>> tasks GUARDED_BY(mu);
+  bool stop GUARDED_BY(mu) = false;
   std::thread thread;
 
   void Loop() {
-    std::unique_lock<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     while (true) {
-      cv.wait(lock, [&] { return stop || !tasks.empty(); });
+      while (!stop && tasks.empty()) cv.Wait(&mu);
       if (tasks.empty()) return;
       auto task = std::move(tasks.front());
       tasks.pop_front();
-      lock.unlock();
+      mu.Unlock();
       task();
-      lock.lock();
+      mu.Lock();
     }
   }
 };
@@ -117,10 +117,10 @@ ForkExecLauncher::ForkExecLauncher() : impl_(std::make_unique<Impl>()) {
 
 ForkExecLauncher::~ForkExecLauncher() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->stop = true;
   }
-  impl_->cv.notify_all();
+  impl_->cv.NotifyAll();
   impl_->thread.join();
 }
 
@@ -128,11 +128,11 @@ StatusOr<pid_t> ForkExecLauncher::Launch(const LaunchSpec& spec) {
   std::packaged_task<StatusOr<pid_t>()> task([&spec] { return ForkExec(spec); });
   auto result = task.get_future();
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     if (impl_->stop) return Unavailable("launcher stopped");
     impl_->tasks.emplace_back([&task] { task(); });
   }
-  impl_->cv.notify_all();
+  impl_->cv.NotifyAll();
   return result.get();
 }
 

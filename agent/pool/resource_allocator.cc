@@ -36,7 +36,7 @@ StatusOr<std::vector<Placement>> ResourceAllocator::Place(const std::vector<int>
   const auto& cpus = topology_.cpus();
   std::vector<int> holders;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     holders = holders_;
   }
   std::vector<bool> taken(cpus.size(), false);
@@ -110,7 +110,7 @@ StatusOr<std::vector<Placement>> ResourceAllocator::Place(const std::vector<int>
 }
 
 CpuLease ResourceAllocator::Hold(const std::vector<int>& cpus) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto& all = topology_.cpus();
   for (int c : cpus) {
     for (size_t i = 0; i < all.size(); ++i) {
@@ -121,7 +121,7 @@ CpuLease ResourceAllocator::Hold(const std::vector<int>& cpus) {
 }
 
 void ResourceAllocator::Release(const std::vector<int>& cpus) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto& all = topology_.cpus();
   for (int c : cpus) {
     for (size_t i = 0; i < all.size(); ++i) {
@@ -131,7 +131,7 @@ void ResourceAllocator::Release(const std::vector<int>& cpus) {
 }
 
 int ResourceAllocator::holders(int cpu) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto& all = topology_.cpus();
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].cpu == cpu) return holders_[i];

@@ -21,6 +21,7 @@
 
 #include "agent/pool/cpu_topology.h"
 #include "common/status.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -72,8 +73,8 @@ class ResourceAllocator {
   const CpuTopology topology_;
   const int thread_budget_;
   std::vector<int> sibling_rank_;  // by topology index: 0 for a core's first CPU, 1, ...
-  mutable std::mutex mu_;
-  std::vector<int> holders_;  // by topology index; guarded by mu_
+  mutable Mutex mu_;
+  std::vector<int> holders_ GUARDED_BY(mu_);  // by topology index
 };
 
 }  // namespace packrat

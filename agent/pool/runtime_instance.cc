@@ -139,19 +139,19 @@ void RuntimeInstance::SetQueuedRowsHint(int64_t rows) {
 uint64_t RuntimeInstance::input_capacity() const { return segment_->input_capacity(); }
 
 size_t RuntimeInstance::load() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return queued_.size() + std::count(slot_busy_.begin(), slot_busy_.end(), true);
 }
 
 bool RuntimeInstance::alive() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dead_reason_.empty() && !stopped_;
 }
 
 void RuntimeInstance::Enqueue(WorkSlice slice) {
   std::vector<std::pair<WorkSlice, Status>> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!accepting_) {
       failed.emplace_back(
           std::move(slice),
@@ -230,7 +230,7 @@ void RuntimeInstance::CompletionLoop() {
   CompletionLoopHooks hooks;
   hooks.handle = [this](const shm::CompletionMessage& msg) { HandleCompletion(msg); };
   hooks.watched = [this] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return !stopped_ && dead_reason_.empty();
   };
   hooks.kill_if_hung = [this] { return KillIfHung(); };
@@ -241,7 +241,7 @@ void RuntimeInstance::CompletionLoop() {
 }
 
 std::string RuntimeInstance::KillIfHung() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_ || !dead_reason_.empty()) return "";
   int64_t rows = 0;
   for (const auto& r : running_) rows += r.has_value() ? r->rows : 0;
@@ -259,7 +259,7 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
   TopUpQuery query;
   std::shared_ptr<InferenceRequest> like;  // keeps query.like valid
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (msg.slot < running_.size() && running_[msg.slot] && !running_[msg.slot]->ranges.empty()) {
       const WorkSlice& running = *running_[msg.slot];
       like = running.ranges.front().request;
@@ -282,7 +282,7 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
   if (grant.rows > 0) {
     joining.rows = grant.rows;
     for (auto& r : grant.requests) joining.ranges.push_back({r, 0, r->rows()});
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (msg.slot < running_.size() && running_[msg.slot]) {
       uint8_t* slab = segment_->input_slab(msg.slot);
       const uint64_t used = slot_used_[msg.slot];
@@ -317,13 +317,13 @@ void RuntimeInstance::HandleTopUpQuery(const shm::CompletionMessage& msg) {
 
 void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     hang_watch_.Reported(std::chrono::steady_clock::now());
   }
   if (msg.kind == shm::CompletionKind::kTopUpQuery) return HandleTopUpQuery(msg);
   std::optional<WorkSlice> slice;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (msg.slot >= running_.size() || !running_[msg.slot].has_value()) {
       PACKRAT_LOG(ERROR) << "completion for idle slot " << msg.slot << " ignored";
       return;
@@ -384,10 +384,10 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
 
   std::vector<std::pair<WorkSlice, Status>> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     slot_busy_[msg.slot] = false;
     failed = FillSlotsLocked();
-    if (IdleLocked()) idle_cv_.notify_all();
+    if (IdleLocked()) idle_cv_.NotifyAll();
   }
   for (auto& [s, status] : failed) {
     FailSlice(s, status);
@@ -399,7 +399,7 @@ void RuntimeInstance::MarkDead(const std::string& why) {
   std::vector<WorkSlice> orphans;
   bool was_stopped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     was_stopped = stopped_;
     dead_reason_ = why;
     accepting_ = false;
@@ -410,7 +410,7 @@ void RuntimeInstance::MarkDead(const std::string& why) {
     std::fill(slot_busy_.begin(), slot_busy_.end(), false);
     for (auto& q : queued_) orphans.push_back(std::move(q));
     queued_.clear();
-    idle_cv_.notify_all();
+    idle_cv_.NotifyAll();
   }
   if (!was_stopped && options_.on_death) {
     PACKRAT_LOG(ERROR) << why << " with " << orphans.size() << " slice(s) queued or running";
@@ -428,10 +428,12 @@ void RuntimeInstance::MarkDead(const std::string& why) {
 
 void RuntimeInstance::Stop(std::chrono::milliseconds drain) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopped_) return;
     accepting_ = false;
-    idle_cv_.wait_for(lock, drain, [&] { return IdleLocked(); });
+    const auto deadline = std::chrono::steady_clock::now() + drain;
+    while (!IdleLocked() && idle_cv_.WaitUntil(&mu_, deadline)) {
+    }
     stopped_ = true;
   }
   segment_->requests().Close();  // the runtime leaves its loop and exits 0

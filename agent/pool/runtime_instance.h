@@ -17,11 +17,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -33,6 +31,7 @@
 #include "agent/pool/hang_watch.h"
 #include "agent/pool/process_launcher.h"
 #include "shm/segment.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -117,7 +116,7 @@ class RuntimeInstance : public InstanceExecutor {
   void CompletionLoop();
   // Moves queued slices into free slots. Returns slices that failed to start (to be failed by
   // the caller without the lock). Requires mu_.
-  std::vector<std::pair<WorkSlice, Status>> FillSlotsLocked();
+  std::vector<std::pair<WorkSlice, Status>> FillSlotsLocked() REQUIRES(mu_);
   void HandleCompletion(const shm::CompletionMessage& msg);
   // Answers a top-up query: asks options_.top_up, copies the granted rows into the slot's
   // input slab after the slice's own, and adds them to the running slice.
@@ -128,7 +127,7 @@ class RuntimeInstance : public InstanceExecutor {
   // otherwise returns empty. Signals under mu_, so never after Stop() took over the process.
   // Completion thread.
   std::string KillIfHung();
-  bool IdleLocked() const;
+  bool IdleLocked() const REQUIRES(mu_);
 
   const RuntimeInstanceOptions options_;
   ProcessLauncher* const launcher_;
@@ -136,21 +135,21 @@ class RuntimeInstance : public InstanceExecutor {
   const pid_t pid_;
   std::string load_report_;  // set once at start
 
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;                // signalled when nothing is queued or running
-  std::deque<WorkSlice> queued_;                   // guarded by mu_
-  std::vector<std::optional<WorkSlice>> running_;  // by slot; guarded by mu_
-  // By slot: true from filling the input slab until the outputs were copied out. Guarded by mu_.
-  std::vector<bool> slot_busy_;
-  // By slot: bytes of the input slab the running slice's inputs use. Guarded by mu_.
-  std::vector<uint64_t> slot_used_;
+  mutable Mutex mu_;
+  CondVar idle_cv_;  // signalled when nothing is queued or running
+  std::deque<WorkSlice> queued_ GUARDED_BY(mu_);
+  std::vector<std::optional<WorkSlice>> running_ GUARDED_BY(mu_);  // by slot
+  // By slot: true from filling the input slab until the outputs were copied out.
+  std::vector<bool> slot_busy_ GUARDED_BY(mu_);
+  // By slot: bytes of the input slab the running slice's inputs use.
+  std::vector<uint64_t> slot_used_ GUARDED_BY(mu_);
   // Progress: a completion or top-up query arrived, or a slice was handed to the runtime while
-  // it had none. Guarded by mu_.
-  HangWatch hang_watch_;
-  bool accepting_ = true;       // guarded by mu_
-  std::string dead_reason_;     // guarded by mu_; non-empty once dead
-  bool stopped_ = false;        // guarded by mu_
-  uint64_t next_batch_id_ = 1;  // guarded by mu_
+  // it had none.
+  HangWatch hang_watch_ GUARDED_BY(mu_);
+  bool accepting_ GUARDED_BY(mu_) = true;
+  std::string dead_reason_ GUARDED_BY(mu_);  // non-empty once dead
+  bool stopped_ GUARDED_BY(mu_) = false;
+  uint64_t next_batch_id_ GUARDED_BY(mu_) = 1;
   std::thread completion_thread_;
 };
 

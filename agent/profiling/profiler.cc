@@ -15,6 +15,7 @@
 #include "agent/pool/runtime_instance.h"
 #include "agent/pool/runtime_options.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace packrat {
 namespace {
@@ -101,7 +102,7 @@ class NeighbourLoad {
         while (!stopping_.load(std::memory_order_relaxed)) {
           StatusOr<double> took = TimeOneBatch(runtime, decoded);
           if (!took.ok()) {
-            std::lock_guard<std::mutex> lock(mu_);
+            MutexLock lock(&mu_);
             if (failed_.ok()) failed_ = took.status();
             return;
           }
@@ -115,7 +116,7 @@ class NeighbourLoad {
   // neighbour met (it stopped there), or OK.
   Status Stop() {
     Join();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return failed_;
   }
 
@@ -129,8 +130,8 @@ class NeighbourLoad {
 
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
-  std::mutex mu_;
-  Status failed_;  // guarded by mu_
+  Mutex mu_;
+  Status failed_ GUARDED_BY(mu_);
 };
 
 // Batches of b synthetic rows through a batch runtime, timed whole, until the mean is known to
@@ -186,8 +187,8 @@ class BatchMeter : public PointMeter {
 class DecodeMeter : public PointMeter {
  public:
   struct Steps {
-    std::mutex mu;
-    std::vector<std::pair<int64_t, double>> seen;  // sequences in the step, ms; guarded by mu
+    Mutex mu;
+    std::vector<std::pair<int64_t, double>> seen GUARDED_BY(mu);  // sequences in the step, ms
   };
 
   // `neighbours` (may be empty) decode b sequences of their own during each round.
@@ -224,7 +225,7 @@ class DecodeMeter : public PointMeter {
   // One round: the timed steps that ran with all b sequences (empty if none did).
   StatusOr<std::vector<double>> MeasureRound(int b) {
     {
-      std::lock_guard<std::mutex> lock(steps_->mu);
+      MutexLock lock(&steps_->mu);
       steps_->seen.clear();
     }
     const int timed = std::max(options_.min_iterations, 12);
@@ -258,7 +259,7 @@ class DecodeMeter : public PointMeter {
       RETURN_IF_ERROR(failed);
     }
     std::vector<double> ms;
-    std::lock_guard<std::mutex> lock(steps_->mu);
+    MutexLock lock(&steps_->mu);
     bool first = true;
     for (const auto& [n, took] : steps_->seen) {
       if (n != b) continue;
@@ -348,7 +349,7 @@ StatusOr<std::unique_ptr<PointMeter>> Profiler::StartMeter(int threads, int max_
       o.max_prompt_tokens = 64;
       if (slice == 0) {
         o.on_step = [steps](int64_t n, std::chrono::nanoseconds took) {
-          std::lock_guard<std::mutex> lock(steps->mu);
+          MutexLock lock(&steps->mu);
           steps->seen.emplace_back(n, std::chrono::duration<double, std::milli>(took).count());
         };
       }

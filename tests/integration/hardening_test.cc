@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -19,6 +20,7 @@
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
 #include "tests/support/raw_connection.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -307,6 +309,44 @@ TEST(HardeningTest, AgentKilledWithSigkillLeavesNothingAfterTheNextStart) {
   HttpClient client("127.0.0.1", second.http_port());
   EXPECT_EQ(client.Post("/v2/models/tiny/infer", TinyBody(3)).status, 200);
   EXPECT_EQ(second.Stop(SIGTERM).value_or(-1), 0);
+}
+
+// With server.management_token_file, the management address answers only requests that
+// carry the token: 401 with a JSON error and WWW-Authenticate otherwise, reads and plan changes
+// alike; the data address needs none.
+TEST(HardeningTest, TheManagementTokenGuardsEveryManagementRoute) {
+  testing::TempDir dir("packrat-token");
+  const std::string token_file = dir.path() + "/token";
+  std::ofstream(token_file) << "correct-horse-battery\n";
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+                     "management_token_file: " +
+                         token_file + "}\n" +
+                         TinyModel("{max_batch: 4}", "[{count: 1, threads: 1, batch: 4}]"));
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  HttpClient management("127.0.0.1", agent.management_port());
+  const std::map<std::string, std::string> right = {
+      {"Authorization", "Bearer correct-horse-battery"}};
+  const std::map<std::string, std::string> wrong = {{"Authorization", "Bearer correct-horse"}};
+  for (const std::string target : {"/v2/models/tiny/config", "/v2/health/ready", "/v2/models/tiny"}) {
+    SCOPED_TRACE(target);
+    HttpResult r = management.Get(target);
+    EXPECT_EQ(r.status, 401) << r.body;
+    EXPECT_NE(r.body.find("\"error\""), std::string::npos) << r.body;
+    EXPECT_EQ(r.headers["www-authenticate"], "Bearer realm=\"packrat-management\"");
+    EXPECT_EQ(management.Request("GET", target, "", wrong).status, 401);
+    EXPECT_EQ(management.Request("GET", target, "", right).status, 200);
+  }
+  const std::string plan = R"({"instances":[{"count":1,"threads":1,"batch":2}]})";
+  EXPECT_EQ(management.Request("PUT", "/v2/models/tiny/config", plan).status, 401);
+  EXPECT_EQ(management.Request("PUT", "/v2/models/tiny/config", plan, wrong).status, 401);
+  EXPECT_EQ(management.Request("PUT", "/v2/models/tiny/config", plan, right).status, 200);
+  // The data address is not the management one: no token there.
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(client.Post("/v2/models/tiny/infer", TinyBody(1)).status, 200);
+  // The token never reaches the log.
+  EXPECT_EQ(agent.Log().find("correct-horse"), std::string::npos);
+  EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
 }
 
 }  // namespace
