@@ -1,6 +1,6 @@
 // packrat-agent: the per-node Packrat agent.
 //
-//   packrat-agent --config FILE.yaml [--port-file FILE] [--runtime PATH]
+//   packrat-agent --config FILE.yaml [--port-file FILE] [--runtime PATH] [--version] [--help]
 //
 // Exit codes: 0 after a graceful SIGTERM/SIGINT shutdown, 1 when start-up fails (bad config,
 // port in use, ...), 2 on bad usage.
@@ -9,11 +9,19 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "agent/agent.h"
+#include "common/command_line.h"
 #include "common/logging.h"
 #include "common/stop_signals.h"
+
+#ifndef PACKRAT_VERSION
+#define PACKRAT_VERSION "unknown"
+#endif
 
 namespace {
 
@@ -24,32 +32,33 @@ std::string DefaultRuntimePath() {
   return (self.parent_path() / "packrat-runtime").string();
 }
 
-int Usage() {
-  std::cerr << "usage: packrat-agent --config FILE.yaml [--port-file FILE] [--runtime PATH]\n";
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app(
+      "The per-node Packrat agent: serves the models of FILE.yaml over KServe v2 (REST) with thin "
+      "runtime instances, their management API and Prometheus metrics. Every config key: "
+      "docs/configuration.md.",
+      "packrat-agent");
   std::string config_path, port_file, runtime_path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") return Usage(), 0;
-    if (i + 1 >= argc) return Usage();
-    const std::string value = argv[++i];
-    if (flag == "--config") {
-      config_path = value;
-    } else if (flag == "--port-file") {
-      port_file = value;
-    } else if (flag == "--runtime") {
-      runtime_path = value;
-    } else {
-      std::cerr << "packrat-agent: unknown flag " << flag << "\n";
-      return Usage();
-    }
+  app.add_option("--config", config_path, "the agent's YAML configuration")
+      ->required()
+      ->type_name("FILE.yaml");
+  app.add_option("--port-file", port_file,
+                 "write {\"http\":P,\"management\":Q,\"metrics\":R} here once listening (for "
+                 "port 0)")
+      ->type_name("FILE");
+  app.add_option("--runtime", runtime_path,
+                 "packrat-runtime [default: server.runtime_path, else next to this binary]")
+      ->type_name("PATH");
+  app.set_version_flag("--version", std::string("packrat-agent ") + PACKRAT_VERSION);
+  app.footer("example: packrat-agent --config /etc/packrat/packrat.yaml\n"
+             "exit codes: 0 after SIGTERM/SIGINT, 1 when start-up fails, 2 on bad usage");
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (std::optional<int> exit =
+          packrat::ParseCommandLine(app, args, "packrat-agent", std::cout, std::cerr)) {
+    return *exit;
   }
-  if (config_path.empty()) return Usage();
   packrat::SetLogComponent("agent");
 
   packrat::StopSignals stop_signals;  // before any thread starts

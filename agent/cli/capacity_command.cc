@@ -8,37 +8,13 @@
 
 #include "agent/planning/batching_simulator.h"
 #include "agent/cli/command.h"
-#include "agent/cli/flags.h"
 #include "agent/planning/optimizer.h"
 #include "agent/planning/plan_evaluator.h"
 #include "agent/planning/profile.h"
+#include "common/command_line.h"
 
 namespace packrat {
 namespace {
-
-constexpr FlagSpec kCapacityFlags[] = {
-    {"profile", "FILE", "latency profile CSV: threads,batch,latency_ms[,...] (required)"},
-    {"threads", "T", "threads (cores) to plan for; default: the profile's largest thread count"},
-    {"batch", "B", "batch size B (required); repeat it or give a list: --batch 1,8,64"},
-    {"p99-ms", "MS", "the p99 latency target, arrival to answer (required)"},
-    {"max-delay-us", "US", "the longest a row waits for its batch to fill (default 2000)"},
-    {"requests", "N", "simulated arrivals per rate (default 20000, at least 100)"},
-    {"json", "", "print one JSON object per line instead of a table"},
-    {"help", "", "print this help"},
-};
-
-std::string CapacityUsage() {
-  return "usage: packrat capacity --profile FILE [--threads T] --batch B[,B...] --p99-ms MS\n"
-         "                        [--max-delay-us US] [--requests N] [--json]\n"
-         "\n"
-         "Simulates, for each batch size B, the highest rate of single-row requests that one fat\n"
-         "instance <1,T,B>, one instance per core and the optimizer's plan serve within the p99\n"
-         "target, batched as the agent batches them, at the profile's latencies. A projection:\n"
-         "the profile times instances alone, and plan switches are not simulated.\n"
-         "\n"
-         "flags:\n" +
-         FlagsHelp(kCapacityFlags);
-}
 
 struct PeerResult {
   const char* peer;
@@ -93,65 +69,81 @@ std::string ToJson(int threads, int batch, int p99_ms, const std::vector<PeerRes
 
 int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out,
                        std::ostream& err) {
-  StatusOr<ParsedFlags> flags = ParseFlags(kCapacityFlags, args);
-  if (!flags.ok()) return UsageError(err, flags.status(), "capacity");
-  if (flags->Has("help")) {
-    out << CapacityUsage();
-    return kExitOk;
-  }
-  if (!flags->positional().empty()) {
-    return UsageError(
-        err,
-        InvalidArgument("unexpected argument '" + std::string(flags->positional().front()) + "'"),
-        "capacity");
-  }
-  if (Status s = RequireFlags(*flags, {"profile", "batch", "p99-ms"}); !s.ok()) {
-    return UsageError(err, s, "capacity");
-  }
-  StatusOr<std::vector<int>> batches = ParseIntListFlag("batch", flags->GetAll("batch"), 1);
-  if (!batches.ok()) return UsageError(err, batches.status(), "capacity");
-  // An integer flag's value, or `fallback` where it is not given.
-  const auto int_flag = [&](const char* name, int min, int fallback) -> StatusOr<int> {
-    std::optional<std::string_view> value = flags->Get(name);
-    return value.has_value() ? ParseIntFlag(name, *value, min) : StatusOr<int>(fallback);
-  };
-  StatusOr<int> threads_flag = int_flag("threads", 1, 0);  // 0: the profile's largest
-  StatusOr<int> p99_ms = int_flag("p99-ms", 1, 0);
-  StatusOr<int> max_delay_us = int_flag("max-delay-us", 0, 2000);
-  StatusOr<int> requests = int_flag("requests", 100, 20000);
-  for (const StatusOr<int>* parsed : {&threads_flag, &p99_ms, &max_delay_us, &requests}) {
-    if (!parsed->ok()) return UsageError(err, parsed->status(), "capacity");
+  CLI::App app(
+      "Simulates, for each batch size B, the highest rate of single-row requests that one fat "
+      "instance <1,T,B>, one instance per core and the optimizer's plan serve within the p99 "
+      "target, batched as the agent batches them, at the profile's latencies. A projection: the "
+      "profile times instances alone, and plan switches are not simulated.",
+      "packrat capacity");
+  std::string profile_path;
+  std::vector<int> batches;
+  int threads_flag = 0;  // 0: the profile's largest
+  int p99_ms = 0;
+  int max_delay_us = 2000;
+  int requests = 20000;
+  bool json = false;
+  app.add_option("--profile", profile_path, "latency profile CSV: threads,batch,latency_ms[,...]")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--batch", batches, "batch size B; repeat it or give a list: --batch 1,8,64")
+      ->required()
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check(AtLeast(1))
+      ->type_name("B");
+  app.add_option("--p99-ms", p99_ms, "the p99 latency target, arrival to answer")
+      ->required()
+      ->check(AtLeast(1))
+      ->type_name("MS");
+  app.add_option("--threads", threads_flag,
+                 "threads (cores) to plan for [default: the profile's largest thread count]")
+      ->check(AtLeast(1))
+      ->type_name("T");
+  app.add_option("--max-delay-us", max_delay_us,
+                 "the longest a row waits for its batch to fill")
+      ->capture_default_str()
+      ->check(AtLeast(0))
+      ->type_name("US");
+  app.add_option("--requests", requests, "simulated arrivals per rate")
+      ->capture_default_str()
+      ->check(AtLeast(100))
+      ->type_name("N");
+  app.add_flag("--json", json, "print one JSON object per line instead of a table");
+  app.footer("example: packrat capacity --profile data/profiles/resnet50-xeon6142-16c.csv "
+             "--batch 8,32 --p99-ms 1000");
+  if (std::optional<int> exit = ParseCommandLine(app, args, "packrat capacity", out, err)) {
+    return *exit;
   }
 
-  StatusOr<Profile> loaded = Profile::LoadCsv(std::string(*flags->Get("profile")));
+  StatusOr<Profile> loaded = Profile::LoadCsv(profile_path);
   if (!loaded.ok()) return CommandFailure(err, loaded.status());
-  const int threads = *threads_flag > 0 ? *threads_flag : loaded->MaxThreads();
+  const int threads = threads_flag > 0 ? threads_flag : loaded->MaxThreads();
   const Optimizer optimizer(*std::move(loaded));
-  const BatchingSimulator simulator(*requests);
+  const BatchingSimulator simulator(requests);
   PlanEvaluatorOptions options;
-  options.max_delay = std::chrono::microseconds(*max_delay_us);
+  options.max_delay = std::chrono::microseconds(max_delay_us);
   const PlanEvaluator evaluator(optimizer, simulator, options);  // the profile's latencies
 
   std::vector<std::vector<PeerResult>> rows;
-  for (int batch : *batches) {
+  for (int batch : batches) {
     StatusOr<Plan> plan = optimizer.Solve(threads, batch);
     if (!plan.ok()) return CommandFailure(err, plan.status());
     rows.push_back(
-        {Simulate("fat", {{1, threads, batch}}, batch, evaluator, *p99_ms),
-         Simulate("per_core", PerCoreGroups(threads, batch), batch, evaluator, *p99_ms),
-         Simulate("packrat", plan->groups, batch, evaluator, *p99_ms)});
+        {Simulate("fat", {{1, threads, batch}}, batch, evaluator, p99_ms),
+         Simulate("per_core", PerCoreGroups(threads, batch), batch, evaluator, p99_ms),
+         Simulate("packrat", plan->groups, batch, evaluator, p99_ms)});
   }
 
-  if (flags->Has("json")) {
+  if (json) {
     for (size_t i = 0; i < rows.size(); ++i) {
-      out << ToJson(threads, (*batches)[i], *p99_ms, rows[i]) << "\n";
+      out << ToJson(threads, batches[i], p99_ms, rows[i]) << "\n";
     }
   } else {
-    out << "threads: " << threads << "; p99 target: " << *p99_ms
+    out << "threads: " << threads << "; p99 target: " << p99_ms
         << " ms; rows/s within it (simulated on the profile)\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       for (const PeerResult& p : rows[i]) {
-        out << "B=" << (*batches)[i] << "  " << p.peer << "  " << p.Config() << "  "
+        out << "B=" << batches[i] << "  " << p.peer << "  " << p.Config() << "  "
             << (p.rows_per_s ? FormatFixed(*p.rows_per_s, 2) + " rows/s" : "not in the profile")
             << "\n";
       }

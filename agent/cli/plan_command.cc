@@ -8,30 +8,11 @@
 #include <vector>
 
 #include "agent/cli/command.h"
-#include "agent/cli/flags.h"
 #include "agent/planning/profile.h"
+#include "common/command_line.h"
 
 namespace packrat {
 namespace {
-
-constexpr FlagSpec kPlanFlags[] = {
-    {"profile", "FILE", "latency profile CSV: threads,batch,latency_ms[,...] (required)"},
-    {"threads", "T", "threads (cores) to plan for; default: the profile's largest thread count"},
-    {"batch", "B", "batch size to plan (required); repeat it or give a list: --batch 1,8,64"},
-    {"json", "", "print one JSON object per line instead of a table"},
-    {"help", "", "print this help"},
-};
-
-std::string PlanUsage() {
-  return "usage: packrat plan --profile FILE [--threads T] --batch B [--batch B ...] [--json]\n"
-         "\n"
-         "Chooses, for each batch size B, the <instances,threads,batch> configuration that\n"
-         "minimises the batch latency predicted from the profile on T threads, and compares it\n"
-         "with one fat instance that runs all B rows on all T threads.\n"
-         "\n"
-         "flags:\n" +
-         FlagsHelp(kPlanFlags);
-}
 
 // Shortest decimal form that reads back as the same double (latencies print as profiled).
 std::string FormatShortest(double value) {
@@ -105,45 +86,51 @@ std::string PlanToJson(const Plan& plan) {
 }
 
 int RunPlanCommand(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
-  StatusOr<ParsedFlags> flags = ParseFlags(kPlanFlags, args);
-  if (!flags.ok()) return UsageError(err, flags.status(), "plan");
-  if (flags->Has("help")) {
-    out << PlanUsage();
-    return kExitOk;
-  }
-  if (!flags->positional().empty()) {
-    return UsageError(
-        err,
-        InvalidArgument("unexpected argument '" + std::string(flags->positional().front()) + "'"),
-        "plan");
-  }
-  if (Status s = RequireFlags(*flags, {"profile", "batch"}); !s.ok()) {
-    return UsageError(err, s, "plan");
-  }
-  std::optional<std::string_view> profile_path = flags->Get("profile");
-  StatusOr<std::vector<int>> batches = ParseIntListFlag("batch", flags->GetAll("batch"), 1);
-  if (!batches.ok()) return UsageError(err, batches.status(), "plan");
+  CLI::App app(
+      "Chooses, for each batch size B, the <instances,threads,batch> configuration that minimises "
+      "the batch latency predicted from the profile on T threads, and compares it with one fat "
+      "instance that runs all B rows on all T threads.",
+      "packrat plan");
+  std::string profile_path;
+  std::vector<int> batches;
   std::optional<int> threads;
-  if (std::optional<std::string_view> value = flags->Get("threads"); value.has_value()) {
-    StatusOr<int> parsed = ParseIntFlag("threads", *value, 1);
-    if (!parsed.ok()) return UsageError(err, parsed.status(), "plan");
-    threads = *parsed;
+  bool json = false;
+  app.add_option("--profile", profile_path,
+                 "latency profile CSV: threads,batch,latency_ms[,...]")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--batch", batches,
+                 "batch size B to plan; repeat it or give a list: --batch 1,8,64")
+      ->required()
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check(AtLeast(1))
+      ->type_name("B");
+  app.add_option("--threads", threads,
+                 "threads (cores) to plan for [default: the profile's largest thread count]")
+      ->check(AtLeast(1))
+      ->type_name("T");
+  app.add_flag("--json", json, "print one JSON object per line instead of a table");
+  app.footer("example: packrat plan --profile data/profiles/resnet50-xeon6142-16c.csv --threads 16 "
+             "--batch 1,8,64");
+  if (std::optional<int> exit = ParseCommandLine(app, args, "packrat plan", out, err)) {
+    return *exit;
   }
 
-  const std::string path(*profile_path);
+  const std::string& path = profile_path;
   StatusOr<Profile> profile = Profile::LoadCsv(path);
   if (!profile.ok()) return CommandFailure(err, profile.status());
   if (!threads.has_value()) threads = profile->MaxThreads();
 
   const Optimizer optimizer(*std::move(profile));
   std::vector<Plan> plans;
-  for (int batch : *batches) {
+  for (int batch : batches) {
     StatusOr<Plan> plan = optimizer.Solve(*threads, batch);
     if (!plan.ok()) return CommandFailure(err, plan.status());
     plans.push_back(*std::move(plan));
   }
 
-  if (flags->Has("json")) {
+  if (json) {
     for (const Plan& plan : plans) out << PlanToJson(plan) << "\n";
   } else {
     out << PlanTable(path, optimizer.profile(), *threads, plans);

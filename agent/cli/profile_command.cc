@@ -9,31 +9,13 @@
 #include <string>
 
 #include "agent/cli/command.h"
-#include "agent/cli/flags.h"
 #include "agent/config/config.h"
 #include "agent/pool/cpu_topology.h"
 #include "agent/profiling/profile_store.h"
+#include "common/command_line.h"
 
 namespace packrat {
 namespace {
-
-constexpr FlagSpec kProfileFlags[] = {
-    {"config", "FILE.yaml", "agent config that declares the model"},
-    {"model", "NAME", "the model to profile"},
-    {"threads", "LIST", "thread counts, e.g. 1-4 or 1,2,4 (default: 1..usable cores)"},
-    {"batches", "LIST", "batch sizes (default: powers of two up to batching.max_batch or 32)"},
-    {"out", "FILE.csv", "where to write the profile (resumed if it exists with the same key)"},
-    {"runtime", "PATH", "packrat-runtime (default: next to this binary)"},
-    {"target-error", "FRACTION", "stop timing a point when the 95% interval is within this"},
-    {"max-seconds-per-point", "SECONDS", "time limit per point (default 20)"},
-    {"alone", "", "time each instance alone, not next to busy neighbours on the other cores"},
-    {"help", "", "print this help"},
-};
-
-std::string Usage() {
-  return "usage: packrat profile --config FILE.yaml --model NAME --out FILE.csv [flags]\n\n" +
-         FlagsHelp(kProfileFlags);
-}
 
 std::string DefaultRuntime() {
   std::error_code ec;
@@ -55,21 +37,49 @@ std::string Duration(double s) {
 
 int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
                       std::ostream& err) {
-  auto flags = ParseFlags(kProfileFlags, args);
-  if (!flags.ok()) return UsageError(err, flags.status(), "profile");
-  if (flags->Has("help")) {
-    out << Usage();
-    return kExitOk;
+  CLI::App app(
+      "Measures a model's latency profile L[t,b] with real runtimes pinned to the usable cores, "
+      "each point next to busy neighbours on the other cores (--alone: by itself). Resumable: "
+      "an existing --out file with the same key keeps its points.",
+      "packrat profile");
+  std::string config_path, model_name, path, runtime, threads_text, batches_text;
+  double target_error = 0;
+  int max_seconds = 0;
+  bool alone = false;
+  app.add_option("--config", config_path, "agent config that declares the model")
+      ->required()
+      ->type_name("FILE.yaml");
+  app.add_option("--model", model_name, "the model to profile")->required()->type_name("NAME");
+  app.add_option("--out", path, "where to write the profile (resumed if it exists with the same key)")
+      ->required()
+      ->type_name("FILE.csv");
+  app.add_option("--threads", threads_text,
+                 "thread counts, e.g. 1-4 or 1,2,4 [default: 1..the usable cores]")
+      ->type_name("LIST");
+  app.add_option("--batches", batches_text,
+                 "batch sizes [default: powers of two up to batching.max_batch, or 32]")
+      ->type_name("LIST");
+  app.add_option("--runtime", runtime, "packrat-runtime [default: next to this binary]")
+      ->type_name("PATH");
+  app.add_option("--target-error", target_error,
+                 "stop timing a point once its 95% interval is within this fraction of the mean")
+      ->check(CLI::Range(0.0, 1.0))
+      ->type_name("FRACTION");
+  app.add_option("--max-seconds-per-point", max_seconds, "time limit per point [default: 20]")
+      ->check(AtLeast(1))
+      ->type_name("SECONDS");
+  app.add_flag("--alone", alone,
+               "time each instance alone, not next to busy neighbours on the other cores");
+  app.footer("example: packrat profile --config deploy/config/packrat.yaml --model demo "
+             "--out demo.csv --threads 1-4");
+  if (std::optional<int> exit = ParseCommandLine(app, args, "packrat profile", out, err)) {
+    return *exit;
   }
-  if (Status s = RequireFlags(*flags, {"config", "model", "out"}); !s.ok()) {
-    return UsageError(err, s, "profile");
-  }
-  auto config = LoadConfig(std::string(*flags->Get("config")));
+  auto config = LoadConfig(config_path);
   if (!config.ok()) {
     err << "error: " << config.status().message() << "\n";
     return kExitError;
   }
-  const std::string model_name(*flags->Get("model"));
   const ModelConfig* model = nullptr;
   for (const ModelConfig& m : config->models) {
     if (m.name == model_name) model = &m;
@@ -84,38 +94,31 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
   options.model.kernel = ResolveKernelSettings(model->optimize, ReadCpuFeatures(), model->inputs);
   err << "kernel settings: " << options.model.kernel.Key() << "\n";
   options.cores = AffinityCpus();
-  options.runtime_path =
-      flags->Get("runtime") ? std::string(*flags->Get("runtime")) : DefaultRuntime();
-  if (auto v = flags->Get("threads")) {
-    auto threads = ParseIntRanges(std::string(*v));
+  options.runtime_path = runtime.empty() ? DefaultRuntime() : runtime;
+  if (!threads_text.empty()) {
+    auto threads = ParseIntRanges(threads_text);
     if (!threads.ok()) return UsageError(err, threads.status(), "profile");
     options.threads = *threads;
   } else {
     for (size_t t = 1; t <= options.cores.size(); ++t)
       options.threads.push_back(static_cast<int>(t));
   }
-  if (auto v = flags->Get("batches")) {
-    auto batches = ParseIntRanges(std::string(*v));
+  if (!batches_text.empty()) {
+    auto batches = ParseIntRanges(batches_text);
     if (!batches.ok()) return UsageError(err, batches.status(), "profile");
     options.batches = *batches;
   } else {
     options.batches = PowersOfTwoUpTo(
         model->batching.max_batch > 0 ? static_cast<int>(model->batching.max_batch) : 32);
   }
-  if (auto v = flags->Get("target-error")) {
-    options.target_rel_error = std::atof(std::string(*v).c_str());
-    if (!(options.target_rel_error > 0 && options.target_rel_error < 1)) {
+  if (target_error > 0) {
+    if (target_error >= 1) {
       return UsageError(err, InvalidArgument("--target-error must be in (0, 1)"), "profile");
     }
+    options.target_rel_error = target_error;
   }
-  if (auto v = flags->Get("max-seconds-per-point")) {
-    auto s = ParseIntFlag("max-seconds-per-point", *v, 1);
-    if (!s.ok()) return UsageError(err, s.status(), "profile");
-    options.max_seconds_per_point = std::chrono::seconds(*s);
-  }
-
-  const std::string path(*flags->Get("out"));
-  options.neighbours = !flags->Has("alone");
+  if (max_seconds > 0) options.max_seconds_per_point = std::chrono::seconds(max_seconds);
+  options.neighbours = !alone;
   auto key = ComputeProfileKey(model->path, options.runtime_path, options.model.kernel.Key(),
                                ProfileLoad(options));
   if (!key.ok()) {

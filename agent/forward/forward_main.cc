@@ -12,28 +12,22 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "agent/forward/forwarder.h"
 #include "common/atomic_file.h"
+#include "common/command_line.h"
 #include "common/logging.h"
 #include "common/stop_signals.h"
 
+#ifndef PACKRAT_VERSION
+#define PACKRAT_VERSION "unknown"
+#endif
+
 namespace {
-
-int Usage() {
-  std::cerr << "usage: packrat-forward --upstream unix:PATH|tcp:HOST:PORT"
-               " [--listen HOST:PORT] [--connect-timeout-ms N]\n"
-               "                       [--threads N] [--shutdown-timeout-s N] [--port-file FILE]\n";
-  return 2;
-}
-
-// Parses a whole decimal number in [min, max].
-bool ParseInt(const std::string& text, long min, long max, long* out) {
-  char* end = nullptr;
-  *out = std::strtol(text.c_str(), &end, 10);
-  return !text.empty() && *end == '\0' && *out >= min && *out <= max;
-}
 
 bool WritePortFile(const std::string& path, uint16_t port) {
   return packrat::WriteFileAtomically(path, "{\"listen\":" + std::to_string(port) + "}\n").ok();
@@ -42,38 +36,51 @@ bool WritePortFile(const std::string& path, uint16_t port) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app(
+      "The sidecar forwarder of an application pod: listens inside the pod and splices every "
+      "connection to the node's Packrat agent, over its Unix socket or TCP.",
+      "packrat-forward");
   packrat::ForwarderOptions options;
-  std::string upstream, port_file;
-  long shutdown_timeout_s = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") return Usage(), 0;
-    if (i + 1 >= argc) return Usage();
-    const std::string value = argv[++i];
-    long n = 0;
-    if (flag == "--upstream") {
-      upstream = value;
-    } else if (flag == "--listen") {
-      auto endpoint = packrat::ParseEndpoint(value);
-      if (!endpoint.ok()) {
-        std::cerr << "packrat-forward: --listen: " << endpoint.status().message() << "\n";
-        return 2;
-      }
-      options.listen = *endpoint;
-    } else if (flag == "--connect-timeout-ms" && ParseInt(value, 1, 3600000, &n)) {
-      options.connect_timeout = std::chrono::milliseconds(n);
-    } else if (flag == "--threads" && ParseInt(value, 1, 64, &n)) {
-      options.threads = static_cast<int>(n);
-    } else if (flag == "--shutdown-timeout-s" && ParseInt(value, 0, 3600, &n)) {
-      shutdown_timeout_s = n;
-    } else if (flag == "--port-file") {
-      port_file = value;
-    } else {
-      std::cerr << "packrat-forward: bad flag or value: " << flag << " " << value << "\n";
-      return Usage();
-    }
+  std::string upstream, port_file, listen = "127.0.0.1:8080";
+  int connect_timeout_ms = 1000, threads = 1, shutdown_timeout_s = 20;
+  app.add_option("--upstream", upstream, "the agent: unix:PATH or tcp:HOST:PORT")
+      ->required()
+      ->type_name("ADDRESS");
+  app.add_option("--listen", listen, "where the application connects (port 0: pick one)")
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        const auto endpoint = packrat::ParseEndpoint(text);
+        return endpoint.ok() ? std::string() : endpoint.status().message();
+      })
+      ->type_name("HOST:PORT");
+  app.add_option("--connect-timeout-ms", connect_timeout_ms,
+                 "how long a connection to the agent may take")
+      ->capture_default_str()
+      ->check(packrat::Between(1, 3'600'000))
+      ->type_name("MS");
+  app.add_option("--threads", threads, "I/O threads")
+      ->capture_default_str()
+      ->check(packrat::Between(1, 64))
+      ->type_name("N");
+  app.add_option("--shutdown-timeout-s", shutdown_timeout_s,
+                 "on SIGTERM, how long open connections may go on")
+      ->capture_default_str()
+      ->check(packrat::Between(0, 3600))
+      ->type_name("SECONDS");
+  app.add_option("--port-file", port_file, "write {\"listen\":P} here once listening")
+      ->type_name("FILE");
+  app.set_version_flag("--version", std::string("packrat-forward ") + PACKRAT_VERSION);
+  app.footer("example: packrat-forward --upstream unix:/run/packrat/agent.sock "
+             "--listen 127.0.0.1:8080\n"
+             "exit codes: 0 after SIGTERM/SIGINT, 1 when start-up fails, 2 on bad usage");
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (std::optional<int> exit =
+          packrat::ParseCommandLine(app, args, "packrat-forward", std::cout, std::cerr)) {
+    return *exit;
   }
-  if (upstream.empty()) return Usage();
+  options.listen = *packrat::ParseEndpoint(listen);
+  options.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
+  options.threads = threads;
   auto parsed = packrat::ParseUpstream(upstream);
   if (!parsed.ok()) {
     std::cerr << "packrat-forward: --upstream: " << parsed.status().message() << "\n";

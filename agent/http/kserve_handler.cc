@@ -103,6 +103,10 @@ std::string ModelMetadata(const ServedModel& model) {
   AppendTensorSpecs(out, sig.outputs);
   out += ",\"parameters\":{\"state\":";
   AppendJsonString(out, StateName(model.state()));
+  if (const std::string detail = model.status_detail(); !detail.empty()) {
+    out += ",\"state_detail\":";
+    AppendJsonString(out, detail);
+  }
   out += ",\"max_batch\":" + std::to_string(sig.max_batch);
   out += ",\"target_batch\":" + std::to_string(model.config().TargetBatch());
   out += ",\"instances\":";

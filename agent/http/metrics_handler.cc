@@ -1,7 +1,7 @@
 #include "agent/http/metrics_handler.h"
 
 #include "agent/kserve/kserve_codec.h"
-#include "agent/metrics/text_format.h"
+#include "agent/metrics/agent_metrics.h"
 
 namespace packrat {
 

@@ -12,6 +12,12 @@
 //   packrat_estimated_batch_rows{model}                       gauge  (the estimator's value)
 //   packrat_reconfigurations_total{model}                     counter
 //   packrat_runtime_restarts_total{model}                     counter
+//   packrat_reconfiguration_duration_seconds{model}           histogram
+//   packrat_instance_generation{model}                        gauge
+//   packrat_profile_progress_ratio{model}                     gauge  (profiling done / total)
+//   packrat_model_kernel{model,kernel,configured}             gauge  (1)
+//   packrat_accuracy_max_rel_error{model}                     gauge
+//   packrat_accuracy_top1_agreement{model}                    gauge
 //   packrat_predicted_batch_latency_seconds{model}            gauge  (the optimizer's plan)
 //   packrat_measured_batch_latency_seconds{model}             gauge
 //   packrat_topup_queries_total{model,outcome}                counter (layered batching)
@@ -22,28 +28,53 @@
 //   packrat_time_to_first_token_seconds{model}                histogram
 //   process_*                                                 (process_metrics.h)
 //
+// Labels are written in name order (prometheus-cpp keeps them in a map): the series
+// packrat_instances{model="m",threads="2",batch="4",state="ready"} is exported as
+// packrat_instances{batch="4",model="m",state="ready",threads="2"}; PromQL does not care.
+//
+// Built on prometheus-cpp's core library (Debian's prometheus-cpp-dev): its Registry holds every
+// family, its TextSerializer writes the page; the queue-depth callbacks (callback_gauge.h) and
+// the process metrics (process_metrics.h) are Collectables collected beside it. Our own Beast
+// listener serves the page (no civetweb exposer).
+//
 // Usage: AgentMetrics::Create() once per agent; ForModel(name) once per model, keeping the
-// ModelMetrics reference; then every update on the request path is one atomic operation.
-// Serve Render() at GET /metrics with Content-Type kPrometheusContentType.
+// ModelMetrics reference; then every update on the request path is one atomic operation (a
+// histogram's Observe takes its own short lock). Serve Render() at GET /metrics with
+// Content-Type kPrometheusContentType. RemoveModel(name) drops a model's series (unload).
 //
 // Thread-safety: everything is thread-safe. Ownership: AgentMetrics owns the registry and every
-// ModelMetrics; references from ForModel live as long as the AgentMetrics.
+// ModelMetrics; references from ForModel live until RemoveModel or the AgentMetrics' end.
 #pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
 
 #include <array>
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "agent/metrics/metrics_registry.h"
+#include "agent/metrics/callback_gauge.h"
 #include "agent/metrics/process_metrics.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace packrat::metrics {
+
+using Counter = prometheus::Counter;
+using Gauge = prometheus::Gauge;
+using Histogram = prometheus::Histogram;
+using BucketBounds = std::vector<double>;
+
+// The Content-Type of the Prometheus text exposition format, version 0.0.4.
+inline constexpr std::string_view kPrometheusContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 struct AgentMetricsOptions {
   // Bounds of the request, queue and compute duration histograms, in seconds.
@@ -71,6 +102,7 @@ class ModelMetrics {
  public:
   ModelMetrics(const ModelMetrics&) = delete;
   ModelMetrics& operator=(const ModelMetrics&) = delete;
+  ~ModelMetrics();  // removes every series of the model
 
   const std::string& model() const { return model_; }
 
@@ -101,16 +133,19 @@ class ModelMetrics {
   Histogram& reconfiguration_duration() { return *reconfiguration_duration_; }
   // Set(N): the generation of the instance set now serving (1 after loading).
   Gauge& generation() { return *generation_; }
+  // Set(done / total) while the model's profile is measured (instances: auto); 1 once it is
+  // there (measured or stored).
+  Gauge& profile_progress() { return *profile_progress_; }
   // Publishes the kernel settings in effect and the accuracy guard's figures from a runtime's
   // load report ("kernel=… max_rel_error=… top1_agreement=… fallback=…"); `configured` is what
-  // the config asked for.
+  // the config asked for. Takes a lock.
   void SetKernel(const std::string& load_report, const std::string& configured);
   // Set(seconds): the optimizer's predicted latency of a batch under the current plan.
   Gauge& predicted_batch_latency() { return *predicted_batch_latency_; }
   // Set(seconds): the measured latency of recent batches (e.g. a moving average).
   Gauge& measured_batch_latency() { return *measured_batch_latency_; }
   // One batch took `seconds`, arrival of its first slice to its last answer: into the
-  // measured_batch_latency gauge, an exponentially weighted average (α = 0.2). Thread-safe.
+  // measured_batch_latency gauge, an exponentially weighted average (α = 0.2).
   void RecordBatchLatency(double seconds);
 
   // Layered batching. Increment() once per top-up query a runtime asked, by its outcome.
@@ -133,19 +168,23 @@ class ModelMetrics {
   // Replaces this model's packrat_instances series with `counts` (combinations not listed stop
   // being exported; entries with the same labels add up). Takes locks; call on state changes,
   // not per request.
-  void SetInstances(const std::vector<InstanceCount>& counts);
+  void SetInstances(const std::vector<InstanceCount>& counts) EXCLUDES(mu_);
 
   // Makes `rows` (evaluated at scrape time) the value of packrat_queue_rows for this model; the
-  // series lives as long as the handle (see callback_family.h for the callback's rules).
+  // series lives as long as the handle (see callback_gauge.h for the callback's rules).
   CallbackHandle BindQueueRows(MetricCallback rows);
 
  private:
   friend class AgentMetrics;
-  ModelMetrics(const AgentMetrics* owner, std::string model);
+  ModelMetrics(AgentMetrics* owner, std::string model);
+  // One series of `family` for this model, with `labels` beside the model's; remembered so the
+  // destructor removes it.
+  template <typename T, typename... Args>
+  T* Add(prometheus::Family<T>* family, prometheus::Labels labels, Args&&... args);
 
   static constexpr int kMaxCachedCode = 599;
 
-  const AgentMetrics* const owner_;
+  AgentMetrics* const owner_;
   const std::string model_;
   // requests(code) for codes 0..kMaxCachedCode, filled on first use (release/acquire).
   std::array<std::atomic<Counter*>, kMaxCachedCode + 1> requests_by_code_{};
@@ -160,6 +199,7 @@ class ModelMetrics {
   Counter* runtime_restarts_;
   Histogram* reconfiguration_duration_;
   Gauge* generation_;
+  Gauge* profile_progress_;
   Gauge* predicted_batch_latency_;
   Gauge* measured_batch_latency_;
   std::atomic<double> batch_latency_average_{0};
@@ -169,60 +209,70 @@ class ModelMetrics {
   Gauge* layered_optimal_batch_;
   Counter* generated_tokens_;
   Histogram* time_to_first_token_;
-  std::mutex instances_mu_;  // serializes SetInstances
+
+  Mutex mu_;
+  // Every series of the model, to remove at the end: the removers of the ones above and of
+  // requests(code), kernel and accuracy ones (SetKernel), and instances (SetInstances).
+  std::vector<std::function<void()>> removers_ GUARDED_BY(mu_);
+  std::map<std::vector<std::string>, Gauge*> instances_ GUARDED_BY(mu_);  // by label values
+  std::vector<Gauge*> kernel_series_ GUARDED_BY(mu_);
 };
 
 class AgentMetrics {
  public:
   // Registers every family (and the process metrics unless options.proc_root is empty).
-  // Fails only on invalid bucket options.
+  // InvalidArgument for bucket bounds that are not strictly increasing.
   static StatusOr<std::unique_ptr<AgentMetrics>> Create(const AgentMetricsOptions& options = {});
   ~AgentMetrics();
 
   // The series of `model`, created on first use. Takes a lock: call once per model and keep the
-  // reference (valid for the lifetime of this object).
-  ModelMetrics& ForModel(std::string_view model);
+  // reference (valid until RemoveModel(model) or the end of this object).
+  ModelMetrics& ForModel(std::string_view model) EXCLUDES(mu_);
+  // Drops every series of `model` (an unloaded model); its ModelMetrics reference is invalid
+  // afterwards. No-op for an unknown model.
+  void RemoveModel(std::string_view model) EXCLUDES(mu_);
 
   // The /metrics page (Content-Type kPrometheusContentType).
-  std::string Render() const { return registry_.Render(); }
+  std::string Render() const;
   // For families beyond the standard set.
-  MetricsRegistry& registry() { return registry_; }
+  prometheus::Registry& registry() { return registry_; }
 
  private:
   friend class ModelMetrics;
-  AgentMetrics() = default;
-  Status Init(const AgentMetricsOptions& options);
+  explicit AgentMetrics(const AgentMetricsOptions& options);
 
-  MetricsRegistry registry_;
-  Family<Counter>* requests_ = nullptr;
-  Family<Histogram>* request_duration_ = nullptr;
-  Family<Histogram>* queue_duration_ = nullptr;
-  Family<Histogram>* compute_duration_ = nullptr;
-  Family<Histogram>* batch_size_ = nullptr;
-  Family<Gauge>* inflight_ = nullptr;
-  CallbackFamily* queue_rows_ = nullptr;
-  Family<Gauge>* instances_ = nullptr;
-  Family<Gauge>* target_batch_ = nullptr;
-  Family<Gauge>* estimated_batch_ = nullptr;
-  Family<Counter>* reconfigurations_ = nullptr;
-  Family<Counter>* runtime_restarts_ = nullptr;
-  Family<Histogram>* reconfiguration_duration_ = nullptr;
-  Family<Gauge>* generation_ = nullptr;
-  Family<Gauge>* kernel_ = nullptr;
-  Family<Gauge>* accuracy_rel_error_ = nullptr;
-  Family<Gauge>* accuracy_top1_ = nullptr;
-  Family<Gauge>* predicted_batch_latency_ = nullptr;
-  Family<Gauge>* measured_batch_latency_ = nullptr;
-  Family<Counter>* topup_queries_ = nullptr;
-  Family<Counter>* topup_rows_ = nullptr;
-  Family<Histogram>* topup_predicted_latency_ = nullptr;
-  Family<Gauge>* layered_optimal_batch_ = nullptr;
-  Family<Counter>* generated_tokens_ = nullptr;
-  Family<Histogram>* time_to_first_token_ = nullptr;
-  std::unique_ptr<ProcessMetrics> process_;
+  const AgentMetricsOptions options_;
+  prometheus::Registry registry_;
+  prometheus::Family<Counter>* requests_;
+  prometheus::Family<Histogram>* request_duration_;
+  prometheus::Family<Histogram>* queue_duration_;
+  prometheus::Family<Histogram>* compute_duration_;
+  prometheus::Family<Histogram>* batch_size_;
+  prometheus::Family<Gauge>* inflight_;
+  CallbackGauge queue_rows_;
+  prometheus::Family<Gauge>* instances_;
+  prometheus::Family<Gauge>* target_batch_;
+  prometheus::Family<Gauge>* estimated_batch_;
+  prometheus::Family<Counter>* reconfigurations_;
+  prometheus::Family<Counter>* runtime_restarts_;
+  prometheus::Family<Histogram>* reconfiguration_duration_;
+  prometheus::Family<Gauge>* generation_;
+  prometheus::Family<Gauge>* profile_progress_;
+  prometheus::Family<Gauge>* kernel_;
+  prometheus::Family<Gauge>* accuracy_rel_error_;
+  prometheus::Family<Gauge>* accuracy_top1_;
+  prometheus::Family<Gauge>* predicted_batch_latency_;
+  prometheus::Family<Gauge>* measured_batch_latency_;
+  prometheus::Family<Counter>* topup_queries_;
+  prometheus::Family<Counter>* topup_rows_;
+  prometheus::Family<Histogram>* topup_predicted_latency_;
+  prometheus::Family<Gauge>* layered_optimal_batch_;
+  prometheus::Family<Counter>* generated_tokens_;
+  prometheus::Family<Histogram>* time_to_first_token_;
+  std::unique_ptr<ProcessMetrics> process_;  // null without process metrics
 
-  std::mutex mu_;
-  std::map<std::string, std::unique_ptr<ModelMetrics>, std::less<>> models_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, std::unique_ptr<ModelMetrics>, std::less<>> models_ GUARDED_BY(mu_);
 };
 
 }  // namespace packrat::metrics

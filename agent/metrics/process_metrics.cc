@@ -10,6 +10,8 @@
 #include <sstream>
 #include <utility>
 
+#include <prometheus/client_metric.h>
+
 namespace packrat::metrics {
 namespace {
 
@@ -114,49 +116,38 @@ ProcessStats ReadProcessStats(const std::string& proc_root) {
   return stats;
 }
 
-StatusOr<std::unique_ptr<ProcessMetrics>> ProcessMetrics::Create(
-    MetricsRegistry* registry, const ProcessMetricsOptions& options) {
-  std::unique_ptr<ProcessMetrics> metrics(new ProcessMetrics());
-  using Field = std::optional<double> ProcessStats::*;
-  const std::string root = options.proc_root;
-  // Each callback reads only the files its value comes from.
-  const auto bind = [&](CallbackFamily* family, Field field) {
-    metrics->handles_.push_back(
-        family->Bind({}, [root, field] { return ReadStatFields(root).*field; }));
+std::vector<prometheus::MetricFamily> ProcessMetrics::Collect() const {
+  const ProcessStats stats = ReadProcessStats(options_.proc_root);
+  std::vector<prometheus::MetricFamily> families;
+  auto add = [&](const char* name, const char* help, prometheus::MetricType type,
+                 const std::optional<double>& value) {
+    if (!value) return;
+    prometheus::MetricFamily family;
+    family.name = name;
+    family.help = help;
+    family.type = type;
+    prometheus::ClientMetric metric;
+    if (type == prometheus::MetricType::Counter) {
+      metric.counter.value = *value;
+    } else {
+      metric.gauge.value = *value;
+    }
+    family.metric.push_back(std::move(metric));
+    families.push_back(std::move(family));
   };
-  const auto bind_reader = [&](CallbackFamily* family,
-                               std::optional<double> (*read)(const std::string&)) {
-    metrics->handles_.push_back(family->Bind({}, [root, read] { return read(root); }));
-  };
-
-  ASSIGN_OR_RETURN(
-      CallbackFamily * cpu,
-      registry->AddCallbackCounter(
-          {"process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", {}}));
-  bind(cpu, &ProcessStats::cpu_seconds);
-  ASSIGN_OR_RETURN(CallbackFamily * rss,
-                   registry->AddCallbackGauge(
-                       {"process_resident_memory_bytes", "Resident memory size in bytes.", {}}));
-  bind(rss, &ProcessStats::resident_memory_bytes);
-  ASSIGN_OR_RETURN(CallbackFamily * vsize,
-                   registry->AddCallbackGauge(
-                       {"process_virtual_memory_bytes", "Virtual memory size in bytes.", {}}));
-  bind(vsize, &ProcessStats::virtual_memory_bytes);
-  ASSIGN_OR_RETURN(
-      CallbackFamily * open_fds,
-      registry->AddCallbackGauge({"process_open_fds", "Number of open file descriptors.", {}}));
-  bind_reader(open_fds, &OpenFds);
-  ASSIGN_OR_RETURN(CallbackFamily * max_fds,
-                   registry->AddCallbackGauge(
-                       {"process_max_fds", "Maximum number of open file descriptors.", {}}));
-  bind_reader(max_fds, &SoftFdLimit);
-  ASSIGN_OR_RETURN(
-      CallbackFamily * start,
-      registry->AddCallbackGauge({"process_start_time_seconds",
-                                  "Start time of the process since unix epoch in seconds.",
-                                  {}}));
-  bind(start, &ProcessStats::start_time_seconds);
-  return metrics;
+  using prometheus::MetricType;
+  add("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+      MetricType::Counter, stats.cpu_seconds);
+  add("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
+      stats.resident_memory_bytes);
+  add("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
+      stats.virtual_memory_bytes);
+  add("process_open_fds", "Number of open file descriptors.", MetricType::Gauge, stats.open_fds);
+  add("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge,
+      stats.max_fds);
+  add("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+      MetricType::Gauge, stats.start_time_seconds);
+  return families;
 }
 
 }  // namespace packrat::metrics

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/metrics/metrics_registry.h"
-#include "common/status.h"
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
 
 namespace packrat::metrics {
 
@@ -38,16 +38,15 @@ struct ProcessStats {
 // Reads the current process' statistics under `proc_root`. Blocks on local file reads only.
 ProcessStats ReadProcessStats(const std::string& proc_root);
 
-class ProcessMetrics {
+// The six families as a prometheus-cpp Collectable: every Collect() reads /proc once.
+// Thread-safe (stateless).
+class ProcessMetrics final : public prometheus::Collectable {
  public:
-  // Adds the six families to `registry` (not owned; must outlive the returned object, which
-  // unbinds the callbacks when destroyed). Fails if the names are taken.
-  static StatusOr<std::unique_ptr<ProcessMetrics>> Create(MetricsRegistry* registry,
-                                                          const ProcessMetricsOptions& options);
+  explicit ProcessMetrics(ProcessMetricsOptions options) : options_(std::move(options)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  ProcessMetrics() = default;
-  std::vector<CallbackHandle> handles_;
+  const ProcessMetricsOptions options_;
 };
 
 }  // namespace packrat::metrics

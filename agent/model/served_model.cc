@@ -1,14 +1,13 @@
 #include "agent/model/served_model.h"
 
 #include <algorithm>
-#include <limits>
 #include <thread>
 #include <utility>
 
 #include "agent/batching/slice_io.h"
 #include "agent/model/dispatch_metrics.h"
+#include "agent/model/model_profile.h"
 #include "agent/planning/plan_evaluator.h"
-#include "agent/profiling/profile_store.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -77,6 +76,14 @@ std::string ServedModel::failure() const {
   return failure_;
 }
 
+std::string ServedModel::status_detail() const {
+  MutexLock lock(&mu_);
+  if (state() == ModelState::kFailed) return failure_;
+  if (state() != ModelState::kLoading) return "";
+  const std::string profiling = profiling_ ? profiling_->Status() : "";
+  return profiling.empty() ? "starting runtimes" : profiling;
+}
+
 std::vector<pid_t> ServedModel::instance_pids() const {
   std::vector<pid_t> pids;
   const ServingSnapshot s = Snapshot();
@@ -143,23 +150,22 @@ size_t ServedModel::ParkLimit() const {
 StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan(std::optional<Plan>* plan_out) {
   if (!config_.auto_instances) return config_.instances;
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
-  const int batch = static_cast<int>(config_.batching.max_batch);
   if (threads < 1) return FailedPrecondition("no usable cores to plan for");
   std::vector<int> cores;
   if (options_.allocator) {
     for (const CpuInfo& c : options_.allocator->topology().cpus()) cores.push_back(c.cpu);
   }
+  auto progress =
+      std::make_shared<ProfilingProgress>(config_.name, options_.metrics, options_.clock);
+  {
+    MutexLock lock(&mu_);
+    profiling_ = progress;
+  }
   ASSIGN_OR_RETURN(Profile profile,
-                   LoadOrMeasureModelProfile(config_, threads, cores, options_.runtime_path,
-                                             options_.profile_dir, launcher_, nullptr));
+                   LoadModelProfile(config_, threads, cores, options_.runtime_path,
+                                    options_.profile_dir, launcher_, progress.get()));
   optimizer_ = std::make_unique<Optimizer>(std::move(profile));
-  ASSIGN_OR_RETURN(Plan plan, optimizer_->Solve(threads, batch));
-  PACKRAT_LOG(INFO) << "model '" << config_.name << "': plan for T=" << threads << ", B=" << batch
-                    << ": " << plan.ConfigString() << ", predicted " << plan.latency_ms
-                    << " ms per batch"
-                    << (plan.fat_latency_ms
-                            ? " (fat instance: " + std::to_string(*plan.fat_latency_ms) + " ms)"
-                            : std::string());
+  ASSIGN_OR_RETURN(Plan plan, FirstPlan(config_, *optimizer_, threads));
   std::vector<InstanceGroup> groups = plan.groups;
   *plan_out = std::move(plan);
   return groups;

@@ -36,6 +36,7 @@
 #include "agent/model/instance_sets.h"
 #include "agent/model/layered_batching.h"
 #include "agent/model/model_controller.h"
+#include "agent/model/profiling_progress.h"
 #include "agent/model/serving_snapshot.h"
 #include "agent/model/worker_starter.h"
 #include "agent/planning/optimizer.h"
@@ -100,6 +101,9 @@ class ServedModel {
   const ModelSignature& signature() const { return signature_; }
   ModelState state() const { return state_.load(std::memory_order_acquire); }
   std::string failure() const;
+  // What a loading model is doing ("profiling 37/112 points, ETA 4m10s", "starting runtimes"),
+  // or why it failed; "" once ready.
+  std::string status_detail() const;
   // Process ids of every running instance: serving, draining and parked.
   std::vector<pid_t> instance_pids() const;
   // The plan being served (empty before loading).
@@ -160,6 +164,7 @@ class ServedModel {
   std::atomic<ModelState> state_{ModelState::kLoading};
   mutable Mutex mu_;
   std::string failure_ GUARDED_BY(mu_);
+  std::shared_ptr<ProfilingProgress> profiling_ GUARDED_BY(mu_);  // instances: auto
 
   // How much slower than the profile each thread count serves (fed by the runtimes'
   // completion threads; a switch of sets is bracketed by InstanceSets).

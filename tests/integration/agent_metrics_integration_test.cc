@@ -73,14 +73,14 @@ TEST_F(AgentMetricsIntegrationTest, ExportsTheServingSeries) {
   auto has = [&](const std::string& line) {
     EXPECT_NE(page.find("\n" + line + "\n"), std::string::npos) << line << "\n" << page;
   };
-  has(R"(packrat_requests_total{model="cnn",code="200"} 5)");
-  has(R"(packrat_requests_total{model="cnn",code="400"} 2)");
+  has(R"(packrat_requests_total{code="200",model="cnn"} 5)");
+  has(R"(packrat_requests_total{code="400",model="cnn"} 2)");
   has(R"(packrat_request_duration_seconds_count{model="cnn"} 7)");
   has(R"(packrat_queue_duration_seconds_count{model="cnn"} 5)");
   has(R"(packrat_inflight_requests{model="cnn"} 0)");
   has(R"(packrat_queue_rows{model="cnn"} 0)");
   has(R"(packrat_target_batch_rows{model="cnn"} 8)");
-  has(R"(packrat_instances{model="cnn",threads="1",batch="4",state="ready"} 2)");
+  has(R"(packrat_instances{batch="4",model="cnn",state="ready",threads="1"} 2)");
   // 1+2+3+1+2 = 9 rows went through the runtimes, in slices of at most 4.
   has(R"(packrat_batch_size_rows_sum{model="cnn"} 9)");
   EXPECT_EQ(page.find("unknown"), std::string::npos);  // no series for unknown model names

@@ -114,12 +114,12 @@ TEST(OptimizationIntegrationTest, OptimisedFallbackAndStrictModels) {
 
   HttpClient metrics("127.0.0.1", agent.metrics_port());
   const std::string page = metrics.Get("/metrics").body;
-  EXPECT_NE(page.find("packrat_model_kernel{model=\"fast\",kernel=\"bf16+cl+frozen\","
-                      "configured=\"bf16+cl+frozen\"} 1"),
+  EXPECT_NE(page.find("packrat_model_kernel{configured=\"bf16+cl+frozen\","
+                      "kernel=\"bf16+cl+frozen\",model=\"fast\"} 1"),
             std::string::npos)
       << page;
   EXPECT_NE(
-      page.find("packrat_model_kernel{model=\"fallback\",kernel=\"fp32\",configured=\"bf16\"} 1"),
+      page.find("packrat_model_kernel{configured=\"bf16\",kernel=\"fp32\",model=\"fallback\"} 1"),
       std::string::npos);
   EXPECT_NE(page.find("packrat_accuracy_max_rel_error{model=\"fast\"}"), std::string::npos);
   EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);

@@ -1079,7 +1079,7 @@ TEST_F(ReconfigurationTest, AMoveBackTakesParkedRuntimes) {
     }
     HttpClient metrics("127.0.0.1", agent_->metrics_port());
     const std::string parked_series =
-        "packrat_instances{model=\"tiny\",threads=\"1\",batch=\"4\",state=\"parked\"} " +
+        "packrat_instances{batch=\"4\",model=\"tiny\",state=\"parked\",threads=\"1\"} " +
         std::to_string(parks) + "\n";
     EXPECT_EQ(metrics.Get("/metrics").body.find(parked_series) != std::string::npos, parks > 0)
         << metrics.Get("/metrics").body;

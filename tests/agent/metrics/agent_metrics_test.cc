@@ -52,9 +52,9 @@ TEST_F(AgentMetricsTest, EveryFamilyIsExportedWithItsModelLabel) {
   m.measured_batch_latency().Set(0.0135);
   const std::string page = metrics_->Render();
   for (const char* line : {
-           "packrat_requests_total{model=\"demo\",code=\"200\"} 2\n",
-           "packrat_requests_total{model=\"demo\",code=\"429\"} 1\n",
-           "packrat_requests_total{model=\"demo\",code=\"1000\"} 1\n",
+           "packrat_requests_total{code=\"200\",model=\"demo\"} 2\n",
+           "packrat_requests_total{code=\"429\",model=\"demo\"} 1\n",
+           "packrat_requests_total{code=\"1000\",model=\"demo\"} 1\n",
            "packrat_request_duration_seconds_bucket{model=\"demo\",le=\"0.025\"} 1\n",
            "packrat_request_duration_seconds_bucket{model=\"demo\",le=\"0.01\"} 0\n",
            "packrat_request_duration_seconds_count{model=\"demo\"} 1\n",
@@ -85,22 +85,22 @@ TEST_F(AgentMetricsTest, SetInstancesReplacesTheModelsSeries) {
   demo.SetInstances({{1, 4, "ready", 2}, {2, 8, "warming", 1}});
   std::string page = metrics_->Render();
   EXPECT_TRUE(Contains(
-      page, "packrat_instances{model=\"demo\",threads=\"1\",batch=\"4\",state=\"ready\"} 2\n"));
+      page, "packrat_instances{batch=\"4\",model=\"demo\",state=\"ready\",threads=\"1\"} 2\n"));
   EXPECT_TRUE(Contains(
-      page, "packrat_instances{model=\"demo\",threads=\"2\",batch=\"8\",state=\"warming\"} 1\n"));
+      page, "packrat_instances{batch=\"8\",model=\"demo\",state=\"warming\",threads=\"2\"} 1\n"));
 
   demo.SetInstances({{2, 8, "ready", 3}});
   page = metrics_->Render();
   EXPECT_FALSE(Contains(page, "state=\"warming\"")) << page;
-  EXPECT_FALSE(Contains(page, "threads=\"1\",batch=\"4\"")) << page;
+  EXPECT_FALSE(Contains(page, "batch=\"4\"")) << page;
   EXPECT_TRUE(Contains(
-      page, "packrat_instances{model=\"demo\",threads=\"2\",batch=\"8\",state=\"ready\"} 3\n"));
+      page, "packrat_instances{batch=\"8\",model=\"demo\",state=\"ready\",threads=\"2\"} 3\n"));
   EXPECT_TRUE(Contains(
-      page, "packrat_instances{model=\"other\",threads=\"1\",batch=\"1\",state=\"ready\"} 4\n"));
+      page, "packrat_instances{batch=\"1\",model=\"other\",state=\"ready\",threads=\"1\"} 4\n"));
 
   demo.SetInstances({});
   page = metrics_->Render();
-  EXPECT_FALSE(Contains(page, "packrat_instances{model=\"demo\"")) << page;
+  EXPECT_FALSE(Contains(page, "model=\"demo\",state=")) << page;
 }
 
 TEST_F(AgentMetricsTest, QueueRowsIsACallback) {
@@ -134,6 +134,28 @@ TEST_F(AgentMetricsTest, ExportsProcessMetricsByDefault) {
                            "process_start_time_seconds"}) {
     EXPECT_TRUE(Contains(page, std::string("\n") + name + " ")) << name << " in:\n" << page;
   }
+}
+
+TEST_F(AgentMetricsTest, RemoveModelDropsEverySeriesOfTheModel) {
+  ModelMetrics& gone = metrics_->ForModel("gone");
+  gone.requests(200).Increment();
+  gone.request_duration().Observe(0.1);
+  gone.SetInstances({{1, 4, "ready", 2}});
+  gone.SetKernel("kernel=bf16 checked=1 max_rel_error=0.01", "bf16");
+  CallbackHandle rows = gone.BindQueueRows([] { return 2; });
+  metrics_->ForModel("kept").requests(200).Increment();
+  ASSERT_TRUE(Contains(metrics_->Render(), "model=\"gone\""));
+  rows.Reset();
+  metrics_->RemoveModel("gone");
+  const std::string page = metrics_->Render();
+  EXPECT_FALSE(Contains(page, "model=\"gone\"")) << page;
+  EXPECT_TRUE(Contains(page, "packrat_requests_total{code=\"200\",model=\"kept\"} 1\n")) << page;
+  metrics_->RemoveModel("never");  // unknown: nothing happens
+}
+
+TEST_F(AgentMetricsTest, ProfileProgressIsARatio) {
+  metrics_->ForModel("demo").profile_progress().Set(0.25);
+  EXPECT_TRUE(Contains(metrics_->Render(), "packrat_profile_progress_ratio{model=\"demo\"} 0.25\n"));
 }
 
 TEST(AgentMetricsCreateTest, RejectsBadBuckets) {

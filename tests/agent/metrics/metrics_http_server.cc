@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "agent/metrics/text_format.h"
+#include "agent/metrics/agent_metrics.h"
 
 namespace packrat::metrics::testing {
 namespace {

@@ -1,5 +1,7 @@
 // A realistic AgentMetrics page for the promtool and Prometheus tests: two models with every
-// family updated, a model name that needs escaping, and extra families with awkward HELP text.
+// family updated, a model name that needs escaping, and an extra family with an awkward label
+// value. (HELP texts are plain: prometheus-cpp 1.0.1 writes HELP unescaped, and ours hold no
+// backslash or newline.)
 #pragma once
 
 #include <gtest/gtest.h>
@@ -41,10 +43,12 @@ inline CallbackHandle Populate(AgentMetrics* metrics) {
   awkward.request_duration().Observe(100);
   awkward.SetInstances({{1, 32, "draining", 1}});
 
-  auto extra = metrics->registry().AddGauge(
-      {"packrat_test_escaping_info", "HELP with a \\ backslash\nand a second line.", {"path"}});
-  EXPECT_TRUE(extra.ok()) << extra.status().ToString();
-  if (extra.ok()) (*extra)->WithLabelValues({"C:\\models\\\"demo\".pt"}).Set(1);
+  prometheus::BuildGauge()
+      .Name("packrat_test_escaping_info")
+      .Help("HELP with 'quotes', \"double quotes\" and UTF-8: r\xC3\xA9sum\xC3\xA9.")
+      .Register(metrics->registry())
+      .Add({{"path", "C:\\models\\\"demo\".pt"}})
+      .Set(1);
   return demo.BindQueueRows([] { return 5; });
 }
 

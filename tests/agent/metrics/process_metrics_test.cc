@@ -1,5 +1,7 @@
 #include "agent/metrics/process_metrics.h"
 
+#include <prometheus/text_serializer.h>
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -64,18 +66,14 @@ TEST_F(ProcessMetricsTest, MissingFilesLeaveTheirMetricsOut) {
   EXPECT_FALSE(s.cpu_seconds || s.resident_memory_bytes || s.virtual_memory_bytes || s.open_fds ||
                s.max_fds || s.start_time_seconds);
 
-  MetricsRegistry registry;
-  auto metrics = ProcessMetrics::Create(&registry, {root_});
-  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
-  EXPECT_EQ(registry.Render(), "");
+  EXPECT_TRUE(ProcessMetrics({root_}).Collect().empty());
 }
 
 TEST_F(ProcessMetricsTest, RendersAtScrapeTime) {
   WriteAll();
-  MetricsRegistry registry;
-  auto metrics = ProcessMetrics::Create(&registry, {root_});
-  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
-  std::string page = registry.Render();
+  const ProcessMetrics metrics({root_});
+  auto render = [&] { return prometheus::TextSerializer().Serialize(metrics.Collect()); };
+  std::string page = render();
   EXPECT_NE(page.find("# TYPE process_cpu_seconds_total counter\n"), std::string::npos) << page;
   EXPECT_NE(page.find("# TYPE process_resident_memory_bytes gauge\n"), std::string::npos);
   EXPECT_NE(page.find("\nprocess_open_fds 3\n"), std::string::npos) << page;
@@ -83,14 +81,8 @@ TEST_F(ProcessMetricsTest, RendersAtScrapeTime) {
   EXPECT_NE(page.find("\nprocess_virtual_memory_bytes 104857600\n"), std::string::npos) << page;
 
   Write("self/fd/3", "");
-  page = registry.Render();
+  page = render();
   EXPECT_NE(page.find("\nprocess_open_fds 4\n"), std::string::npos) << page;
-}
-
-TEST_F(ProcessMetricsTest, CreateFailsWhenNamesAreTaken) {
-  MetricsRegistry registry;
-  ASSERT_TRUE(registry.AddGauge({"process_open_fds", "Taken.", {}}).ok());
-  EXPECT_EQ(ProcessMetrics::Create(&registry, {root_}).status().code(), StatusCode::kAlreadyExists);
 }
 
 TEST(ProcessMetricsRealProcTest, ReadsPlausibleValuesForThisProcess) {

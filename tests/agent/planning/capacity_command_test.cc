@@ -102,10 +102,9 @@ TEST(CapacityCommandTest, UsageErrorsExitWithTwo) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--profile", kResnet, "--batch", "8"}, "--p99-ms is required"},
       {{"--batch", "8", "--p99-ms", "100"}, "--profile is required"},
-      {{"--profile", kResnet, "--batch", "8", "--p99-ms", "0"},
-       "flag '--p99-ms' must be >= 1, got 0"},
+      {{"--profile", kResnet, "--batch", "8", "--p99-ms", "0"}, "--p99-ms: must be >= 1, got 0"},
       {{"--profile", kResnet, "--batch", "8", "--p99-ms", "100", "--requests", "10"},
-       "flag '--requests' must be >= 100, got 10"},
+       "--requests: must be >= 100, got 10"},
   };
   for (const auto& [args, message] : cases) {
     Result r = RunCapacity(args);

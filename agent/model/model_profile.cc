@@ -1,0 +1,33 @@
+#include "agent/model/model_profile.h"
+
+#include "agent/profiling/profile_store.h"
+#include "common/logging.h"
+
+namespace packrat {
+
+StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
+                                   const std::vector<int>& cores, const std::string& runtime_path,
+                                   const std::string& profile_dir, ProcessLauncher* launcher,
+                                   ProfilingProgress* progress) {
+  StatusOr<Profile> profile = LoadOrMeasureModelProfile(
+      model, threads, cores, runtime_path, profile_dir, launcher,
+      [progress](const ProfileProgress& p) {
+        if (progress) progress->Update(p);
+      });
+  if (progress) progress->Finish(profile.ok());
+  return profile;
+}
+
+StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, int threads) {
+  const int batch = static_cast<int>(model.batching.max_batch);
+  ASSIGN_OR_RETURN(Plan plan, optimizer.Solve(threads, batch));
+  PACKRAT_LOG(INFO) << "model '" << model.name << "': plan for T=" << threads << ", B=" << batch
+                    << ": " << plan.ConfigString() << ", predicted " << plan.latency_ms
+                    << " ms per batch"
+                    << (plan.fat_latency_ms
+                            ? " (fat instance: " + std::to_string(*plan.fat_latency_ms) + " ms)"
+                            : std::string());
+  return plan;
+}
+
+}  // namespace packrat

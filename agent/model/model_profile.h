@@ -1,0 +1,28 @@
+// Where an `instances: auto` model's latency profile L[t,b] and first plan come from.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/model/profiling_progress.h"
+#include "agent/planning/optimizer.h"
+#include "agent/planning/profile.h"
+#include "agent/pool/process_launcher.h"
+
+namespace packrat {
+
+// The profile of `model` for plans of up to `threads` threads: stored in `profile_dir` under the
+// model's key, or measured with real pinned runtimes on `cores` (LoadOrMeasureModelProfile;
+// minutes), `progress` told of every point and finished at the end (may be null). Sets the
+// progress metric to 1 once the profile is there.
+StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
+                                   const std::vector<int>& cores, const std::string& runtime_path,
+                                   const std::string& profile_dir, ProcessLauncher* launcher,
+                                   ProfilingProgress* progress);
+
+// The optimizer's plan for T = `threads`, B = batching.max_batch; logged with its predicted
+// latency and the fat instance's.
+StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, int threads);
+
+}  // namespace packrat
