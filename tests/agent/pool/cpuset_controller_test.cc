@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -136,6 +139,10 @@ TEST(CpusetControllerTest, RealHierarchyConfinesALaunchedProcess) {
   const CgroupInfo info = ReadCgroupInfo("");
   auto c = CpusetController::Open(info, getpid());
   if (!c->enabled()) GTEST_SKIP() << "no writable cpuset hierarchy here: " << c->describe();
+  // A mounted v1 hierarchy is libcgroup's to manage.
+  if (info.version == CgroupVersion::kV1) {
+    EXPECT_NE(c->describe().find("via libcgroup"), std::string::npos) << c->describe();
+  }
   ASSERT_TRUE(info.cpus && !info.cpus->empty());
   const int cpu = info.cpus->back();
   std::string dir;
@@ -161,6 +168,97 @@ TEST(CpusetControllerTest, RealHierarchyConfinesALaunchedProcess) {
     ASSERT_TRUE(launcher.Wait(*pid, std::chrono::seconds(10)));
   }
   EXPECT_FALSE(Exists(dir));
+}
+
+// A stale group on the real hierarchy with a live process inside: the next agent (RemoveStale,
+// through libcgroup on v1) kills the process and removes the group.
+TEST(CpusetControllerTest, RealStaleGroupIsEmptiedAndRemoved) {
+  const CgroupInfo info = ReadCgroupInfo("");
+  if (info.version == CgroupVersion::kNone) GTEST_SKIP() << "no cpuset hierarchy here";
+  // What an agent that died without cleaning up leaves: its runtime still running in its group.
+  const std::string dir =
+      info.cpuset_dir + "/packrat." + std::to_string(DeadPid()) + ".orphan";
+  const Status made = CgroupBackend::Direct()->CreateCpuset(
+      dir, ReadCgroupFile(info.cpuset_dir + "/cpuset.cpus"),
+      ReadCgroupFile(info.cpuset_dir + (info.version == CgroupVersion::kV2
+                                            ? "/cpuset.mems.effective"
+                                            : "/cpuset.mems")));
+  if (!made.ok()) GTEST_SKIP() << "cpuset hierarchy not writable: " << made.message();
+  ForkExecLauncher launcher;
+  LaunchSpec spec;
+  spec.path = "/bin/sleep";
+  spec.args = {"60"};
+  spec.cgroup_procs = dir + "/cgroup.procs";
+  auto pid = launcher.Launch(spec);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+
+  auto new_agent = CpusetController::Open(info, getpid());
+  // Open() already removed it; the runtime inside was killed on the way.
+  EXPECT_FALSE(Exists(dir));
+  EXPECT_TRUE(launcher.Wait(*pid, std::chrono::seconds(10)));
+}
+
+// cgroup v2 on this kernel, in a private mount namespace: the agent makes its leaf and enables
+// +cpuset where the v2 hierarchy has the controller; where it does not (cpuset bound to v1, as
+// on hosts mixing both), it falls back to affinity with the kernel's reason.
+TEST(CpusetControllerTest, RealCgroupV2EitherConfinesOrExplainsWhyNot) {
+  char base[] = "/tmp/packrat-cg2.XXXXXX";
+  ASSERT_NE(mkdtemp(base), nullptr);
+  const std::string mount_dir = base;
+  const std::string report = mount_dir + ".report";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) ||
+        mount("cgroup2", mount_dir.c_str(), "cgroup2", 0, nullptr) != 0) {
+      _exit(77);
+    }
+    const std::string dir = mount_dir + "/packrat-v2-test";
+    mkdir(dir.c_str(), 0755);
+    std::ofstream out(report);
+    out << "controllers=" << Read(mount_dir + "/cgroup.controllers");
+    CgroupInfo info;
+    info.version = CgroupVersion::kV2;
+    info.cpuset_dir = dir;
+    info.cpus = std::vector<int>{0};
+    {
+      auto c = CpusetController::Open(info, getpid());
+      out << "enabled=" << c->enabled() << "\n" << "describe=" << c->describe() << "\n";
+      if (c->enabled()) {
+        auto group = c->Create("v2-test", {0}, {});
+        out << "group=" << (group.ok() ? Read((*group)->dir() + "/cpuset.cpus")
+                                       : group.status().message())
+            << "\n";
+      }
+    }
+    out.close();
+    // Leave the test leaf for the parent cgroup, then remove what the test made.
+    std::ofstream(mount_dir + "/cgroup.procs") << getpid();
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.is_directory()) rmdir(e.path().c_str());
+    }
+    rmdir(dir.c_str());
+    umount(mount_dir.c_str());
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  rmdir(mount_dir.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot mount cgroup2 here";
+  const std::string text = Read(report);
+  std::filesystem::remove(report);
+  const bool has_cpuset = text.find("controllers=") != std::string::npos &&
+                          text.substr(0, text.find('\n')).find("cpuset") != std::string::npos;
+  if (has_cpuset) {
+    EXPECT_NE(text.find("enabled=1"), std::string::npos) << text;
+    EXPECT_NE(text.find("group=0\n"), std::string::npos) << text;
+  } else {
+    EXPECT_NE(text.find("enabled=0"), std::string::npos) << text;
+    EXPECT_NE(text.find("describe=sched_setaffinity only (cgroup v2 at "), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("cgroup.subtree_control"), std::string::npos) << text;
+  }
 }
 
 TEST(CpusetControllerTest, LaunchFailsClearlyWhenTheCgroupCannotBeJoined) {
