@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/grpc/grpc_server.h"
 #include "agent/pool/cgroup_info.h"
 #include "agent/pool/cpu_list.h"
+#include "agent/pool/virtual_node.h"
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "shm/segment.h"
@@ -15,11 +17,30 @@
 namespace packrat {
 namespace {
 
-Status WritePortFile(const std::string& path, uint16_t http, uint16_t management,
-                     uint16_t metrics) {
-  return WriteFileAtomically(path, "{\"http\":" + std::to_string(http) +
-                                       ",\"management\":" + std::to_string(management) +
-                                       ",\"metrics\":" + std::to_string(metrics) + "}\n");
+Status WritePortFile(const std::string& path, uint16_t http, uint16_t management, uint16_t metrics,
+                     uint16_t grpc) {
+  return WriteFileAtomically(
+      path, "{\"http\":" + std::to_string(http) + ",\"management\":" + std::to_string(management) +
+                ",\"metrics\":" + std::to_string(metrics) +
+                (grpc != 0 ? ",\"grpc\":" + std::to_string(grpc) : std::string()) + "}\n");
+}
+
+// The gRPC server of `server.grpc`, or null when it is off. A port that cannot be bound is a
+// start-up error where `server.grpc` is configured; the default (127.0.0.1:8001, which another
+// agent on the node may hold) only warns.
+StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
+                                                const ModelRegistry* models,
+                                                RepositoryControl* repository) {
+  if (!server.grpc_enabled) return std::unique_ptr<GrpcServer>();
+  GrpcServerOptions grpc;
+  grpc.endpoint = server.grpc;
+  grpc.max_message_bytes = server.grpc_max_message_bytes;
+  grpc.max_concurrent_streams = server.grpc_max_concurrent_streams;
+  StatusOr<std::unique_ptr<GrpcServer>> started = GrpcServer::Start(grpc, models, repository);
+  if (started.ok() || server.grpc_explicit) return started;
+  PACKRAT_LOG(WARNING) << "serving without gRPC: " << started.status().message()
+                       << " (set server.grpc to choose its address, or off)";
+  return std::unique_ptr<GrpcServer>();
 }
 
 }  // namespace
@@ -27,9 +48,7 @@ Status WritePortFile(const std::string& path, uint16_t http, uint16_t management
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
-  if (access(options.runtime_path.c_str(), X_OK) != 0) {
-    return NotFound("runtime executable '" + options.runtime_path + "' not found");
-  }
+  RETURN_IF_ERROR(CheckRuntimes(options.config, options.runtime_path));
   for (const std::string& name : shm::Segment::RemoveStale()) {
     PACKRAT_LOG(INFO) << "removed stale shared-memory segment " << name;
   }
@@ -59,44 +78,63 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     });
   }
   if (usable.empty()) usable = AffinityCpus();
-  agent->allocator_ = std::make_unique<ResourceAllocator>(
-      CpuTopology::Read("", usable), cgroup.ThreadBudget(static_cast<int>(usable.size())));
-  agent->cpusets_ = config.server.cgroups ? CpusetController::Open(cgroup, getpid())
-                                          : CpusetController::AffinityOnly("server.cgroups is off");
+  ASSIGN_OR_RETURN(agent->virtual_node_, VirtualNode::Create(config, usable));
+  if (agent->virtual_node_) PACKRAT_LOG(INFO) << agent->virtual_node_->Describe();
+  if (agent->virtual_node_ && agent->virtual_node_->is_virtual()) {
+    agent->allocator_ = std::make_unique<ResourceAllocator>(agent->virtual_node_->topology(),
+                                                            config.server.virtual_cpus);
+    agent->cpusets_ = CpusetController::AffinityOnly("virtual node");
+  } else {
+    agent->allocator_ = std::make_unique<ResourceAllocator>(
+        CpuTopology::Read("", usable), cgroup.ThreadBudget(static_cast<int>(usable.size())));
+    agent->cpusets_ = config.server.cgroups
+                          ? CpusetController::Open(cgroup, getpid())
+                          : CpusetController::AffinityOnly("server.cgroups is off");
+  }
   PACKRAT_LOG(INFO) << "cores: " << agent->allocator_->topology().Describe()
                     << ", thread budget T=" << agent->allocator_->thread_budget()
                     << (cgroup.cpu_limit ? " (CPU quota " + std::to_string(*cgroup.cpu_limit) + ")"
                                          : std::string());
   if (agent->cpusets_->enabled()) {
     PACKRAT_LOG(INFO) << "runtimes get cpuset cgroups: " << agent->cpusets_->describe();
-  } else {
+  } else if (!agent->virtual_node_ || !agent->virtual_node_->is_virtual()) {
     PACKRAT_LOG(WARNING) << "runtimes are pinned with " << agent->cpusets_->describe();
   }
-  const CpuFeatures cpu = ReadCpuFeatures();
-  for (ModelConfig m : config.models) {
-    m.kernel = ResolveKernelSettings(m.optimize, cpu, m.inputs);
-    if (!m.kernel.is_default()) {
-      PACKRAT_LOG(INFO) << "model '" << m.name << "': kernel settings " << m.kernel.Key()
-                        << " (cpu bf16: " << (cpu.bf16() ? "yes" : "no") << ")";
-    }
-    if (m.kernel.precision == Precision::kBf16 && !cpu.bf16()) {
-      PACKRAT_LOG(WARNING) << "model '" << m.name << "': bf16 on a CPU without AVX-512-BF16 or "
-                           << "AMX is emulated and slow";
-    }
-    ServedModelOptions options;
-    options.runtime_path = agent->options_.runtime_path;
-    options.profile_dir = config.server.profile_dir;
-    options.allocator = agent->allocator_.get();
-    options.cpusets = agent->cpusets_.get();
-    options.metrics = &agent->metrics_->ForModel(m.name);
-    options.runtime_idle_spin_us = config.server.runtime_idle_spin_us;
-    options.on_change = [watch = &agent->config_watch_] { watch->Changed(); };
-    agent->models_.emplace(m.name,
-                           std::make_unique<ServedModel>(m, std::move(options), &agent->launcher_));
+  for (const ModelConfig& m : config.models) agent->models_.Put(m.name, agent->MakeModel(m));
+  if (config.server.node_partition) {
+    NodeControllerOptions node;
+    node.registry = &agent->models_;
+    node.allocator = agent->allocator_.get();
+    node.metrics = agent->metrics_.get();
+    node.interval = std::chrono::milliseconds(config.server.partition_interval_ms);
+    agent->node_ = std::make_unique<NodeController>(std::move(node));
+    agent->management_handler_.set_node_partition(
+        [node = agent->node_.get()] { return node->Json(); });
   }
+  ModelRepositoryOptions repository;
+  repository.dir = config.server.model_repository;
+  repository.load_all = config.server.load_all_models;
+  repository.make_model = [raw = agent.get()](const ModelConfig& m) { return raw->MakeModel(m); };
+  repository.allocator = agent->allocator_.get();
+  repository.drain = std::chrono::seconds(config.server.shutdown_timeout_s);
+  if (NodeController* node = agent->node_.get()) {
+    repository.make_room = [node](const std::string& name, int cpus) {
+      return node->MakeRoom(name, cpus);
+    };
+    repository.on_change = [node] { node->Changed(); };
+  }
+  agent->repository_ = std::make_unique<ModelRepository>(&agent->models_, std::move(repository));
+  agent->management_handler_.set_repository(agent->repository_.get());
 
+  if (config.server.access_log != "off") {
+    ASSIGN_OR_RETURN(agent->access_log_,
+                     AccessLog::Open(config.server.access_log == "json" ? AccessLog::Format::kJson
+                                                                        : AccessLog::Format::kLogfmt,
+                                     config.server.access_log_path));
+  }
   HttpServerOptions http;
   http.endpoint = config.server.http;
+  http.access_log = agent->access_log_.get();
   http.threads = config.server.io_threads;
   http.max_body_bytes = config.server.max_body_bytes;
   http.max_header_bytes = config.server.max_header_bytes;
@@ -114,11 +152,15 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   HttpServerOptions metrics = management;
   metrics.endpoint = config.server.metrics;
   metrics.name = "metrics";
+  metrics.access_log = nullptr;  // scrapes every few seconds are not what operators look for
   ASSIGN_OR_RETURN(agent->metrics_server_,
                    HttpServer::Create(metrics, agent->metrics_handler_.get()));
+  ASSIGN_OR_RETURN(agent->grpc_,
+                   StartGrpc(config.server, &agent->models_, agent->repository_.get()));
   if (!agent->options_.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(agent->options_.port_file, agent->http_port(),
-                                  agent->management_port(), agent->metrics_port()));
+                                  agent->management_port(), agent->metrics_port(),
+                                  agent->grpc_port()));
   }
   agent->http_->Start();
   agent->management_->Start();
@@ -127,7 +169,10 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
                     << " management=" << config.server.management.host << ":"
                     << agent->management_port() << " metrics=" << config.server.metrics.host << ":"
                     << agent->metrics_port() << (config.server.unix_socket.empty() ? "" : " unix=")
-                    << config.server.unix_socket;
+                    << config.server.unix_socket
+                    << (agent->grpc_ ? " grpc=" + config.server.grpc.host + ":" +
+                                           std::to_string(agent->grpc_port())
+                                     : std::string());
   Agent* raw = agent.get();
   agent->loader_ = std::thread([raw] { raw->LoadModels(); });
   return agent;
@@ -135,12 +180,49 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
 
 Agent::~Agent() { Shutdown(); }
 
+uint16_t Agent::grpc_port() const { return grpc_ ? grpc_->port() : 0; }
+
+std::shared_ptr<ServedModel> Agent::MakeModel(ModelConfig m) {
+  static const CpuFeatures cpu = ReadCpuFeatures();
+  m.kernel = ResolveKernelSettings(m.optimize, cpu, m.inputs);
+  ResolveEmulation(virtual_node_.get(), &m);
+  if (!m.kernel.is_default()) {
+    PACKRAT_LOG(INFO) << "model '" << m.name << "': kernel settings " << m.kernel.Key()
+                      << " (cpu bf16: " << (cpu.bf16() ? "yes" : "no") << ")";
+  }
+  if (m.kernel.precision == Precision::kBf16 && !cpu.bf16()) {
+    PACKRAT_LOG(WARNING) << "model '" << m.name << "': bf16 on a CPU without AVX-512-BF16 or "
+                         << "AMX is emulated and slow";
+  }
+  ServedModelOptions options;
+  options.runtime_path = options_.runtime_path;
+  options.profile_dir = options_.config.server.profile_dir;
+  options.allocator = allocator_.get();
+  options.cpusets = cpusets_.get();
+  options.metrics = &metrics_->AcquireModel(m.name);
+  options.runtime_idle_spin_us = options_.config.server.runtime_idle_spin_us;
+  options.on_change = [watch = &config_watch_] { watch->Changed(); };
+  // The series go with the last version of the model (a reload shares them; an unload's go
+  // once no request holds the model any more).
+  metrics::AgentMetrics* metrics = metrics_.get();
+  const std::string name = m.name;
+  return std::shared_ptr<ServedModel>(new ServedModel(std::move(m), std::move(options), &launcher_),
+                                      [metrics, name](ServedModel* model) {
+                                        delete model;
+                                        metrics->ReleaseModel(name);
+                                      });
+}
+
 void Agent::LoadModels() {
   int ready = 0;
-  for (auto& [name, model] : models_) {
+  const std::vector<std::shared_ptr<ServedModel>> configured = models_.List();
+  for (const std::shared_ptr<ServedModel>& model : configured) {
     if (model->Load().ok()) ++ready;
   }
-  PACKRAT_LOG(INFO) << "models loaded: " << ready << " of " << models_.size() << " ready";
+  const auto [tried, loaded] = repository_->LoadAll();
+  PACKRAT_LOG(INFO) << "models loaded: " << ready + loaded << " of " << configured.size() + tried
+                    << " ready";
+  if (node_) node_->Start();  // the partition starts from the models as loaded
 }
 
 void Agent::WaitForModels() {
@@ -151,6 +233,7 @@ void Agent::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   handler_.SetShuttingDown();  // before the log line, which says it has happened
+  if (grpc_) grpc_->SetShuttingDown();
   PACKRAT_LOG(INFO) << "shutting down: not ready from now on";
   if (const int delay = options_.config.server.drain_delay_s; delay > 0) {
     // Keep serving while load balancers and Kubernetes endpoints notice the failing readiness.
@@ -162,9 +245,13 @@ void Agent::Shutdown() {
   http_->StopAccepting();
   management_->StopAccepting();
   metrics_server_->StopAccepting();
+  if (grpc_) grpc_->StopAccepting();  // calls in flight go on
   WaitForModels();
+  if (node_) node_->Stop();  // a move in progress finishes first
+  repository_->Shutdown();  // loads and unloads in progress finish; no new ones
+  management_handler_.JoinRepositoryCalls();
   // Models drain first so every accepted request gets its answer, then the servers write them.
-  for (auto& [name, model] : models_) {
+  for (const std::shared_ptr<ServedModel>& model : models_.List()) {
     model->Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now()));
   }
@@ -172,6 +259,7 @@ void Agent::Shutdown() {
   http_->Stop(deadline);
   management_->Stop(deadline);
   metrics_server_->Stop(deadline);
+  if (grpc_) grpc_->Stop(deadline);  // every ModelInfer was answered with its model
   PACKRAT_LOG(INFO) << "shut down";
 }
 

@@ -17,16 +17,22 @@
 #include "agent/http/management_handler.h"
 #include "agent/http/metrics_handler.h"
 #include "agent/metrics/agent_metrics.h"
+#include "agent/model/model_repository.h"
+#include "agent/model/node_controller.h"
 #include "agent/pool/cpuset_controller.h"
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/resource_allocator.h"
+#include "agent/pool/virtual_node.h"
 
 namespace packrat {
+
+class GrpcServer;  // agent/grpc/grpc_server.h
 
 struct AgentOptions {
   Config config;
   std::string runtime_path;  // packrat-runtime executable
-  std::string port_file;     // if set, {"http":P,"management":Q,"metrics":R} is written here
+  std::string port_file;     // if set, {"http":P,"management":Q,"metrics":R[,"grpc":G]} is
+                             // written here ("grpc" while the gRPC server listens)
 };
 
 class Agent {
@@ -37,6 +43,8 @@ class Agent {
   uint16_t http_port() const { return http_->port(); }
   uint16_t management_port() const { return management_->port(); }
   uint16_t metrics_port() const { return metrics_server_->port(); }
+  // 0 when gRPC is off (`server.grpc: off`, or its default port was taken).
+  uint16_t grpc_port() const;
   // Where runtimes' cgroups are made (or that only affinity is used).
   const CpusetController& cpusets() const { return *cpusets_; }
   // Blocks until every model has finished loading, ready or failed.
@@ -47,20 +55,28 @@ class Agent {
  private:
   explicit Agent(AgentOptions options);
   void LoadModels();
+  // A model of this node (not loaded yet): options from the server config, its metrics series
+  // counted (AgentMetrics::AcquireModel) until the last holder lets it go.
+  std::shared_ptr<ServedModel> MakeModel(ModelConfig config);
 
   AgentOptions options_;
   ForkExecLauncher launcher_;
+  std::unique_ptr<VirtualNode> virtual_node_;  // null: a real node without emulated models
   std::unique_ptr<ResourceAllocator> allocator_;
   std::unique_ptr<CpusetController> cpusets_;
   std::unique_ptr<metrics::AgentMetrics> metrics_;
+  std::unique_ptr<AccessLog> access_log_;  // null: off; before the servers that write to it
   ConfigWatch config_watch_;  // before models_, whose changes it hears
-  ModelMap models_;
+  ModelRegistry models_;
+  std::unique_ptr<NodeController> node_;  // null: server.node_partition off
+  std::unique_ptr<ModelRepository> repository_;
   KserveHandler handler_{&models_};
   ManagementHandler management_handler_{&models_, &handler_, &config_watch_};
   std::unique_ptr<MetricsHandler> metrics_handler_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<HttpServer> management_;
   std::unique_ptr<HttpServer> metrics_server_;
+  std::unique_ptr<GrpcServer> grpc_;  // null when off
   std::thread loader_;
   bool shut_down_ = false;
 };

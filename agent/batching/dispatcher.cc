@@ -107,6 +107,7 @@ void Dispatcher::Dispatch(Batch batch) {
     ++state_->unfinished;
   }
   const SteadyTime start = std::chrono::steady_clock::now();
+  for (const auto& request : batch.requests) request->MarkDispatched(start);
   if (state_->observer.dispatched) state_->observer.dispatched(batch, start);
   // Captures no `this`: the dispatcher may be gone by the time a slice finishes.
   auto slice_done = [state = state_, remaining, start, rows = batch.rows] {

@@ -45,6 +45,19 @@ class InferenceRequest {
     rows_finished_ = std::move(observer);
   }
 
+  // When its first rows were dispatched in a batch (the end of its queueing); the first call
+  // wins. Thread-safe.
+  void MarkDispatched(SteadyTime t) {
+    int64_t unset = 0;
+    dispatched_ns_.compare_exchange_strong(unset, t.time_since_epoch().count(),
+                                           std::memory_order_relaxed);
+  }
+  std::optional<SteadyTime> dispatched() const {
+    const int64_t ns = dispatched_ns_.load(std::memory_order_relaxed);
+    if (ns == 0) return std::nullopt;
+    return SteadyTime(SteadyTime::duration(ns));
+  }
+
   // True if both requests' inputs have equal non-batch dims, so their rows can share a batch.
   bool CompatibleWith(const InferenceRequest& other) const;
 
@@ -68,6 +81,7 @@ class InferenceRequest {
   std::optional<SteadyTime> deadline_;
   std::function<void(int64_t)> rows_finished_;
   std::atomic<int64_t> rows_pending_;
+  std::atomic<int64_t> dispatched_ns_{0};  // steady_clock ticks; 0 = not yet
   Mutex mu_;
   std::vector<Tensor> outputs_ GUARDED_BY(mu_);  // until rows_pending_ reaches 0
   Status status_ GUARDED_BY(mu_);

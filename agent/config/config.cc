@@ -85,9 +85,22 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
                      "'" + socket + "' is longer than " + std::to_string(kMaxUnixSocketPath) +
                          " bytes (the limit of a Unix socket address)");
     }
+    std::string& access_log = config.server.access_log_path;
+    if (!access_log.empty() && access_log != "-" &&
+        std::filesystem::path(access_log).is_relative()) {
+      access_log = (std::filesystem::path(base_dir) / access_log).lexically_normal().string();
+    }
+    std::string& repository = config.server.model_repository;
+    if (!repository.empty() && std::filesystem::path(repository).is_relative()) {
+      repository = (std::filesystem::path(base_dir) / repository).lexically_normal().string();
+    }
     const YAML::Node models = root["models"];
+    if (!repository.empty() && !models) return config;  // every model from the repository
     if (!models || !models.IsSequence() || models.size() == 0) {
-      return r.Error(models ? models : root, "models", "must be a non-empty list");
+      return r.Error(models ? models : root, "models",
+                     repository.empty() ? "must be a non-empty list (or set "
+                                          "server.model_repository)"
+                                        : "must be a non-empty list when given");
     }
     std::set<std::string> names;
     for (size_t i = 0; i < models.size(); ++i) {
@@ -97,12 +110,48 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
       if (!names.insert(m.name).second) {
         return r.Error(models[i]["name"], key + ".name", "duplicate model name '" + m.name + "'");
       }
+      if (config.server.virtual_cpus > 0 && !m.emulate.enabled) {
+        return r.Error(models[i], key,
+                       "is not emulated, and a virtual node (server.virtual_cpus) serves emulated "
+                       "models only: add `emulate: {profile: FILE.csv}`");
+      }
       config.models.push_back(std::move(m));
     }
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source + ": " + e.what());
   }
   return config;
+}
+
+StatusOr<ModelConfig> LoadRepositoryModel(const std::string& folder) {
+  const std::filesystem::path dir = std::filesystem::absolute(folder).lexically_normal();
+  const std::string file = (dir / "model.yaml").string();
+  std::ifstream in(file);
+  if (!in) return NotFound("no model.yaml in " + dir.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  Reader r(file);
+  YAML::Node node;
+  try {
+    node = YAML::Load(text.str());
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(file + ": " + e.what());
+  }
+  const std::string name = dir.filename().string();
+  ModelConfig m;
+  try {
+    if (!node.IsMap()) return r.Error(node, "(top level)", "must be a mapping of a model's keys");
+    if (node["name"]) {
+      return r.Error(node["name"], "name", "is the folder's name ('" + name + "'); remove it");
+    }
+    node["name"] = name;
+    RETURN_IF_ERROR(ParseModel(r, node, "model", dir.string(), &m));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(file + ": " + e.what());
+  }
+  return m;
 }
 
 StatusOr<Config> LoadConfig(const std::string& path) {

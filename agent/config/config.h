@@ -60,6 +60,37 @@ struct ServerConfig {
   // A file holding the bearer token every request to the management address must carry
   // (`Authorization: Bearer <token>`; a mounted Secret); empty: no token. Read at start.
   std::string management_token_file;
+  // KServe v2 gRPC (agent/grpc), Triton's port; `grpc: off` clears grpc_enabled. Where the key
+  // is given (grpc_explicit) failing to bind it is a start-up error; the default only warns.
+  Endpoint grpc{"127.0.0.1", 8001};
+  bool grpc_enabled = true;
+  bool grpc_explicit = false;
+  // The largest gRPC request message (larger: RESOURCE_EXHAUSTED from gRPC); when not given,
+  // max_body_bytes (capped at INT32_MAX, gRPC's limit).
+  uint64_t grpc_max_message_bytes = 64ull << 20;
+  // gRPC calls in flight per client connection; further calls wait in the client.
+  int grpc_max_concurrent_streams = 1024;
+  // A folder of models, one sub-folder per model holding `model.yaml` (one `models[]` entry's
+  // keys without `name`; the folder names the model; relative paths from that folder). Empty:
+  // none (then `models` must not be empty).
+  std::string model_repository;
+  // Which repository models load at start: all of them (true, `model_control: all`), or none
+  // until asked for (`explicit`, as Triton's --model-control-mode=explicit).
+  bool load_all_models = true;
+  // One line per answered request on `http` and `management` (agent/http/access_log.h):
+  // "off", "json" or "logfmt"; to `access_log_path` ("-" or empty: stdout).
+  // Share the CPUs among the `instances: auto` models by load and move them as the load moves
+  // (agent/model/node_controller.h), once two or more such models serve; decisions every
+  // partition_interval_ms.
+  bool node_partition = true;
+  int64_t partition_interval_ms = 1000;
+  std::string access_log = "off";
+  std::string access_log_path;
+  // A virtual node (agent/pool/virtual_node.h): plan and place over CPUs 0..virtual_cpus-1,
+  // sockets of virtual_cpus_per_socket (0: one socket), without cgroups or pinning; every
+  // model must be emulated (`emulate:`). 0: the machine's own CPUs.
+  int virtual_cpus = 0;
+  int virtual_cpus_per_socket = 0;
 };
 
 enum class BatchingMode {
@@ -80,6 +111,9 @@ struct BatchingConfig {
   // X ms wants about X/2: a row may wait for one batch, then run in the next. An explicit
   // plan (management API) is not bound by it.
   double max_batch_latency_ms = 0;
+  // The p99 latency (ms, arrival to answer) the node's joint partition of CPUs among models
+  // aims to keep this model within (agent/planning/joint_partition.h); 0 = none.
+  double p99_target_ms = 0;
   int64_t max_delay_us = 2000;    // a batch waits at most this long for more rows
   int max_inflight_batches = 2;   // batches dispatched but not finished, per model
   int64_t max_queue_rows = 4096;  // rows waiting per model; beyond it requests get 429
@@ -164,9 +198,23 @@ struct GenerationConfig {
   int64_t max_prompt_tokens = 1024;  // longest prompt accepted (also bounded by the model)
 };
 
+// `emulate:` — the model is served by emulated runtimes (packrat-emulated-runtime, emulator/):
+// no libtorch, nothing computed; a slice of b rows at t threads lasts the profile's L[t,b]
+// under the contention of the node's other emulated threads, outputs are zero-filled.
+struct EmulateConfig {
+  bool enabled = false;
+  std::string profile;            // CSV L[t,b] (absolute after loading); with `instances:
+                                  // auto` also the model's profile (nothing is measured)
+  double load_s = 1.0;            // a runtime's model load: seconds of one CPU
+  double neighbour_slowdown = 0;  // slower by 1 + this x the share of other CPUs busy
+  // Set by the agent (ResolveEmulation, agent/pool/virtual_node.h):
+  std::string node_state;     // the node's shared CPU state; empty: no contention
+  bool virtual_node = false;  // CPUs are virtual: passed to runtimes, never pinned
+};
+
 struct ModelConfig {
   std::string name;
-  std::string path;  // absolute after loading
+  std::string path;  // absolute after loading; may be empty with `emulate`
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   BatchingConfig batching;
@@ -175,6 +223,10 @@ struct ModelConfig {
   std::vector<InstanceGroup> instances;
   bool auto_instances = false;
   int auto_threads = 0;  // T for auto plans; 0 = every core the agent may use
+  // The joint partition of the node's CPUs (agent/planning/joint_partition.h): the fewest CPUs
+  // the model keeps, even without traffic, and how much its p99 ratio counts against others'.
+  int min_threads = 1;
+  double weight = 1;
   int warmup_iterations = 3;
   int startup_timeout_s = 300;
   // A runtime with work that reports nothing for this long is killed and replaced (its slices
@@ -184,6 +236,7 @@ struct ModelConfig {
   GenerationConfig generation;
   OptimizeConfig optimize;  // as written (may say auto)
   AccuracyConfig accuracy;
+  EmulateConfig emulate;
   // The resolved settings the runtimes use; FP32 contiguous until the agent resolves
   // `optimize` (Agent::Start, `packrat profile`).
   KernelSettings kernel;
@@ -202,6 +255,10 @@ struct Config {
 
 // Parses and validates a config file. Never throws.
 StatusOr<Config> LoadConfig(const std::string& path);
+// The model in repository folder `folder` (server.model_repository/NAME): `folder`/model.yaml
+// holds one `models[]` entry's keys; the model is named after the folder. NotFound without
+// model.yaml; InvalidArgument "file:line: key: what" for anything wrong in it.
+StatusOr<ModelConfig> LoadRepositoryModel(const std::string& folder);
 // Same, from text; `source` names it in errors and relative model paths resolve against
 // `base_dir`.
 StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,

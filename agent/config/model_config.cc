@@ -5,6 +5,7 @@
 
 #include "agent/config/config.h"
 #include "agent/config/config_reader.h"
+#include "agent/planning/profile.h"
 
 namespace packrat::config_internal {
 namespace {
@@ -91,10 +92,11 @@ Status ParseGeneration(const Reader& r, const YAML::Node& model, const YAML::Nod
 // `batching:`.
 Status ParseBatching(const Reader& r, const YAML::Node& b, const std::string& key, ModelConfig* m) {
   const std::string k = key + ".batching";
-  RETURN_IF_ERROR(r.CheckKeys(b, k,
-                              {"mode", "latency_budget_ms", "profile_repeats", "max_batch",
-                               "max_delay_us", "max_inflight_batches", "max_queue_rows",
-                               "timeout_ms", "max_batch_latency_ms", "variable_tensor_bytes"}));
+  RETURN_IF_ERROR(
+      r.CheckKeys(b, k,
+                  {"mode", "latency_budget_ms", "profile_repeats", "max_batch", "max_delay_us",
+                   "max_inflight_batches", "max_queue_rows", "timeout_ms", "max_batch_latency_ms",
+                   "variable_tensor_bytes", "p99_target_ms"}));
   if (b["mode"]) {
     std::string mode;
     RETURN_IF_ERROR(r.GetString(b["mode"], k + ".mode", &mode));
@@ -140,6 +142,10 @@ Status ParseBatching(const Reader& r, const YAML::Node& b, const std::string& ke
   if (b["max_batch_latency_ms"]) {
     RETURN_IF_ERROR(r.GetDouble(b["max_batch_latency_ms"], k + ".max_batch_latency_ms", 0,
                                 3'600'000, &m->batching.max_batch_latency_ms));
+  }
+  if (b["p99_target_ms"]) {
+    RETURN_IF_ERROR(r.GetDouble(b["p99_target_ms"], k + ".p99_target_ms", 0.001, 3'600'000,
+                                &m->batching.p99_target_ms));
   }
   if (b["max_inflight_batches"]) {
     RETURN_IF_ERROR(r.GetIntAs(b["max_inflight_batches"], k + ".max_inflight_batches", 1, 64,
@@ -305,15 +311,46 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
   return Status::Ok();
 }
 
+// `emulate:` (emulated runtimes; `model` is the whole entry, whose other keys it checks).
+Status ParseEmulate(const Reader& r, const YAML::Node& model, const YAML::Node& e,
+                    const std::string& key, const std::string& base_dir, ModelConfig* m) {
+  const std::string k = key + ".emulate";
+  EmulateConfig& em = m->emulate;
+  em.enabled = true;
+  RETURN_IF_ERROR(r.CheckKeys(e, k, {"profile", "load_s", "neighbour_slowdown"}));
+  if (!e["profile"]) return r.Error(e, k + ".profile", "is required");
+  RETURN_IF_ERROR(r.GetString(e["profile"], k + ".profile", &em.profile));
+  std::filesystem::path p(em.profile);
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  em.profile = p.lexically_normal().string();
+  if (StatusOr<Profile> profile = Profile::LoadCsv(em.profile); !profile.ok()) {
+    return r.Error(e["profile"], k + ".profile", profile.status().message());
+  }
+  if (e["load_s"]) RETURN_IF_ERROR(r.GetDouble(e["load_s"], k + ".load_s", 0, 3600, &em.load_s));
+  if (e["neighbour_slowdown"]) {
+    RETURN_IF_ERROR(r.GetDouble(e["neighbour_slowdown"], k + ".neighbour_slowdown", 0, 10,
+                                &em.neighbour_slowdown));
+  }
+  if (m->generation.enabled) {
+    return r.Error(e, k, "emulated runtimes serve batch models, not generative ones");
+  }
+  if (m->batching.mode == BatchingMode::kLayered) {
+    return r.Error(model["batching"], k,
+                   "emulated runtimes do not run staged models' layered top-ups; use "
+                   "batching.mode: batched");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& key,
                   const std::string& base_dir, ModelConfig* m) {
-  RETURN_IF_ERROR(
-      r.CheckKeys(node, key,
-                  {"name", "path", "inputs", "outputs", "batching", "instances",
-                   "warmup_iterations", "startup_timeout_s", "slice_timeout_s", "auto_threads",
-                   "reconfiguration", "optimize", "accuracy", "generation"}));
+  RETURN_IF_ERROR(r.CheckKeys(
+      node, key,
+      {"name", "path", "inputs", "outputs", "batching", "instances", "warmup_iterations",
+       "startup_timeout_s", "slice_timeout_s", "auto_threads", "reconfiguration", "optimize",
+       "accuracy", "generation", "emulate", "min_threads", "weight"}));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {
@@ -322,11 +359,13 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     }
   }
   if (m->name.empty()) return r.Error(node["name"], key + ".name", "must not be empty");
-  if (!node["path"]) return r.Error(node, key + ".path", "is required");
-  RETURN_IF_ERROR(r.GetString(node["path"], key + ".path", &m->path));
-  std::filesystem::path p(m->path);
-  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-  m->path = p.lexically_normal().string();
+  if (!node["path"] && !node["emulate"]) return r.Error(node, key + ".path", "is required");
+  if (node["path"]) {
+    RETURN_IF_ERROR(r.GetString(node["path"], key + ".path", &m->path));
+    std::filesystem::path p(m->path);
+    if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+    m->path = p.lexically_normal().string();
+  }
   if (const YAML::Node g = node["generation"]) {
     RETURN_IF_ERROR(ParseGeneration(r, node, g, key, m));
   } else {
@@ -348,6 +387,13 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
     RETURN_IF_ERROR(
         r.GetIntAs(node["auto_threads"], key + ".auto_threads", 1, 4096, &m->auto_threads));
   }
+  if (node["min_threads"]) {
+    RETURN_IF_ERROR(
+        r.GetIntAs(node["min_threads"], key + ".min_threads", 1, 4096, &m->min_threads));
+  }
+  if (node["weight"]) {
+    RETURN_IF_ERROR(r.GetDouble(node["weight"], key + ".weight", 0.001, 1000, &m->weight));
+  }
   if (node["startup_timeout_s"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["startup_timeout_s"], key + ".startup_timeout_s", 1, 86400,
                                &m->startup_timeout_s));
@@ -360,6 +406,9 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node acc = node["accuracy"]) RETURN_IF_ERROR(ParseAccuracy(r, acc, key, m));
   if (const YAML::Node rc = node["reconfiguration"]) {
     RETURN_IF_ERROR(ParseReconfiguration(r, rc, key, m));
+  }
+  if (const YAML::Node e = node["emulate"]) {
+    RETURN_IF_ERROR(ParseEmulate(r, node, e, key, base_dir, m));
   }
   return Status::Ok();
 }

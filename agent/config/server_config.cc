@@ -1,4 +1,6 @@
 // The `server:` section of the agent's config (config.h).
+#include <algorithm>
+
 #include "agent/config/config.h"
 #include "agent/config/config_reader.h"
 
@@ -15,6 +17,21 @@ Status ParseEndpointNode(const Reader& r, const YAML::Node& node, const std::str
   return Status::Ok();
 }
 
+// `grpc: HOST:PORT`, or `grpc: off`.
+Status ParseGrpcNode(const Reader& r, const YAML::Node& node, ServerConfig* s) {
+  std::string text;
+  RETURN_IF_ERROR(r.GetString(node, "server.grpc", &text));
+  s->grpc_explicit = true;
+  if (text == "off") {
+    s->grpc_enabled = false;
+    return Status::Ok();
+  }
+  auto ep = ParseEndpoint(text);
+  if (!ep.ok()) return r.Error(node, "server.grpc", ep.status().message() + " (or off)");
+  s->grpc = *ep;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
@@ -23,7 +40,11 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
                   {"http", "management", "metrics", "io_threads", "max_body_bytes",
                    "max_header_bytes", "idle_timeout_s", "runtime_path", "shutdown_timeout_s",
                    "runtime_idle_spin_us", "profile_dir", "drain_delay_s", "unix_socket", "cgroups",
-                   "read_timeout_s", "max_connections", "management_token_file"}));
+                   "read_timeout_s", "max_connections", "management_token_file",
+                   "model_repository", "model_control", "access_log", "access_log_path",
+                   "node_partition", "partition_interval_ms", "grpc",
+                   "grpc_max_message_bytes", "grpc_max_concurrent_streams", "virtual_cpus",
+                   "virtual_cpus_per_socket"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));
@@ -31,6 +52,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   if (node["metrics"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["metrics"], "server.metrics", &s->metrics));
   }
+  if (node["grpc"]) RETURN_IF_ERROR(ParseGrpcNode(r, node["grpc"], s));
   if (node["io_threads"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["io_threads"], "server.io_threads", 1, 256, &s->io_threads));
   }
@@ -41,6 +63,17 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   if (node["max_header_bytes"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["max_header_bytes"], "server.max_header_bytes", 1024,
                                int64_t{1} << 24, &s->max_header_bytes));
+  }
+  // gRPC takes the limit as an int.
+  s->grpc_max_message_bytes = std::min<uint64_t>(s->max_body_bytes, INT32_MAX);
+  if (node["grpc_max_message_bytes"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["grpc_max_message_bytes"], "server.grpc_max_message_bytes",
+                               1024, INT32_MAX, &s->grpc_max_message_bytes));
+  }
+  if (node["grpc_max_concurrent_streams"]) {
+    RETURN_IF_ERROR(r.GetIntAs(node["grpc_max_concurrent_streams"],
+                               "server.grpc_max_concurrent_streams", 1, 1 << 20,
+                               &s->grpc_max_concurrent_streams));
   }
   if (node["idle_timeout_s"]) {
     RETURN_IF_ERROR(
@@ -72,6 +105,52 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   }
   if (node["profile_dir"]) {
     RETURN_IF_ERROR(r.GetString(node["profile_dir"], "server.profile_dir", &s->profile_dir));
+  }
+  if (node["model_repository"]) {
+    RETURN_IF_ERROR(
+        r.GetString(node["model_repository"], "server.model_repository", &s->model_repository));
+    if (s->model_repository.empty()) {
+      return r.Error(node["model_repository"], "server.model_repository", "must not be empty");
+    }
+  }
+  if (node["node_partition"]) {
+    RETURN_IF_ERROR(r.Get(node["node_partition"], "server.node_partition", &s->node_partition));
+  }
+  if (node["partition_interval_ms"]) {
+    RETURN_IF_ERROR(r.GetInt(node["partition_interval_ms"], "server.partition_interval_ms", 10,
+                             3'600'000, &s->partition_interval_ms));
+  }
+  if (node["access_log"]) {
+    RETURN_IF_ERROR(r.GetString(node["access_log"], "server.access_log", &s->access_log));
+    if (s->access_log != "off" && s->access_log != "json" && s->access_log != "logfmt") {
+      return r.Error(node["access_log"], "server.access_log",
+                     "must be 'off', 'json' or 'logfmt', not '" + s->access_log + "'");
+    }
+  }
+  if (node["access_log_path"]) {
+    RETURN_IF_ERROR(
+        r.GetString(node["access_log_path"], "server.access_log_path", &s->access_log_path));
+  }
+  if (node["model_control"]) {
+    std::string mode;
+    RETURN_IF_ERROR(r.GetString(node["model_control"], "server.model_control", &mode));
+    if (mode != "all" && mode != "explicit") {
+      return r.Error(node["model_control"], "server.model_control",
+                     "must be 'all' or 'explicit', not '" + mode + "'");
+    }
+    s->load_all_models = mode == "all";
+  }
+  if (node["virtual_cpus"]) {
+    RETURN_IF_ERROR(
+        r.GetIntAs(node["virtual_cpus"], "server.virtual_cpus", 1, 1024, &s->virtual_cpus));
+  }
+  if (node["virtual_cpus_per_socket"]) {
+    if (!node["virtual_cpus"]) {
+      return r.Error(node["virtual_cpus_per_socket"], "server.virtual_cpus_per_socket",
+                     "needs server.virtual_cpus");
+    }
+    RETURN_IF_ERROR(r.GetIntAs(node["virtual_cpus_per_socket"], "server.virtual_cpus_per_socket",
+                               1, s->virtual_cpus, &s->virtual_cpus_per_socket));
   }
   if (node["management_token_file"]) {
     RETURN_IF_ERROR(r.GetString(node["management_token_file"], "server.management_token_file",

@@ -294,6 +294,19 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
       request.headers.emplace_back(std::move(name), std::string(field.value()));
     }
     request.body = std::make_shared<const std::string>(std::move(req.body()));
+    const std::optional<std::string_view> client_id = request.Header("x-request-id");
+    request.request_id = client_id && UsableRequestId(*client_id) ? std::string(*client_id)
+                                                                  : NewRequestId();
+    auto access = std::make_shared<AccessLogEntry>();
+    if (server_->options().access_log != nullptr) {
+      access->listener = server_->options().name;
+      access->request_id = request.request_id;
+      if (auto tp = request.Header("traceparent")) access->trace_id = TraceIdOf(*tp);
+      access->method = request.method;
+      access->path = request.target.substr(0, request.target.find('?'));
+      access->bytes_in = request.body->size();
+    }
+    const auto received = std::chrono::steady_clock::now();
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
     head_ = req.method() == bhttp::verb::head;
@@ -309,8 +322,25 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
     server_->BeginRequest();
     auto self = this->shared_from_this();
+    std::string request_id = request.request_id;
     server_->handler()->Handle(
-        std::move(request), [self, keep_alive, version](HttpResponse response) {
+        std::move(request), [self, keep_alive, version, received, access,
+                             request_id = std::move(request_id)](HttpResponse response) {
+          response.headers.emplace_back("X-Request-Id", request_id);
+          // Logged before the answer is written: a client holding its answer finds its line.
+          if (const AccessLog* log = self->server_->options().access_log) {
+            access->time = std::chrono::system_clock::now();
+            access->status = response.status;
+            access->model = std::move(response.access.model);
+            access->rows = response.access.rows;
+            access->queue_ms = response.access.queue_ms;
+            access->compute_ms = response.access.compute_ms;
+            access->duration_ms = std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - received)
+                                      .count();
+            access->bytes_out = response.stream ? 0 : response.body.size();
+            log->Write(*access);
+          }
           if (self->server_->stopped()) return;  // no thread runs the strand any more
           net::post(self->stream_.get_executor(),
                     [self, keep_alive, version, response = std::move(response)]() mutable {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "agent/config/config.h"
+#include "agent/http/access_log.h"
 #include "agent/http/http_types.h"
 #include "common/status.h"
 
@@ -35,7 +36,10 @@ struct HttpServerOptions {
   std::chrono::seconds read_timeout{30};  // a request's body, once its headers have arrived
   // Open connections beyond this are answered 503 and closed at once.
   int64_t max_connections = 1024;
-  std::string name = "http";  // for logs
+  std::string name = "http";  // for logs and the access log's `listener`
+  // Not owned; must outlive the server. Null: no access log. Every answer carries
+  // X-Request-Id either way (HttpRequest::request_id).
+  const AccessLog* access_log = nullptr;
 };
 
 class HttpServer {

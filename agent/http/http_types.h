@@ -16,6 +16,9 @@ struct HttpRequest {
   std::string target;                                        // path and query, as sent
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::shared_ptr<const std::string> body;                   // never null
+  // The client's X-Request-Id where usable, else one the server generated; the response
+  // carries it back (X-Request-Id) and the access log line names it.
+  std::string request_id;
   // Registers a callback that runs once, on an I/O thread, if the client closes its connection
   // before this request's response has been sent (long requests use it to stop work nobody
   // waits for). Set by the server; empty where the transport cannot tell.
@@ -51,6 +54,13 @@ struct HttpResponse {
   // A streamed response: if set, the status and headers go out at once (the body above is
   // ignored) and this is then called, on an I/O thread, with the stream to write the body to.
   std::function<void(std::shared_ptr<HttpStream>)> stream;
+  // For the access log (access_log.h): what only the handler knows.
+  struct Access {
+    std::string model;
+    int64_t rows = -1;        // -1: unknown
+    double queue_ms = -1;     // arrival to first dispatch; -1: unknown
+    double compute_ms = -1;   // first dispatch to the answer; -1: unknown
+  } access;
 };
 
 // Sends the response for one request. Call exactly once, from any thread; never blocks.

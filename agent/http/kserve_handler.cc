@@ -180,6 +180,15 @@ std::string ModelMetadata(const ServedModel& model) {
   return out;
 }
 
+// A model that does not take requests now: 404 once it is being unloaded (it will not come
+// back; the client should stop asking), 503 while it loads or failed.
+HttpResponse NotReady(const ServedModel& model) {
+  if (model.unloading()) {
+    return Error(404, "model '" + model.name() + "' is not ready: it is being unloaded");
+  }
+  return Error(503, "model '" + model.name() + "' is not ready");
+}
+
 }  // namespace
 
 int HttpStatusFor(StatusCode code) {
@@ -212,7 +221,7 @@ int HttpStatusFor(StatusCode code) {
 
 bool KserveHandler::AllReady() const {
   if (shutting_down_.load(std::memory_order_acquire)) return false;
-  for (const auto& [name, model] : *models_) {
+  for (const std::shared_ptr<ServedModel>& model : models_->List()) {
     if (model->state() != ModelState::kReady) return false;
   }
   return true;
@@ -239,11 +248,10 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   if (p[1] != "models" || p.size() < 3) {
     return respond(Error(404, "no route for " + request.target));
   }
-  const auto it = models_->find(p[2]);
-  if (it == models_->end()) {
+  const std::shared_ptr<ServedModel> model = models_->Find(p[2]);
+  if (model == nullptr) {
     return respond(Error(404, "unknown model '" + std::string(p[2]) + "'"));
   }
-  ServedModel* model = it->second.get();
   size_t next = 3;
   if (p.size() >= 5 && p[3] == "versions") {
     if (p[4] != model->signature().version) {
@@ -272,13 +280,25 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   return respond(Error(404, "no route for " + request.target));
 }
 
-void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder respond) {
+std::shared_ptr<ServedModel> KserveHandler::Successor(const std::shared_ptr<ServedModel>& model) const {
+  if (model->state() != ModelState::kStopped || model->unloading()) return model;
+  std::shared_ptr<ServedModel> next = models_->Find(model->name());
+  if (next == nullptr || next == model || !(next->signature() == model->signature())) return model;
+  return next;
+}
+
+void KserveHandler::Infer(std::shared_ptr<ServedModel> held, HttpRequest request,
+                          HttpResponder respond) {
+  held = Successor(held);
+  ServedModel* model = held.get();
   // Every answer from here on is counted in the model's metrics (unknown model names are not,
   // so clients cannot create series).
   metrics::ModelMetrics* m = model->metrics();
   const SteadyTime received = std::chrono::steady_clock::now();
   if (m != nullptr) m->inflight().Increment();
-  HttpResponder finish = [m, received, respond = std::move(respond)](HttpResponse r) {
+  HttpResponder finish = [m, received, name = model->name(),
+                          respond = std::move(respond)](HttpResponse r) {
+    r.access.model = name;
     if (m != nullptr) {
       m->inflight().Decrement();
       m->requests(r.status).Increment();
@@ -292,9 +312,7 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
     return finish(Error(400, "model '" + model->name() + "' is generative: use POST /v2/models/" +
                                  model->name() + "/generate"));
   }
-  if (model->state() != ModelState::kReady) {
-    return finish(Error(503, "model '" + model->name() + "' is not ready"));
-  }
+  if (model->state() != ModelState::kReady) return finish(NotReady(*model));
   std::optional<size_t> header_length;
   if (auto h = request.Header("inference-header-content-length")) {
     size_t v = 0;
@@ -307,13 +325,26 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
   auto decoded = DecodeInferRequest(model->signature(), std::move(request.body), header_length);
   if (!decoded.ok()) return finish(ErrorFor(decoded.status()));
 
-  auto done = [model, finish](const Status& status, InferenceRequest& req) {
-    if (!status.ok()) return finish(ErrorFor(status));
+  // `held` keeps the signature alive for the answer even if the model is unloaded meanwhile (the
+  // model answers every request it accepted before it goes; the callback never holds the last
+  // reference, since whoever unloads it holds one until Stop() has joined its threads).
+  auto done = [model = held, finish](const Status& status, InferenceRequest& req) {
+    // The access log's share of the request's life: queueing, then batches.
+    auto timed = [&req](HttpResponse r) {
+      r.access.rows = req.rows();
+      if (const std::optional<SteadyTime> dispatched = req.dispatched()) {
+        using Ms = std::chrono::duration<double, std::milli>;
+        r.access.queue_ms = Ms(*dispatched - req.arrival()).count();
+        r.access.compute_ms = Ms(std::chrono::steady_clock::now() - *dispatched).count();
+      }
+      return r;
+    };
+    if (!status.ok()) return finish(timed(ErrorFor(status)));
     std::vector<TensorView> outputs;
     outputs.reserve(req.outputs().size());
     for (const Tensor& t : req.outputs()) outputs.push_back(t.View());
     auto encoded = EncodeInferResponse(model->signature(), req.decoded(), outputs);
-    if (!encoded.ok()) return finish(ErrorFor(encoded.status()));
+    if (!encoded.ok()) return finish(timed(ErrorFor(encoded.status())));
     HttpResponse r;
     r.status = 200;
     r.content_type = std::move(encoded->content_type);
@@ -322,7 +353,7 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
       r.headers.emplace_back("Inference-Header-Content-Length",
                              std::to_string(*encoded->header_length));
     }
-    finish(std::move(r));
+    finish(timed(std::move(r)));
   };
   // The request's own `parameters.timeout` (µs, as Triton's), else the model's default.
   std::optional<std::chrono::microseconds> timeout;
@@ -334,16 +365,26 @@ void KserveHandler::Infer(ServedModel* model, HttpRequest request, HttpResponder
   auto req =
       std::make_shared<InferenceRequest>(std::move(decoded).value(), std::move(done), received);
   if (timeout) req->set_deadline(received + *timeout);
-  if (Status s = model->Submit(req); !s.ok()) {
-    finish(ErrorFor(s));
+  Status submitted = model->Submit(req);
+  if (submitted.code() == StatusCode::kFailedPrecondition) {
+    // A reload switched versions since the lookup: the new version takes the request.
+    if (const std::shared_ptr<ServedModel> next = Successor(held); next != held) {
+      submitted = next->Submit(req);
+    }
+  }
+  if (!submitted.ok()) {
+    finish(submitted.code() == StatusCode::kFailedPrecondition && model->unloading()
+               ? NotReady(*model)
+               : ErrorFor(submitted));
     return;
   }
   PACKRAT_LOG(DEBUG) << "queued request '" << req->decoded().id << "' for model '" << model->name()
                      << "': " << req->rows() << " row(s)";
 }
 
-void KserveHandler::Generate(ServedModel* model, HttpRequest request, HttpResponder respond,
-                             bool stream) {
+void KserveHandler::Generate(const std::shared_ptr<ServedModel>& held, HttpRequest request,
+                             HttpResponder respond, bool stream) {
+  ServedModel* model = held.get();
   metrics::ModelMetrics* m = model->metrics();
   const SteadyTime received = std::chrono::steady_clock::now();
   if (m != nullptr) m->inflight().Increment();
@@ -355,6 +396,11 @@ void KserveHandler::Generate(ServedModel* model, HttpRequest request, HttpRespon
     m->request_duration().Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count());
   };
+  // Every answer names the model in the access log.
+  respond = [respond = std::move(respond), name = model->name()](HttpResponse r) {
+    r.access.model = name;
+    respond(std::move(r));
+  };
   auto fail = [&](HttpResponse r) {
     count(r.status);
     respond(std::move(r));
@@ -362,9 +408,7 @@ void KserveHandler::Generate(ServedModel* model, HttpRequest request, HttpRespon
   if (!model->generative()) {
     return fail(Error(400, "model '" + model->name() + "' is not generative; use /infer"));
   }
-  if (model->state() != ModelState::kReady) {
-    return fail(Error(503, "model '" + model->name() + "' is not ready"));
-  }
+  if (model->state() != ModelState::kReady) return fail(NotReady(*model));
   auto call = DecodeGenerateRequest(*request.body, model->generate_limits());
   if (!call.ok()) return fail(ErrorFor(call.status()));
 

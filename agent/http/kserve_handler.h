@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agent/http/http_types.h"
+#include "agent/model/model_registry.h"
 #include "agent/model/served_model.h"
 #include "common/status.h"
 
@@ -21,14 +22,10 @@ namespace packrat {
 // 400, 404, 409, 429, 503, 504 or 500.
 int HttpStatusFor(StatusCode code);
 
-// Models by name. Filled before serving starts and never changed after, so lookups from any
-// thread need no lock.
-using ModelMap = std::map<std::string, std::unique_ptr<ServedModel>, std::less<>>;
-
 class KserveHandler : public HttpHandler {
  public:
   // `models` is not owned and must outlive the handler.
-  explicit KserveHandler(const ModelMap* models) : models_(models) {}
+  explicit KserveHandler(const ModelRegistry* models) : models_(models) {}
 
   void Handle(HttpRequest request, HttpResponder respond) override;
 
@@ -37,11 +34,17 @@ class KserveHandler : public HttpHandler {
   void SetShuttingDown() { shutting_down_.store(true, std::memory_order_release); }
 
  private:
-  void Infer(ServedModel* model, HttpRequest request, HttpResponder respond);
-  void Generate(ServedModel* model, HttpRequest request, HttpResponder respond, bool stream);
+  // `model` is held for the call; callbacks that outlive it use raw pointers, which stay valid
+  // because an unloaded model answers every request it accepted before it is destroyed.
+  void Infer(std::shared_ptr<ServedModel> model, HttpRequest request, HttpResponder respond);
+  // The version that replaced `model` if a reload stopped it (the old one drains and accepts
+  // nothing new) and the new one reads the same tensors; else `model`.
+  std::shared_ptr<ServedModel> Successor(const std::shared_ptr<ServedModel>& model) const;
+  void Generate(const std::shared_ptr<ServedModel>& model, HttpRequest request,
+                HttpResponder respond, bool stream);
   bool AllReady() const;
 
-  const ModelMap* models_;
+  const ModelRegistry* models_;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -285,13 +285,21 @@ void ManagementHandler::Handle(HttpRequest request, HttpResponder respond) {
     r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"packrat-management\"");
     return respond(std::move(r));
   }
+  if (request.target.substr(0, request.target.find('?')) == "/v2/node/partition") {
+    if (request.method != "GET") return respond(Json(405, ErrorJson("use GET for the partition")));
+    if (!partition_) return respond(Json(404, ErrorJson("the node partition is off")));
+    return respond(Json(200, partition_()));
+  }
+  if (repository_ && RepositoryHandler::Routes(request.target)) {
+    return repository_->Handle(std::move(request), std::move(respond));
+  }
   const std::string_view name = ConfigRouteModel(request.target);
   if (name.empty()) return kserve_->Handle(std::move(request), std::move(respond));
-  const auto it = models_->find(name);
-  if (it == models_->end()) {
+  // Held by the long poll below; a model unloaded meanwhile answers with its last config.
+  const std::shared_ptr<ServedModel> model = models_->Find(name);
+  if (model == nullptr) {
     return respond(Json(404, ErrorJson("unknown model '" + std::string(name) + "'")));
   }
-  ServedModel* model = it->second.get();
   if (request.method == "GET") {
     const StatusOr<uint64_t> after = QueryInt(request.target, "wait_after", 0);
     const StatusOr<uint64_t> timeout_ms = QueryInt(request.target, "timeout_ms", 30'000);
@@ -314,8 +322,10 @@ void ManagementHandler::Handle(HttpRequest request, HttpResponder respond) {
   }
   StatusOr<PlanChange> change = ParsePlanChange(*request.body);
   if (!change.ok()) return respond(ErrorFor(change.status()));
-  model->ChangePlan(std::move(change).value(), [model, respond](Status s) {
-    respond(s.ok() ? Json(200, ModelConfigJson(*model)) : ErrorFor(s));
+  // `done` runs on the model's control thread, which Stop() joins before the model can go:
+  // a raw pointer is enough there (and a shared one could make that thread destroy its owner).
+  model->ChangePlan(std::move(change).value(), [raw = model.get(), respond](Status s) {
+    respond(s.ok() ? Json(200, ModelConfigJson(*raw)) : ErrorFor(s));
   });
 }
 

@@ -8,6 +8,9 @@
 //                                  "thread_budget":T, "predicted_batch_latency_ms":…}
 //       ?wait_after=R[&timeout_ms=T]: a long poll, answered once the revision exceeds R or
 //       after T ms (default 30000, at most 300000) (ConfigWatch)
+//   GET /v2/node/partition: the node's CPUs among its models (node_controller.h)
+//   POST /v2/repository/index | /v2/repository/models/{m}/load | .../unload: the model
+//       repository (repository_handler.h)
 // With a token (server.management_token_file) every route needs `Authorization: Bearer <token>`;
 // without it: 401 {"error": ...} and `WWW-Authenticate: Bearer`.
 //   PUT /v2/models/{m}/config  with {"instances":[{count,threads,batch},…]} (an explicit plan),
@@ -21,13 +24,14 @@
 
 #include "agent/http/config_watch.h"
 #include "agent/http/kserve_handler.h"
+#include "agent/http/repository_handler.h"
 
 namespace packrat {
 
 class ManagementHandler : public HttpHandler {
  public:
   // `models`, `kserve` and `watch` are not owned and must outlive the handler.
-  ManagementHandler(const ModelMap* models, KserveHandler* kserve, ConfigWatch* watch)
+  ManagementHandler(const ModelRegistry* models, KserveHandler* kserve, ConfigWatch* watch)
       : models_(models), kserve_(kserve), watch_(watch) {}
 
   void Handle(HttpRequest request, HttpResponder respond) override;
@@ -35,12 +39,26 @@ class ManagementHandler : public HttpHandler {
   // From now on every request must carry `Authorization: Bearer <token>` (compared in constant
   // time) or gets 401 with a JSON error; empty: no token. Call before the server starts.
   void set_token(std::string token) { token_ = std::move(token); }
+  // Serves /v2/repository/... (RepositoryHandler) from `repository` (not owned; must outlive
+  // the handler). Call before the server starts.
+  void set_repository(RepositoryControl* repository) {
+    repository_ = std::make_unique<RepositoryHandler>(repository);
+  }
+  // Serves GET /v2/node/partition with what `json` returns (NodeController::Json). Call
+  // before the server starts; without it the route answers 404.
+  void set_node_partition(std::function<std::string()> json) { partition_ = std::move(json); }
+  // Waits for repository loads and unloads in progress (shutdown).
+  void JoinRepositoryCalls() {
+    if (repository_) repository_->Join();
+  }
 
  private:
-  const ModelMap* models_;
+  const ModelRegistry* models_;
   KserveHandler* kserve_;
   ConfigWatch* watch_;
   std::string token_;
+  std::unique_ptr<RepositoryHandler> repository_;
+  std::function<std::string()> partition_;
 };
 
 // The management token in `path` (server.management_token_file): its content without

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "agent/kserve/json_tensor.h"
+#include "agent/kserve/request_validation.h"
 
 namespace packrat {
 namespace {
@@ -68,15 +69,6 @@ struct ParsedInput {
   size_t owned_index = 0;    // into DecodedRequest::owned, when !binary
 };
 
-std::string NameList(const std::vector<TensorSpec>& specs) {
-  std::string out;
-  for (const auto& s : specs) {
-    if (!out.empty()) out += ", ";
-    out += s.name;
-  }
-  return out;
-}
-
 int FindSpec(const std::vector<TensorSpec>& specs, std::string_view name) {
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].name == name) return static_cast<int>(i);
@@ -94,46 +86,8 @@ Status ParseShape(const element& value, std::string_view input, std::vector<int6
     if (dim.get_int64().get(d) != simdjson::SUCCESS) {
       return InvalidArgument(InputContext(input) + "'shape' must be an array of integers");
     }
-    if (d < 0) {
-      return InvalidArgument(InputContext(input) + "negative dimension " + std::to_string(d) +
-                             " in shape");
-    }
-    shape->push_back(d);
+    shape->push_back(d);  // negative dimensions are refused by CheckInputShape
   }
-  return Status::Ok();
-}
-
-// Checks the request's `shape` against the declared one; sets the byte size.
-Status CheckShape(const TensorSpec& spec, ParsedInput* in) {
-  const std::string_view name = spec.name;
-  const auto& shape = in->shape;
-  if (shape.size() != spec.shape.size()) {
-    return InvalidArgument(InputContext(name) + "expected rank " +
-                           std::to_string(spec.shape.size()) + " (shape " +
-                           ShapeToString(spec.shape) + "), got rank " +
-                           std::to_string(shape.size()) + " (shape " + ShapeToString(shape) + ")");
-  }
-  if (shape.empty()) {
-    return InvalidArgument(InputContext(name) + "shape must have a batch dimension");
-  }
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (spec.shape[i] >= 0 && spec.shape[i] != shape[i]) {
-      return InvalidArgument(InputContext(name) + "dimension " + std::to_string(i) + " must be " +
-                             std::to_string(spec.shape[i]) + " (declared shape " +
-                             ShapeToString(spec.shape) + "), got shape " + ShapeToString(shape));
-    }
-  }
-  if (shape[0] < 1) {
-    return InvalidArgument(InputContext(name) + "batch dimension (shape[0]) must be at least 1");
-  }
-  const int64_t elements = ElementCount(shape);
-  int64_t bytes = 0;
-  if (elements < 0 ||
-      __builtin_mul_overflow(elements, static_cast<int64_t>(DataTypeSize(spec.datatype)), &bytes)) {
-    return InvalidArgument(InputContext(name) + "shape " + ShapeToString(shape) +
-                           " has too many elements");
-  }
-  in->byte_size = static_cast<size_t>(bytes);
   return Status::Ok();
 }
 
@@ -153,15 +107,7 @@ Status ParseRequestParameters(const object& root, DecodedRequest* req) {
     if (value.get_uint64().get(timeout) != simdjson::SUCCESS) {
       return InvalidArgument("parameter 'timeout' must be a non-negative integer (microseconds)");
     }
-    // A day, as batching.timeout_ms allows; beyond it a deadline of received + timeout
-    // overflows the clock. 0 sets none, as in Triton (the model's timeout_ms applies).
-    constexpr uint64_t kMaxTimeoutUs = 86'400'000'000;
-    if (timeout > kMaxTimeoutUs) {
-      return InvalidArgument("parameter 'timeout' must be at most " +
-                             std::to_string(kMaxTimeoutUs) + " microseconds (a day), got " +
-                             std::to_string(timeout));
-    }
-    if (timeout > 0) req->timeout_us = timeout;
+    ASSIGN_OR_RETURN(req->timeout_us, CheckTimeoutUs(timeout));
   }
   return Status::Ok();
 }
@@ -185,16 +131,7 @@ Status ParseRequestedOutputs(const object& root, const ModelSignature& signature
     if (!Find(out, "name", &value) || value.get_string().get(name) != simdjson::SUCCESS) {
       return InvalidArgument(where + ": 'name' must be a string");
     }
-    if (FindSpec(signature.outputs, name) < 0) {
-      return InvalidArgument("unknown output " + Quoted(name) + " requested (model " +
-                             Quoted(signature.name) +
-                             " has outputs: " + NameList(signature.outputs) + ")");
-    }
-    for (const auto& seen : req->outputs) {
-      if (seen.name == name) {
-        return InvalidArgument("output " + Quoted(name) + " requested more than once");
-      }
-    }
+    RETURN_IF_ERROR(CheckRequestedOutput(signature, name, req->outputs));
     RequestedOutput requested{std::string(name), req->binary_data_output};
     element params_value;
     if (Find(out, "parameters", &params_value)) {
@@ -227,11 +164,7 @@ Status ParseInput(const element& item, size_t index, const ModelSignature& signa
   if (!Find(in, "name", &value) || value.get_string().get(name) != simdjson::SUCCESS) {
     return InvalidArgument(where + ": 'name' must be a string");
   }
-  const int spec_index = FindSpec(signature.inputs, name);
-  if (spec_index < 0) {
-    return InvalidArgument("unknown input " + Quoted(name) + " (model " + Quoted(signature.name) +
-                           " has inputs: " + NameList(signature.inputs) + ")");
-  }
+  ASSIGN_OR_RETURN(const size_t spec_index, FindInput(signature, name));
   const TensorSpec& spec = signature.inputs[spec_index];
   ParsedInput& p = (*parsed)[spec_index];
   if (p.present) return InvalidArgument("input " + Quoted(name) + " given more than once");
@@ -241,19 +174,11 @@ Status ParseInput(const element& item, size_t index, const ModelSignature& signa
   if (!Find(in, "datatype", &value) || value.get_string().get(type_name) != simdjson::SUCCESS) {
     return InvalidArgument(InputContext(name) + "'datatype' must be a string");
   }
-  const std::optional<DataType> type = DataTypeFromName(type_name);
-  if (!type) {
-    return InvalidArgument(InputContext(name) + "unsupported datatype " + Quoted(type_name));
-  }
-  if (*type != spec.datatype) {
-    return InvalidArgument(InputContext(name) + "expected datatype " +
-                           std::string(DataTypeName(spec.datatype)) + ", got " +
-                           std::string(type_name));
-  }
+  RETURN_IF_ERROR(CheckInputDatatype(spec, type_name));
 
   if (!Find(in, "shape", &value)) return InvalidArgument(InputContext(name) + "missing 'shape'");
   RETURN_IF_ERROR(ParseShape(value, name, &p.shape));
-  RETURN_IF_ERROR(CheckShape(spec, &p));
+  ASSIGN_OR_RETURN(p.byte_size, CheckInputShape(spec, p.shape));
 
   std::optional<uint64_t> binary_size;
   if (Find(in, "parameters", &value)) {
@@ -299,8 +224,8 @@ Status ParseInput(const element& item, size_t index, const ModelSignature& signa
 
   p.owned_index = req->owned.size();
   req->owned.emplace_back();
-  return DecodeJsonData(data, name, spec.datatype, p.shape, p.byte_size / DataTypeSize(*type),
-                        json_size, &req->owned.back());
+  return DecodeJsonData(data, name, spec.datatype, p.shape,
+                        p.byte_size / DataTypeSize(spec.datatype), json_size, &req->owned.back());
 }
 
 struct SelectedOutput {
@@ -406,28 +331,17 @@ StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
                              std::to_string(binary_size) + " follow the JSON header");
     }
   }
-  for (size_t i = 0; i < parsed.size(); ++i) {
-    if (!parsed[i].present)
-      return InvalidArgument("missing input " + Quoted(signature.inputs[i].name));
-  }
+  std::vector<bool> given(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i) given[i] = parsed[i].present;
+  RETURN_IF_ERROR(CheckAllInputsGiven(signature, given));
   if (binary_cursor != binary_size) {
     return InvalidArgument("binary data: inputs declare " + std::to_string(binary_cursor) +
                            " bytes but " + std::to_string(binary_size) + " follow the JSON header");
   }
 
-  if (!parsed.empty()) req.rows = parsed[0].shape[0];
-  for (size_t i = 1; i < parsed.size(); ++i) {
-    if (parsed[i].shape[0] != req.rows) {
-      return InvalidArgument("input " + Quoted(signature.inputs[i].name) + " has " +
-                             std::to_string(parsed[i].shape[0]) + " rows but input " +
-                             Quoted(signature.inputs[0].name) + " has " + std::to_string(req.rows));
-    }
-  }
-  if (signature.max_batch > 0 && req.rows > signature.max_batch) {
-    return InvalidArgument("batch of " + std::to_string(req.rows) + " rows exceeds max_batch " +
-                           std::to_string(signature.max_batch) + " of model " +
-                           Quoted(signature.name));
-  }
+  std::vector<std::vector<int64_t>> shapes(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i) shapes[i] = std::move(parsed[i].shape);
+  ASSIGN_OR_RETURN(req.rows, CheckInputRows(signature, shapes));
 
   // Views are built last: `owned` no longer grows, so its buffers stay put.
   const auto* binary_base = reinterpret_cast<const uint8_t*>(body->data()) + json_size;
@@ -437,7 +351,7 @@ StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
     const TensorSpec& spec = signature.inputs[i];
     const uint8_t* data =
         p.binary ? binary_base + p.binary_offset : req.owned[p.owned_index].data();
-    req.inputs.push_back({spec.name, spec.datatype, std::move(p.shape), data, p.byte_size});
+    req.inputs.push_back({spec.name, spec.datatype, std::move(shapes[i]), data, p.byte_size});
   }
   return req;
 }

@@ -41,9 +41,11 @@ struct DecodedRequest {
   std::optional<uint64_t> timeout_us;  // request-level `parameters.timeout` (µs), if given
 
   // Storage behind the views. `body` is the HTTP body (binary tensors point into it);
-  // `owned` holds tensors converted from JSON.
+  // `owned` holds tensors converted from JSON (or from gRPC typed contents); `keepalive` owns
+  // any other message the views point into (a gRPC request's raw_input_contents).
   std::shared_ptr<const std::string> body;
   std::vector<std::vector<uint8_t>> owned;
+  std::shared_ptr<const void> keepalive;
 };
 
 // Decodes an infer request body for `signature`.

@@ -21,6 +21,7 @@ struct TensorSpec {
 
   // Bytes of one batch row (product of shape[1..] × element size); -1 if a non-batch dim is -1.
   int64_t RowBytes() const;
+  bool operator==(const TensorSpec&) const = default;
 };
 
 // What clients see of a model: its tensors and how many rows one request may carry.
@@ -31,6 +32,7 @@ struct ModelSignature {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   int64_t max_batch = 0;  // max rows in one request; 0 = unlimited
+  bool operator==(const ModelSignature&) const = default;
 };
 
 // A read-only view of one tensor's bytes. The bytes are owned elsewhere (an HTTP body, a decode

@@ -62,6 +62,7 @@ ModelMetrics::ModelMetrics(AgentMetrics* owner, std::string model)
   reconfiguration_duration_ = Add(owner->reconfiguration_duration_, {}, kReconfigurationBuckets);
   generation_ = Add(owner->generation_, {});
   profile_progress_ = Add(owner->profile_progress_, {});
+  cpus_ = Add(owner->model_cpus_, {});
   predicted_batch_latency_ = Add(owner->predicted_batch_latency_, {});
   measured_batch_latency_ = Add(owner->measured_batch_latency_, {});
   topup_queries_ = {Add(owner->topup_queries_, {{"outcome", "joined"}}),
@@ -197,6 +198,11 @@ AgentMetrics::AgentMetrics(const AgentMetricsOptions& options)
   profile_progress_ = Register<Gauge>(
       r, "packrat_profile_progress_ratio",
       "Share of the model's latency profile measured (instances: auto); 1 once it is there.");
+  model_cpus_ = Register<Gauge>(r, "packrat_model_cpus",
+                                "CPUs in the model's share of the node (repository, partition); "
+                                "0: it places anywhere.");
+  partition_moves_ = Register<Counter>(r, "packrat_partition_moves_total",
+                                       "Moves of CPUs between models by the node partition.");
   predicted_batch_latency_ =
       Register<Gauge>(r, "packrat_predicted_batch_latency_seconds",
                       "Batch latency the optimizer predicts for the current plan.");
@@ -238,6 +244,33 @@ ModelMetrics& AgentMetrics::ForModel(std::string_view model) {
     it = models_.emplace(std::string(model), std::move(metrics)).first;
   }
   return *it->second;
+}
+
+Counter& AgentMetrics::partition_moves(const std::string& reason) {
+  return partition_moves_->Add({{"reason", reason}});
+}
+
+ModelMetrics& AgentMetrics::AcquireModel(std::string_view model) {
+  MutexLock lock(&mu_);
+  ++users_[std::string(model)];
+  auto it = models_.find(model);
+  if (it == models_.end()) {
+    std::unique_ptr<ModelMetrics> metrics(new ModelMetrics(this, std::string(model)));
+    it = models_.emplace(std::string(model), std::move(metrics)).first;
+  }
+  return *it->second;
+}
+
+void AgentMetrics::ReleaseModel(std::string_view model) {
+  std::unique_ptr<ModelMetrics> gone;  // destroyed outside the lock, as in RemoveModel
+  MutexLock lock(&mu_);
+  auto users = users_.find(model);
+  if (users == users_.end() || --users->second > 0) return;
+  users_.erase(users);
+  if (auto it = models_.find(model); it != models_.end()) {
+    gone = std::move(it->second);
+    models_.erase(it);
+  }
 }
 
 void AgentMetrics::RemoveModel(std::string_view model) {

@@ -15,6 +15,8 @@
 //   packrat_reconfiguration_duration_seconds{model}           histogram
 //   packrat_instance_generation{model}                        gauge
 //   packrat_profile_progress_ratio{model}                     gauge  (profiling done / total)
+//   packrat_model_cpus{model}                                 gauge  (its share of the node)
+//   packrat_partition_moves_total{reason}                     counter (node partition)
 //   packrat_model_kernel{model,kernel,configured}             gauge  (1)
 //   packrat_accuracy_max_rel_error{model}                     gauge
 //   packrat_accuracy_top1_agreement{model}                    gauge
@@ -136,6 +138,9 @@ class ModelMetrics {
   // Set(done / total) while the model's profile is measured (instances: auto); 1 once it is
   // there (measured or stored).
   Gauge& profile_progress() { return *profile_progress_; }
+  // CPUs the model's share of the node holds (model repository, node partition); 0: none (it
+  // places anywhere).
+  Gauge& cpus() { return *cpus_; }
   // Publishes the kernel settings in effect and the accuracy guard's figures from a runtime's
   // load report ("kernel=… max_rel_error=… top1_agreement=… fallback=…"); `configured` is what
   // the config asked for. Takes a lock.
@@ -200,6 +205,7 @@ class ModelMetrics {
   Histogram* reconfiguration_duration_;
   Gauge* generation_;
   Gauge* profile_progress_;
+  Gauge* cpus_;
   Gauge* predicted_batch_latency_;
   Gauge* measured_batch_latency_;
   std::atomic<double> batch_latency_average_{0};
@@ -231,6 +237,14 @@ class AgentMetrics {
   // Drops every series of `model` (an unloaded model); its ModelMetrics reference is invalid
   // afterwards. No-op for an unknown model.
   void RemoveModel(std::string_view model) EXCLUDES(mu_);
+  // The node partition moved CPUs between models, for `reason` (PartitionDecision::why).
+  // Thread-safe.
+  Counter& partition_moves(const std::string& reason);
+  // Counted use for models that come and go (model repository): two versions of one model
+  // share its series while both live (a reload), and the series go with the last Release.
+  // Each AcquireModel must be paired with one ReleaseModel.
+  ModelMetrics& AcquireModel(std::string_view model) EXCLUDES(mu_);
+  void ReleaseModel(std::string_view model) EXCLUDES(mu_);
 
   // The /metrics page (Content-Type kPrometheusContentType).
   std::string Render() const;
@@ -258,6 +272,8 @@ class AgentMetrics {
   prometheus::Family<Histogram>* reconfiguration_duration_;
   prometheus::Family<Gauge>* generation_;
   prometheus::Family<Gauge>* profile_progress_;
+  prometheus::Family<Gauge>* model_cpus_;
+  prometheus::Family<Counter>* partition_moves_;
   prometheus::Family<Gauge>* kernel_;
   prometheus::Family<Gauge>* accuracy_rel_error_;
   prometheus::Family<Gauge>* accuracy_top1_;
@@ -273,6 +289,7 @@ class AgentMetrics {
 
   Mutex mu_;
   std::map<std::string, std::unique_ptr<ModelMetrics>, std::less<>> models_ GUARDED_BY(mu_);
+  std::map<std::string, int, std::less<>> users_ GUARDED_BY(mu_);  // AcquireModel counts
 };
 
 }  // namespace packrat::metrics

@@ -100,9 +100,21 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   if (!old) return FailedPrecondition("model '" + options_.model_name + "' is not serving");
   RETURN_IF_ERROR(hooks_.prepare(groups));
 
+  // Where the model has a share of the node (model repository, node partition), a runtime on a
+  // CPU outside it is neither kept nor unparked: that CPU may be another model's now.
+  const std::optional<std::vector<int>> share =
+      options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
+  auto usable = [&share](const Worker& w) {
+    if (!share) return true;
+    return std::all_of(w.placement.cpus.begin(), w.placement.cpus.end(), [&share](int cpu) {
+      return std::binary_search(share->begin(), share->end(), cpu);
+    });
+  };
+  const RuntimeShape kUnusable{-1, 0, 0, false, {}};  // matches no group: dropped, not unparked
   std::vector<RuntimeShape> serving;
   for (size_t i = 0; i < old->workers.size(); ++i) {
-    serving.push_back(ShapeOf(*old->workers[i], old->batches[i]));
+    serving.push_back(usable(*old->workers[i]) ? ShapeOf(*old->workers[i], old->batches[i])
+                                               : kUnusable);
   }
   std::vector<std::shared_ptr<Worker>> parked_before;  // oldest first
   {
@@ -110,7 +122,9 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
     parked_before = parked_;
   }
   std::vector<RuntimeShape> parked;
-  for (const auto& w : parked_before) parked.push_back(ShapeOf(*w, w->batch));
+  for (const auto& w : parked_before) {
+    parked.push_back(usable(*w) ? ShapeOf(*w, w->batch) : kUnusable);
+  }
   const SetDiff diff = DiffSets(serving, parked, groups, options_.resizable);
   if (diff.Unchanged(old->workers.size()) &&
       (!plan || (old->plan && old->plan->latency_ms == plan->latency_ms))) {

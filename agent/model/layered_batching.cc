@@ -123,6 +123,7 @@ TopUpGrant LayeredBatching::TopUp(const TopUpPolicy& policy, const TopUpQuery& q
   using Outcome = metrics::ModelMetrics::TopUpOutcome;
   metrics::ModelMetrics* m = options_.metrics;
   if (grant.rows > 0) {
+    for (const auto& r : grant.requests) r->MarkDispatched(now);
     if (m) {
       m->topup_queries(Outcome::kJoined).Increment();
       m->topup_rows().Increment(static_cast<double>(grant.rows));

@@ -131,7 +131,7 @@ void ModelController::Loop() {
 
 ControllerSnapshot ModelController::Snapshot() const {
   MutexLock lock(&mu_);
-  return {ewma_, estimate_, adaptive_, last_hold_, {moves_.begin(), moves_.end()}};
+  return {rate_, ewma_, estimate_, adaptive_, last_hold_, {moves_.begin(), moves_.end()}};
 }
 
 std::string_view MoveStateName(MoveRecord::State state) {
@@ -197,6 +197,7 @@ void ModelController::Tick(SteadyTime now) {
   bool adaptive;
   {
     MutexLock lock(&mu_);
+    rate_ = load_.arrivals().Over(kRateSpan).value_or(rate_);
     ewma_ = load_.estimator().ewma();
     estimate_ = load_.estimator().Estimate();
     adaptive = adaptive_;
@@ -228,6 +229,23 @@ void ModelController::Tick(SteadyTime now) {
                        << s.message();
   }
   autoscaler_.Applied(move, s.ok(), options_.clock->Now(), load_);
+}
+
+Status ModelController::Resize(int threads, const std::optional<Plan>& plan) {
+  autoscaler_.set_threads(threads);
+  const std::shared_ptr<InstanceSet> active = options_.sets->active();
+  const std::string why = "node partition: " + std::to_string(threads) + " CPU(s)";
+  Status status;
+  if (plan) {
+    status = options_.sets->Switch(plan->groups, *plan, why, false);
+  } else if (optimizer_ != nullptr && active) {
+    auto solved = optimizer_->Solve(threads, static_cast<int>(std::max<int64_t>(1, active->target_rows)));
+    if (!solved.ok()) return solved.status();
+    status = options_.sets->Switch(solved->groups, *solved, why, false);
+  }
+  if (status.ok()) autoscaler_.Reset();  // its holds and timers were for the old budget
+  Changed();
+  return status;
 }
 
 Status ModelController::ApplyChange(const PlanChange& change) {

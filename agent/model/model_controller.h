@@ -75,6 +75,7 @@ std::string_view MoveStateName(MoveRecord::State state);
 
 // What the management API shows of the control loop.
 struct ControllerSnapshot {
+  double rate = 0;  // rows/s arriving, over the last kRateSpan (0 until measured)
   double ewma = 0;
   int64_t estimate = 0;
   bool adaptive = false;
@@ -84,6 +85,9 @@ struct ControllerSnapshot {
 
 class ModelController {
  public:
+  // The span the arrival rate in Snapshot() is measured over (the node partition's input).
+  static constexpr std::chrono::seconds kRateSpan{5};
+
   // `optimizer`: the model's profile for `instances: auto` (null for a static plan); not owned.
   ModelController(ModelControllerOptions options, Autoscaler autoscaler, LoadTracker load,
                   const Optimizer* optimizer);
@@ -105,6 +109,11 @@ class ModelController {
   Status ApplyChange(const PlanChange& change);
   // Control thread: one sample of the load and what follows from it (see the class comment).
   void Tick(SteadyTime now);
+  // Control thread: the node partition gave the model `threads` CPUs. Plans are for that budget
+  // from now on; the model switches to `plan` (the partition's plan for it), or to the
+  // optimizer's plan for its current B on the new budget. Stays adaptive. Blocks while the new
+  // set starts.
+  Status Resize(int threads, const std::optional<Plan>& plan);
 
   ControllerSnapshot Snapshot() const EXCLUDES(mu_);
   // The policy; its const methods are safe from any thread.
@@ -133,6 +142,7 @@ class ModelController {
   std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   bool adaptive_ GUARDED_BY(mu_) = false;
+  double rate_ GUARDED_BY(mu_) = 0;
   double ewma_ GUARDED_BY(mu_) = 0;
   int64_t estimate_ GUARDED_BY(mu_) = 0;
   static constexpr size_t kRecentMoves = 16;

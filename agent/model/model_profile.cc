@@ -1,5 +1,6 @@
 #include "agent/model/model_profile.h"
 
+#include "agent/pool/virtual_node.h"
 #include "agent/profiling/profile_store.h"
 #include "common/logging.h"
 
@@ -9,6 +10,18 @@ StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
                                    const std::vector<int>& cores, const std::string& runtime_path,
                                    const std::string& profile_dir, ProcessLauncher* launcher,
                                    ProfilingProgress* progress) {
+  RETURN_IF_ERROR(CheckEmulated(model));
+  if (model.emulate.enabled) {
+    // Emulated runtimes last the profile's latencies: it is the model's profile as it is.
+    StatusOr<Profile> profile = Profile::LoadCsv(model.emulate.profile);
+    if (profile.ok()) {
+      PACKRAT_LOG(INFO) << "model '" << model.name << "': emulated, profile "
+                        << model.emulate.profile << " (" << profile->size() << " points, up to "
+                        << profile->MaxThreads() << " threads); nothing measured";
+    }
+    if (progress) progress->Finish(profile.ok());
+    return profile;
+  }
   StatusOr<Profile> profile = LoadOrMeasureModelProfile(
       model, threads, cores, runtime_path, profile_dir, launcher,
       [progress](const ProfileProgress& p) {

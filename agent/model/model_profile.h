@@ -12,6 +12,8 @@
 
 namespace packrat {
 
+// An emulated model's profile is its `emulate.profile`, read as it is (nothing is measured);
+// a model that is not emulated on a virtual node fails (CheckEmulated).
 // The profile of `model` for plans of up to `threads` threads: stored in `profile_dir` under the
 // model's key, or measured with real pinned runtimes on `cores` (LoadOrMeasureModelProfile;
 // minutes), `progress` told of every point and finished at the end (may be null). Sets the

@@ -8,6 +8,7 @@
 #include "agent/model/dispatch_metrics.h"
 #include "agent/model/model_profile.h"
 #include "agent/planning/plan_evaluator.h"
+#include "agent/pool/cpu_list.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -134,7 +135,13 @@ bool ServedModel::ResizableRuntimes() const {
 }
 
 int ServedModel::ThreadBudget() const {
-  const int cores = options_.allocator ? options_.allocator->thread_budget() : 0;
+  int cores = options_.allocator ? options_.allocator->thread_budget() : 0;
+  if (options_.allocator) {
+    // A model with a share of the node (model repository, node partition) plans within it.
+    if (auto share = options_.allocator->Share(config_.name)) {
+      cores = std::min(cores, static_cast<int>(share->size()));
+    }
+  }
   if (config_.auto_threads > 0) return cores > 0 ? std::min(cores, config_.auto_threads) : 0;
   return cores;
 }
@@ -153,7 +160,11 @@ StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan(std::optional<Plan
   if (threads < 1) return FailedPrecondition("no usable cores to plan for");
   std::vector<int> cores;
   if (options_.allocator) {
-    for (const CpuInfo& c : options_.allocator->topology().cpus()) cores.push_back(c.cpu);
+    if (auto share = options_.allocator->Share(config_.name)) {
+      cores = *share;
+    } else {
+      for (const CpuInfo& c : options_.allocator->topology().cpus()) cores.push_back(c.cpu);
+    }
   }
   auto progress =
       std::make_shared<ProfilingProgress>(config_.name, options_.metrics, options_.clock);
@@ -437,8 +448,13 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
 
 Status ServedModel::ValidatePlan(const std::vector<InstanceGroup>& groups) const {
   const ResourceAllocator* allocator = options_.allocator;
-  return ValidatePlanGroups(groups, allocator ? allocator->thread_budget() : 0,
-                            allocator ? allocator->topology().Describe() : "");
+  std::string cores = allocator ? allocator->topology().Describe() : "";
+  if (allocator) {
+    if (auto share = allocator->Share(config_.name)) {
+      cores = "its share of the node, CPUs " + FormatCpuList(*share);
+    }
+  }
+  return ValidatePlanGroups(groups, ThreadBudget(), cores);
 }
 
 void ServedModel::ChangePlan(PlanChange change, std::function<void(Status)> done) {
@@ -488,6 +504,33 @@ void ServedModel::ObserveComputed(int threads, int64_t rows, std::chrono::nanose
   slowdowns_.Record(threads, ratio,
                     std::chrono::steady_clock::now() -
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(took));
+}
+
+bool ServedModel::PartitionCandidate() const {
+  return config_.auto_instances && config_.auto_threads == 0 && !generative() &&
+         config_.batching.mode == BatchingMode::kBatched;
+}
+
+const Optimizer* ServedModel::optimizer() const {
+  return state() == ModelState::kReady ? optimizer_.get() : nullptr;
+}
+
+double ServedModel::arrival_rate() const {
+  return state() == ModelState::kReady && controller_ ? controller_->Snapshot().rate : 0.0;
+}
+
+double ServedModel::Slowdown(int threads) const { return slowdowns_.Get(threads); }
+
+void ServedModel::Resize(int cpus, std::optional<Plan> plan, std::function<void(Status)> done) {
+  if (state() != ModelState::kReady || !controller_) {
+    return done(FailedPrecondition("model '" + config_.name + "' is not ready"));
+  }
+  controller_->Post([this, cpus, plan = std::move(plan), done = std::move(done)] {
+    if (state() != ModelState::kReady) {
+      return done(Unavailable("model '" + config_.name + "' is stopping"));
+    }
+    done(controller_->Resize(cpus, plan));
+  });
 }
 
 }  // namespace packrat

@@ -90,6 +90,10 @@ class ServedModel {
   // Stops accepting, lets queued and in-flight requests finish (up to `drain`), stops the
   // runtimes and removes their segments and cgroups. Waits for a reconfiguration in progress.
   void Stop(std::chrono::milliseconds drain);
+  // Marks the model as going away for good (the model repository's unload, before Stop()):
+  // front ends answer new requests with "not ready: being unloaded" instead of retrying.
+  void set_unloading() { unloading_.store(true, std::memory_order_release); }
+  bool unloading() const { return unloading_.load(std::memory_order_acquire); }
 
   // Validates `change` at once (InvalidArgument for an infeasible plan, FailedPrecondition
   // unless ready) and otherwise queues it on the control thread; `done` runs there once the
@@ -119,6 +123,20 @@ class ServedModel {
   std::vector<LayeredInfo> layered_info() const;
   // This model's metric series, or null. Valid for the model's lifetime.
   metrics::ModelMetrics* metrics() const { return options_.metrics; }
+
+  // The node partition (node_controller.h). Whether the model takes part: `instances: auto`
+  // without `auto_threads`, batched (not layered, not generative).
+  bool PartitionCandidate() const;
+  // Its profile once ready (null before, or without one). Valid for the model's lifetime.
+  const Optimizer* optimizer() const;
+  // Rows/s arriving, over ModelController::kRateSpan (0 until measured).
+  double arrival_rate() const;
+  // How much slower than the profile its runtimes of `threads` threads serve (measured).
+  double Slowdown(int threads) const;
+  // Queues on the control thread: plans are for `cpus` from now on, and the model switches to
+  // `plan` (ModelController::Resize); `done` runs there with the outcome. Never blocks.
+  // FailedPrecondition unless ready.
+  void Resize(int cpus, std::optional<Plan> plan, std::function<void(Status)> done);
 
  private:
   // Resolves the groups to serve: the config's, or the optimizer's for `instances: auto`
@@ -162,6 +180,7 @@ class ServedModel {
 
   Revision revision_;  // counts the changes Snapshot() shows (before sets_ and controller_)
   std::atomic<ModelState> state_{ModelState::kLoading};
+  std::atomic<bool> unloading_{false};
   mutable Mutex mu_;
   std::string failure_ GUARDED_BY(mu_);
   std::shared_ptr<ProfilingProgress> profiling_ GUARDED_BY(mu_);  // instances: auto

@@ -1,9 +1,11 @@
 #include "agent/model/worker_starter.h"
 
+#include <atomic>
 #include <future>
 
 #include "agent/pool/cpu_list.h"
 #include "agent/pool/runtime_options.h"
+#include "agent/pool/virtual_node.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -30,6 +32,10 @@ Status AwaitStarts(std::vector<std::future<StatusOr<std::unique_ptr<Instance>>>>
   return status;
 }
 
+// Makes cgroup names unique in the agent: two versions of one model (a reload) both have a
+// generation 1, and removing the old one's group must not kill the new one's runtime.
+std::atomic<uint64_t> g_group_counter{0};
+
 }  // namespace
 
 WorkerStarter::WorkerStarter(const ModelConfig& config, WorkerStarterOptions options,
@@ -39,11 +45,15 @@ WorkerStarter::WorkerStarter(const ModelConfig& config, WorkerStarterOptions opt
 StatusOr<std::vector<std::shared_ptr<Worker>>> WorkerStarter::Start(
     const std::vector<std::pair<int, int64_t>>& shapes, const std::vector<int>& exclude,
     uint64_t generation) const {
+  RETURN_IF_ERROR(CheckEmulated(config_));
   std::vector<int> threads;
   for (const auto& [t, b] : shapes) threads.push_back(t);
   std::vector<Placement> placements(shapes.size());
   if (options_.allocator) {
-    ASSIGN_OR_RETURN(placements, options_.allocator->Place(threads, exclude));
+    // Within the model's share of the node, where it has one.
+    std::vector<int> off_limits = options_.allocator->OutsideShare(config_.name);
+    off_limits.insert(off_limits.end(), exclude.begin(), exclude.end());
+    ASSIGN_OR_RETURN(placements, options_.allocator->Place(threads, off_limits));
   }
   // Every worker's cgroup first (cheap), then the runtimes in parallel: each start is mostly
   // the runtime loading and warming up its model.
@@ -57,7 +67,9 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> WorkerStarter::Start(
     if (options_.cpusets) {
       ASSIGN_OR_RETURN(
           w->cgroup, options_.cpusets->Create(
-                         config_.name + "." + std::to_string(generation) + "." + std::to_string(i),
+                         config_.name + "." + std::to_string(generation) + "." +
+                             std::to_string(i) + "." +
+                             std::to_string(g_group_counter.fetch_add(1)),
                          w->placement.cpus, w->placement.mems));
     }
     if (options_.allocator) {

@@ -178,6 +178,8 @@ class Autoscaler {
                       const SlowdownFn& slowdown) const;
 
   const AutoscalerOptions& options() const { return options_; }
+  // The node partition gave the model a new CPU budget: plans from now on are for `threads`.
+  void set_threads(int threads) { options_.threads = threads; }
 
  private:
   PlanEvaluator Evaluator(const ServingView& view) const;
@@ -212,7 +214,7 @@ class Autoscaler {
   void ReplanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
                     Decision* d) const;
 
-  const AutoscalerOptions options_;
+  AutoscalerOptions options_;  // threads changes with the node partition (set_threads)
   const Optimizer* const optimizer_;
   const BatchingSimulator simulator_;  // its arrivals are drawn once; Run is const
   std::optional<SteadyTime> last_overload_move_;

@@ -139,4 +139,65 @@ int ResourceAllocator::holders(int cpu) const {
   return 0;
 }
 
+Status ResourceAllocator::SetShare(const std::string& model, std::vector<int> cpus) {
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  MutexLock lock(&mu_);
+  for (int c : cpus) {
+    if (topology_.Find(c) == nullptr) {
+      return InvalidArgument("CPU " + std::to_string(c) + " is not one of " + topology_.Describe());
+    }
+    for (const auto& [other, share] : shares_) {
+      if (other != model && std::binary_search(share.begin(), share.end(), c)) {
+        return InvalidArgument("CPU " + std::to_string(c) + " belongs to model '" + other + "'");
+      }
+    }
+  }
+  shares_[model] = std::move(cpus);
+  return Status::Ok();
+}
+
+void ResourceAllocator::ReleaseShare(const std::string& model) {
+  MutexLock lock(&mu_);
+  shares_.erase(model);
+}
+
+std::optional<std::vector<int>> ResourceAllocator::Share(const std::string& model) const {
+  MutexLock lock(&mu_);
+  const auto it = shares_.find(model);
+  if (it == shares_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, std::vector<int>> ResourceAllocator::Shares() const {
+  MutexLock lock(&mu_);
+  return shares_;
+}
+
+std::vector<int> ResourceAllocator::FreeCpus() const {
+  MutexLock lock(&mu_);
+  std::vector<int> out;
+  const auto& all = topology_.cpus();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (holders_[i] > 0) continue;
+    bool shared = false;
+    for (const auto& [model, share] : shares_) {
+      shared = shared || std::binary_search(share.begin(), share.end(), all[i].cpu);
+    }
+    if (!shared) out.push_back(all[i].cpu);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int> ResourceAllocator::OutsideShare(const std::string& model) const {
+  const std::optional<std::vector<int>> share = Share(model);
+  std::vector<int> out;
+  if (!share) return out;
+  for (const CpuInfo& c : topology_.cpus()) {
+    if (!std::binary_search(share->begin(), share->end(), c.cpu)) out.push_back(c.cpu);
+  }
+  return out;
+}
+
 }  // namespace packrat

@@ -12,11 +12,19 @@
 // The thread budget T (cores, capped by the CPU quota) bounds plans; Place() itself only
 // checks that every instance can get distinct CPUs.
 //
+// Node-wide view: a model may be given a *share*, the CPUs only it places on (the model
+// repository gives each model it loads the CPUs no other model holds; the node partition moves
+// shares between models). A model without a share places anywhere, as the main config's models
+// always have. FreeCpus() is what no share contains and no live instance holds.
+//
 // Thread-safety: all methods may be called from any thread.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "agent/pool/cpu_topology.h"
@@ -66,6 +74,20 @@ class ResourceAllocator {
   // How many live instances hold `cpu` (a shadow set placed on held CPUs starts cold).
   int holders(int cpu) const;
 
+  // Gives `model` exactly `cpus` (replacing its share). InvalidArgument for a CPU outside the
+  // topology or in another model's share.
+  Status SetShare(const std::string& model, std::vector<int> cpus);
+  // `model` places anywhere again; its CPUs return to the free pool.
+  void ReleaseShare(const std::string& model);
+  // The model's share, ascending; nullopt if it has none (it may place anywhere).
+  std::optional<std::vector<int>> Share(const std::string& model) const;
+  // Every share, by model.
+  std::map<std::string, std::vector<int>> Shares() const;
+  // CPUs in no share and held by no live instance, ascending.
+  std::vector<int> FreeCpus() const;
+  // The CPUs a model must not place on: every topology CPU outside its share (none without one).
+  std::vector<int> OutsideShare(const std::string& model) const;
+
  private:
   friend class CpuLease;
   void Release(const std::vector<int>& cpus);
@@ -75,6 +97,7 @@ class ResourceAllocator {
   std::vector<int> sibling_rank_;  // by topology index: 0 for a core's first CPU, 1, ...
   mutable Mutex mu_;
   std::vector<int> holders_ GUARDED_BY(mu_);  // by topology index
+  std::map<std::string, std::vector<int>> shares_ GUARDED_BY(mu_);
 };
 
 }  // namespace packrat

@@ -79,13 +79,13 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
 
   LaunchSpec& spec = p.spec;
   spec.path = options.runtime_path;
-  spec.cores = options.cores;
+  if (!options.emulate.virtual_node) spec.cores = options.cores;
   spec.cgroup_procs = options.cgroup_procs;
   auto add = [&spec](const std::string& flag, const std::string& value) {
     spec.args.push_back(flag);
     spec.args.push_back(value);
   };
-  add("--model", options.model_path);
+  if (!options.model_path.empty()) add("--model", options.model_path);
   add("--threads", std::to_string(options.threads));
   add("--agent-pid", std::to_string(getpid()));
   add("--name", p.label);
@@ -114,6 +114,16 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
     add("--accuracy-max-rel-error", std::to_string(options.accuracy.max_rel_error));
     add("--accuracy-min-top1", std::to_string(options.accuracy.min_top1_agreement));
     if (options.accuracy.strict) spec.args.push_back("--accuracy-strict");
+  }
+
+  if (options.emulate.enabled) {
+    add("--emulate", options.emulate.profile);
+    add("--load-s", std::to_string(options.emulate.load_s));
+    add("--neighbour-slowdown", std::to_string(options.emulate.neighbour_slowdown));
+    if (!options.emulate.node_state.empty()) add("--node", options.emulate.node_state);
+    for (const TensorSpec& out : options.outputs) {
+      add("--output", std::string(DataTypeName(out.datatype)) + ":" + JoinInts(out.shape, 1));
+    }
   }
 
   ASSIGN_OR_RETURN(RuntimeProcess process, StartRuntimeProcess(p, launcher));

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "agent/batching/instance_executor.h"
+#include "agent/config/config.h"
 #include "agent/config/kernel_settings.h"
 #include "agent/kserve/tensor.h"
 #include "agent/pool/hang_watch.h"
@@ -69,6 +70,11 @@ struct RuntimeInstanceOptions {
   int idle_spin_us = 100;  // the runtime polls this long for the next slice before sleeping
   // Slab bytes per slot of each tensor whose row size varies (BatchingConfig).
   uint64_t variable_slab_bytes = 16ull << 20;
+  // An emulated runtime (`emulate.enabled`; runtime_path is then packrat-emulated-runtime):
+  // its profile, load time, neighbour slowdown and node state go on its command line with the
+  // outputs' row shapes. On a virtual node (`emulate.virtual_node`) `cores` are virtual CPU
+  // ids: passed to the runtime, never pinned.
+  EmulateConfig emulate;
   // Called on the completion thread for every slice the runtime computed successfully. Must
   // not block. May be empty.
   std::function<void(const SliceTiming&)> on_slice_computed;

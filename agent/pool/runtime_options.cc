@@ -1,5 +1,7 @@
 #include "agent/pool/runtime_options.h"
 
+#include "agent/pool/virtual_node.h"
+
 namespace packrat {
 
 RuntimeInstanceOptions BatchRuntimeOptions(const ModelConfig& model,
@@ -16,6 +18,8 @@ RuntimeInstanceOptions BatchRuntimeOptions(const ModelConfig& model,
   o.accuracy = model.accuracy;
   o.startup_timeout = std::chrono::seconds(model.startup_timeout_s);
   o.slice_timeout = std::chrono::seconds(model.slice_timeout_s);
+  o.emulate = model.emulate;
+  if (model.emulate.enabled) o.runtime_path = EmulatedRuntimePath(runtime_path);
   return o;
 }
 

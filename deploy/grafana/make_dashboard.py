@@ -140,6 +140,20 @@ ts("Reality / profile", "measured / predicted batch latency; 1 means the profile
    "none", 0, 24, h=6)
 y[0] += 6
 
+row("Node partition")
+ts("CPUs per model",
+   "packrat_model_cpus: each model's share of the node's CPUs (node partition, model "
+   "repository); the node controller moves them as the load moves.",
+   [(f"sum by (model) (packrat_model_cpus{{{SEL}}})", "{{model}}")], "short", 0, 12, stack=True)
+ts("Partition moves and arrival rate",
+   "packrat_partition_moves_total by reason (per rate interval), beside each model's requests/s "
+   "that drive them.",
+   [('sum by (reason) (increase(packrat_partition_moves_total{instance=~"$instance"}[$__rate_interval]))',
+     "moves: {{reason}}"),
+    (f"sum by (model) (rate(packrat_requests_total{{{SEL}}}[{RI}]))", "{{model}} req/s")],
+   "short", 12, 12)
+y[0] += 8
+
 row("Layered batching and generation")
 ts("Top-up queries by outcome",
    "Layered batching: queries of runtimes at stage boundaries, by outcome "

@@ -36,11 +36,10 @@ using testing::HttpResult;
 
 const std::string kModels = PACKRAT_MODELS_DIR;
 
-std::string TinyConfig(const std::string& socket) {
-  return "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0,\n"
-         "         unix_socket: " +
-         socket +
-         "}\n"
+std::string TinyConfig(const std::string& socket, const std::string& server_extra) {
+  return "server:\n  http: 127.0.0.1:0\n  management: 127.0.0.1:0\n  metrics: 127.0.0.1:0\n"
+         "  unix_socket: " +
+         socket + "\n" + server_extra +
          "models:\n"
          "  - name: tiny\n"
          "    path: " +
@@ -90,7 +89,7 @@ Request JsonInfer(int64_t rows) {
           "/v2/models/tiny/infer",
           "{\"id\":\"j\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[" +
               std::to_string(rows) + ",16],\"data\":[" + data + "]}]}",
-          {{"Content-Type", "application/json"}}};
+          {{"Content-Type", "application/json"}, {"X-Request-Id", "json-" + std::to_string(rows)}}};
 }
 
 // The binary tensor extension in and out.
@@ -107,11 +106,14 @@ Request BinaryInfer(int64_t rows) {
           "/v2/models/tiny/infer",
           body,
           {{"Content-Type", "application/octet-stream"},
-           {"Inference-Header-Content-Length", std::to_string(json.size())}}};
+           {"Inference-Header-Content-Length", std::to_string(json.size())},
+           {"X-Request-Id", "binary-" + std::to_string(rows)}}};
 }
 
+// Each request carries its own X-Request-Id and a W3C traceparent: the agent echoes the id, so
+// answers through the forwarder and direct ones are byte for byte comparable.
 std::vector<Request> Requests() {
-  return {
+  std::vector<Request> requests = {
       {"health", "GET", "/v2/health/ready", "", {}},
       {"metadata", "GET", "/v2/models/tiny", "", {}},
       JsonInfer(3),
@@ -128,6 +130,12 @@ std::vector<Request> Requests() {
        "{}",
        {{"Content-Type", "application/json"}}},
   };
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].headers["X-Request-Id"] = "fwd-" + std::to_string(i);
+    requests[i].headers["traceparent"] =
+        "00-0af7651916cd43dd8448eb211c80319" + std::to_string(i) + "-b7ad6b7169203331-01";
+  }
+  return requests;
 }
 
 // Sends `raw` on a new connection to 127.0.0.1:port and returns everything received until the
@@ -156,8 +164,9 @@ class ForwardIntegrationTest : public ::testing::Test {
     agent_.reset();
   }
 
-  void StartAgent() {
-    agent_ = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, TinyConfig(socket_));
+  // `server_extra`: more `server:` keys, each line indented by two spaces.
+  void StartAgent(const std::string& server_extra = "") {
+    agent_ = std::make_unique<AgentProcess>(PACKRAT_AGENT_PATH, TinyConfig(socket_, server_extra));
     ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
     ASSERT_TRUE(agent_->WaitForLog(" unix=" + socket_)) << agent_->Digest();
   }
@@ -216,6 +225,30 @@ TEST_F(ForwardIntegrationTest, ResponsesAreByteIdenticalToDirectCalls) {
   EXPECT_EQ(RawExchange(forward_port_, BinaryInfer(131072).Raw()).substr(0, 15), "HTTP/1.1 200 OK");
   EXPECT_EQ(RawExchange(forward_port_, Requests()[5].Raw()).substr(0, 12), "HTTP/1.1 400");
   EXPECT_EQ(RawExchange(forward_port_, Requests()[6].Raw()).substr(0, 12), "HTTP/1.1 404");
+}
+
+// The sidecar passes W3C traceparent and X-Request-Id through unchanged: the agent's access log
+// names the client's request id and trace id, and the answer echoes the id.
+TEST_F(ForwardIntegrationTest, TraceparentAndRequestIdPassThroughUnchanged) {
+  const std::string log = dir_ + "/access.log";
+  StartAgent("  access_log: json\n  access_log_path: " + log + "\n");
+  StartForwarder("unix:" + socket_);
+  HttpClient via("127.0.0.1", forward_port_);
+  const Request r = JsonInfer(2);
+  std::map<std::string, std::string> headers = r.headers;
+  headers["X-Request-Id"] = "client-7";
+  headers["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const HttpResult answer = via.Request(r.method, r.target, r.body, headers);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(answer.headers.at("x-request-id"), "client-7");
+  std::stringstream lines;
+  lines << std::ifstream(log).rdbuf();  // written before the answer was sent
+  EXPECT_NE(lines.str().find("\"request_id\":\"client-7\",\"trace_id\":"
+                             "\"4bf92f3577b34da6a3ce929d0e0e4736\",\"method\":\"POST\","
+                             "\"path\":\"/v2/models/tiny/infer\",\"status\":200,"
+                             "\"model\":\"tiny\",\"rows\":2,"),
+            std::string::npos)
+      << lines.str();
 }
 
 TEST_F(ForwardIntegrationTest, ManyRequestsShareOneKeepAliveConnection) {

@@ -181,9 +181,10 @@ TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
 }
 
 TEST_F(ConfigTest, MissingModelsIsAnError) {
-  EXPECT_EQ(ErrorOf("server:\n  io_threads: 2\n"), "test.yaml:1: models: must be a non-empty list");
+  EXPECT_EQ(ErrorOf("server:\n  io_threads: 2\n"),
+            "test.yaml:1: models: must be a non-empty list (or set server.model_repository)");
   EXPECT_EQ(ErrorOf("server:\n  io_threads: 2\nmodels: []\n"),
-            "test.yaml:3: models: must be a non-empty list");
+            "test.yaml:3: models: must be a non-empty list (or set server.model_repository)");
   const std::string empty = ErrorOf("");
   EXPECT_EQ(empty.rfind("test.yaml", 0), 0u) << empty;
 }
@@ -315,6 +316,51 @@ TEST_F(ConfigTest, MetricsEndpointAndProfileDir) {
   EXPECT_EQ(defaults->server.metrics.port, 8082);
 }
 
+TEST_F(ConfigTest, GrpcEndpointLimitsAndOff) {
+  auto defaults = Parse(OneModel());
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_TRUE(defaults->server.grpc_enabled);
+  EXPECT_FALSE(defaults->server.grpc_explicit);
+  EXPECT_EQ(defaults->server.grpc.host, "127.0.0.1");
+  EXPECT_EQ(defaults->server.grpc.port, 8001);
+  EXPECT_EQ(defaults->server.grpc_max_message_bytes, defaults->server.max_body_bytes);
+  EXPECT_EQ(defaults->server.grpc_max_concurrent_streams, 1024);
+
+  auto set = Parse(
+      "server: {grpc: 0.0.0.0:0, grpc_max_message_bytes: 4096, grpc_max_concurrent_streams: 8}\n" +
+      OneModel());
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_TRUE(set->server.grpc_enabled);
+  EXPECT_TRUE(set->server.grpc_explicit);
+  EXPECT_EQ(set->server.grpc.host, "0.0.0.0");
+  EXPECT_EQ(set->server.grpc.port, 0);
+  EXPECT_EQ(set->server.grpc_max_message_bytes, 4096u);
+  EXPECT_EQ(set->server.grpc_max_concurrent_streams, 8);
+
+  // The message limit follows max_body_bytes unless given (capped at what gRPC takes).
+  auto body = Parse("server: {max_body_bytes: 2048}\n" + OneModel());
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(body->server.grpc_max_message_bytes, 2048u);
+  auto huge = Parse("server: {max_body_bytes: 1099511627776}\n" + OneModel());
+  ASSERT_TRUE(huge.ok());
+  EXPECT_EQ(huge->server.grpc_max_message_bytes, 2147483647u);
+
+  auto off = Parse("server: {grpc: off}\n" + OneModel());
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->server.grpc_enabled);
+
+  EXPECT_EQ(ErrorOf("server:\n  grpc: nowhere\n" + OneModel()),
+            "test.yaml:2: server.grpc: 'nowhere' is not HOST:PORT (or off)");
+  EXPECT_NE(ErrorOf("server: {grpc: \"\"}\n" + OneModel()).find("server.grpc"), std::string::npos);
+  EXPECT_NE(ErrorOf("server: {grpc: [1]}\n" + OneModel()).find("server.grpc"), std::string::npos);
+  EXPECT_NE(ErrorOf("server: {grpc_max_message_bytes: 10}\n" + OneModel())
+                .find("server.grpc_max_message_bytes: must be between 1024 and 2147483647"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("server: {grpc_max_concurrent_streams: 0}\n" + OneModel())
+                .find("server.grpc_max_concurrent_streams"),
+            std::string::npos);
+}
+
 TEST_F(ConfigTest, ShippedConfigsParse) {
   for (const char* file : {"/config/demo.yaml", "/deploy/config/packrat.yaml"}) {
     auto config = LoadConfig(std::string(PACKRAT_SOURCE_DIR) + file);
@@ -387,6 +433,30 @@ TEST_F(ConfigTest, MaxBatchLatency) {
   EXPECT_NE(ErrorOf(OneModel("    batching: {max_batch_latency_ms: -1}\n"))
                 .find("models[0].batching.max_batch_latency_ms: must be between 0"),
             std::string::npos);
+}
+
+TEST_F(ConfigTest, JointPartitionKeys) {
+  auto config = Parse(OneModel(
+      "    batching: {max_batch: 8, p99_target_ms: 250.5}\n    min_threads: 2\n    weight: 1.5\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_DOUBLE_EQ(config->models[0].batching.p99_target_ms, 250.5);
+  EXPECT_EQ(config->models[0].min_threads, 2);
+  EXPECT_DOUBLE_EQ(config->models[0].weight, 1.5);
+  auto defaults = Parse(OneModel());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_DOUBLE_EQ(defaults->models[0].batching.p99_target_ms, 0);  // none
+  EXPECT_EQ(defaults->models[0].min_threads, 1);
+  EXPECT_DOUBLE_EQ(defaults->models[0].weight, 1);
+}
+
+TEST_F(ConfigTest, JointPartitionKeysOutOfRange) {
+  EXPECT_EQ(ErrorOf(OneModel("    batching: {p99_target_ms: 0}\n")),
+            "test.yaml:7: models[0].batching.p99_target_ms: must be between 0.001000 and "
+            "3600000.000000");
+  EXPECT_EQ(ErrorOf(OneModel("    min_threads: 0\n")),
+            "test.yaml:7: models[0].min_threads: must be between 1 and 4096");
+  EXPECT_EQ(ErrorOf(OneModel("    weight: -1\n")),
+            "test.yaml:7: models[0].weight: must be between 0.001000 and 1000.000000");
 }
 
 TEST_F(ConfigTest, VariableTensorBytes) {
@@ -509,6 +579,137 @@ TEST_F(ConfigFileTest, LoadConfigOfMissingFileIsNotFound) {
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), StatusCode::kNotFound);
   EXPECT_NE(config.status().message().find("absent.yaml"), std::string::npos);
+}
+
+// A virtual node and emulated models (agent/pool/virtual_node.h, emulator/).
+TEST_F(ConfigFileTest, VirtualCpusAndEmulatedModels) {
+  Write("prof.csv", "threads,batch,latency_ms\n1,1,10\n2,1,6\n");
+  const std::string emulated =
+      "  - name: e\n"                                                              // 3
+      "    emulate: {profile: prof.csv, load_s: 2.5, neighbour_slowdown: 0.13}\n"  // 4
+      "    inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]\n"                  // 5
+      "    outputs: [{name: y, datatype: FP32, shape: [-1, 1]}]\n"                 // 6
+      "    batching: {max_batch: 8}\n"                                             // 7
+      "    instances: auto\n";                                                     // 8
+  auto config = LoadConfig(Write(
+      "v.yaml", "server: {virtual_cpus: 64, virtual_cpus_per_socket: 32}\nmodels:\n" + emulated));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->server.virtual_cpus, 64);
+  EXPECT_EQ(config->server.virtual_cpus_per_socket, 32);
+  const EmulateConfig& e = config->models[0].emulate;
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.profile, (std::filesystem::path(dir_) / "prof.csv").lexically_normal().string());
+  EXPECT_DOUBLE_EQ(e.load_s, 2.5);
+  EXPECT_DOUBLE_EQ(e.neighbour_slowdown, 0.13);
+  EXPECT_TRUE(config->models[0].path.empty());  // `path` is optional when emulated
+  EXPECT_TRUE(e.node_state.empty());            // the agent's to set
+  EXPECT_FALSE(e.virtual_node);
+
+  // Emulation on the real CPUs needs no virtual node; defaults.
+  config = LoadConfig(Write("e.yaml", "models:\n  - name: e\n    emulate: {profile: prof.csv}\n" +
+                                          emulated.substr(emulated.find("    inputs"))));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->server.virtual_cpus, 0);
+  EXPECT_DOUBLE_EQ(config->models[0].emulate.load_s, 1.0);
+  EXPECT_DOUBLE_EQ(config->models[0].emulate.neighbour_slowdown, 0.0);
+  EXPECT_FALSE(Parse(OneModel())->models[0].emulate.enabled);
+
+  auto error = [&](const std::string& text) {
+    const std::string path = Write("bad.yaml", text);
+    auto c = LoadConfig(path);
+    EXPECT_FALSE(c.ok()) << text;
+    std::string m = c.ok() ? "" : c.status().message();
+    return m.rfind(path, 0) == 0 ? m.substr(path.size()) : m;
+  };
+  EXPECT_EQ(error("server: {virtual_cpus: 0}\nmodels:\n" + emulated),
+            ":1: server.virtual_cpus: must be between 1 and 1024");
+  EXPECT_EQ(error("server: {virtual_cpus: 1025}\nmodels:\n" + emulated),
+            ":1: server.virtual_cpus: must be between 1 and 1024");
+  EXPECT_EQ(error("server: {virtual_cpus_per_socket: 8}\nmodels:\n" + emulated),
+            ":1: server.virtual_cpus_per_socket: needs server.virtual_cpus");
+  EXPECT_EQ(error("server: {virtual_cpus: 16, virtual_cpus_per_socket: 32}\nmodels:\n" + emulated),
+            ":1: server.virtual_cpus_per_socket: must be between 1 and 16");
+  // A real model on a virtual node would run libtorch on CPUs that do not exist.
+  EXPECT_EQ(error("server: {virtual_cpus: 16}\n" + OneModel()),
+            ":3: models[0]: is not emulated, and a virtual node (server.virtual_cpus) serves "
+            "emulated models only: add `emulate: {profile: FILE.csv}`");
+  std::string text = emulated;
+  text.replace(text.find("prof.csv"), 8, "absent.csv");
+  EXPECT_NE(error("models:\n" + text).find(":3: models[0].emulate.profile: cannot"),
+            std::string::npos);
+  text = emulated;
+  text.replace(text.find("load_s: 2.5"), 11, "load_s: -1");
+  EXPECT_EQ(error("models:\n" + text),
+            ":3: models[0].emulate.load_s: must be between 0.000000 and 3600.000000");
+  text = emulated;
+  text.replace(text.find("load_s: 2.5"), 11, "speed: 2");
+  EXPECT_EQ(error("models:\n" + text), ":3: models[0].emulate.speed: unknown key");
+  EXPECT_EQ(error("models:\n  - name: e\n    emulate: {load_s: 1}\n" +
+                  emulated.substr(emulated.find("    inputs"))),
+            ":3: models[0].emulate.profile: is required");
+  // What emulated runtimes cannot do: generation, layered top-ups.
+  EXPECT_EQ(error("models:\n  - name: g\n    emulate: {profile: prof.csv}\n    generation: {}\n"
+                  "    instances: [{count: 1, threads: 1, batch: 4}]\n"),
+            ":3: models[0].emulate: emulated runtimes serve batch models, not generative ones");
+  text = emulated;
+  text.replace(text.find("    batching: {max_batch: 8}\n    instances: auto\n"), 48,
+               "    batching: {mode: layered, latency_budget_ms: 100}\n"
+               "    instances: [{count: 1, threads: 1, batch: 4}]\n");
+  EXPECT_EQ(error("models:\n" + text),
+            ":6: models[0].emulate: emulated runtimes do not run staged models' layered top-ups; "
+            "use batching.mode: batched");
+}
+
+}  // namespace
+}  // namespace packrat
+
+namespace packrat {
+namespace {
+
+TEST(RepositoryConfigTest, ARepositoryMakesModelsOptionalAndResolvesAgainstTheBaseDir) {
+  auto config = ParseConfig("server: {model_repository: repo, model_control: explicit}\n",
+                            "x.yaml", "/srv/conf");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->server.model_repository, "/srv/conf/repo");
+  EXPECT_FALSE(config->server.load_all_models);
+  EXPECT_TRUE(config->models.empty());
+  auto bad = ParseConfig("server: {model_repository: repo, model_control: some}\n", "x.yaml", "/");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("x.yaml:1: server.model_control: must be 'all' or "
+                                        "'explicit', not 'some'"),
+            std::string::npos)
+      << bad.status().message();
+  auto none = ParseConfig("server: {io_threads: 2}\n", "x.yaml", "/");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("or set server.model_repository"), std::string::npos);
+}
+
+TEST(RepositoryConfigTest, AFolderIsOneModelNamedAfterIt) {
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) / "repo-config-test/resnet").lexically_normal();
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/model.yaml") << "path: weights/m.pt\n"
+                                        "inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]\n"
+                                        "outputs: [{name: y, datatype: FP32, shape: [-1, 1]}]\n"
+                                        "instances: [{count: 1, threads: 1, batch: 4}]\n";
+  auto m = LoadRepositoryModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->name, "resnet");
+  EXPECT_EQ(m->path, dir + "/weights/m.pt");
+
+  std::ofstream(dir + "/model.yaml") << "name: other\npath: m.pt\n";
+  auto named = LoadRepositoryModel(dir);
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find(dir + "/model.yaml:1: name: is the folder's name"),
+            std::string::npos)
+      << named.status().message();
+  std::ofstream(dir + "/model.yaml") << "path: m.pt\ninputs: [{name: x\n";
+  auto broken = LoadRepositoryModel(dir);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find(dir + "/model.yaml:"), std::string::npos);
+  std::filesystem::remove(dir + "/model.yaml");
+  EXPECT_EQ(LoadRepositoryModel(dir).status().code(), StatusCode::kNotFound);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <boost/asio/write.hpp>
 #include <filesystem>
 #include <random>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,9 +122,12 @@ class ForwarderTest : public ::testing::Test {
     } requests[] = {{"GET", "/v2/health/live", ""}, {"POST", "/echo", "{\"inputs\":[]}"},
                     {"POST", "/echo", big},         {"POST", "/status/400", "{"},
                     {"GET", "/status/404", ""},     {"POST", "/v2/models/m/infer", big}};
+    int n = 0;
     for (const auto& r : requests) {
-      const HttpResult a = direct.Request(r.method, r.target, r.body);
-      const HttpResult b = forwarded.Request(r.method, r.target, r.body);
+      // Its own X-Request-Id, which the agent echoes (else each answer carries a fresh one).
+      const std::map<std::string, std::string> id = {{"X-Request-Id", "r" + std::to_string(n++)}};
+      const HttpResult a = direct.Request(r.method, r.target, r.body, id);
+      const HttpResult b = forwarded.Request(r.method, r.target, r.body, id);
       ASSERT_NE(a.status, 0) << a.error;
       EXPECT_EQ(b.status, a.status) << r.target << ": " << b.error;
       EXPECT_EQ(b.headers, a.headers) << r.target;
@@ -184,7 +188,8 @@ TEST_F(ForwarderTest, RawBytesAreIdenticalAndAHalfCloseStillGetsItsAnswer) {
   StartForwarder("unix:" + socket_path_);
   const std::string body = RandomBytes(1 << 20);
   const std::string request =
-      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+      "POST /echo HTTP/1.1\r\nHost: x\r\nX-Request-Id: raw\r\nContent-Length: " +
+      std::to_string(body.size()) +
       "\r\n\r\n" + body;
   // The client sends FIN right after its request; the agent still answers, then closes.
   const std::string via = RawExchange(forwarder_->port(), request, /*shutdown_send=*/true);

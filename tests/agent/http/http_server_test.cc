@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tests/support/http_client.h"
@@ -195,6 +196,105 @@ TEST_F(HttpServerUnixSocketTest, TellsAClientThatExpectsItToContinue) {
   const std::string refused = big.ReadUntil("bytes", kWait);
   EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
   Stop(**server);
+}
+
+}  // namespace
+}  // namespace packrat
+
+namespace packrat {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every answer carries X-Request-Id: the client's where usable, else a generated one; with an
+// access log, its line is written before the answer goes out (so a client holding its answer
+// finds the line), with the trace id of a W3C traceparent.
+TEST(HttpServerAccessTest, RequestIdsAreEchoedOrMadeAndEachAnswerIsLogged) {
+  testing::TempDir dir("packrat-access");
+  auto log = AccessLog::Open(AccessLog::Format::kJson, dir.path() + "/access.log");
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  class Handler : public HttpHandler {
+   public:
+    void Handle(HttpRequest request, HttpResponder respond) override {
+      HttpResponse r;
+      r.body = "{\"id\":\"" + request.request_id + "\"}";
+      r.access.model = "m";
+      r.access.rows = 3;
+      r.access.queue_ms = 1.5;
+      r.access.compute_ms = 2.25;
+      respond(std::move(r));
+    }
+  } handler;
+  HttpServerOptions options;
+  options.endpoint = {"127.0.0.1", 0};
+  options.threads = 1;
+  options.access_log = log->get();
+  auto server = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  (*server)->Start();
+  HttpClient client("127.0.0.1", (*server)->port());
+
+  const HttpResult mine = client.Post(
+      "/v2/models/m/infer?token=secret", "{}",
+      {{"X-Request-Id", "req-42"},
+       {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}});
+  EXPECT_EQ(mine.headers.at("x-request-id"), "req-42");
+  EXPECT_EQ(mine.body, "{\"id\":\"req-42\"}");
+  const HttpResult made = client.Get("/v2/health/live");
+  const std::string id = made.headers.at("x-request-id");
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+  const HttpResult quoted = client.Request("GET", "/x", "", {{"X-Request-Id", "a\"b"}});
+  EXPECT_NE(quoted.headers.at("x-request-id"), "a\"b");  // unusable: replaced
+
+  const std::string lines = ReadFile(dir.path() + "/access.log");
+  EXPECT_NE(lines.find("\"listener\":\"http\",\"request_id\":\"req-42\","
+                       "\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\","
+                       "\"method\":\"POST\",\"path\":\"/v2/models/m/infer\",\"status\":200,"
+                       "\"model\":\"m\",\"rows\":3,"),
+            std::string::npos)
+      << lines;
+  EXPECT_NE(lines.find("\"queue_ms\":1.500,\"compute_ms\":2.250,\"bytes_in\":2,"),
+            std::string::npos)
+      << lines;
+  EXPECT_EQ(lines.find("secret"), std::string::npos) << "query strings are not logged";
+  EXPECT_NE(lines.find("\"request_id\":\"" + id + "\""), std::string::npos) << lines;
+  (*server)->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+}
+
+TEST(AccessLogTest, LogfmtQuotesOnlyWhatNeedsIt) {
+  auto log = AccessLog::Open(AccessLog::Format::kLogfmt, "-");
+  ASSERT_TRUE(log.ok());
+  AccessLogEntry e;
+  e.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764028800123));
+  e.listener = "management";
+  e.request_id = "abc";
+  e.method = "POST";
+  e.path = "/v2/repository/models/a b/load";
+  e.status = 404;
+  e.duration_ms = 0.5;
+  EXPECT_EQ((*log)->Format(e),
+            "time=2025-11-25T00:00:00.123Z listener=management request_id=abc method=POST "
+            "path=\"/v2/repository/models/a b/load\" status=404 duration_ms=0.500 bytes_in=0 "
+            "bytes_out=0\n");
+}
+
+TEST(AccessLogTest, TraceIdsAndRequestIds) {
+  EXPECT_EQ(TraceIdOf("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(TraceIdOf("00-00000000000000000000000000000000-00f067aa0ba902b7-01"), "");
+  EXPECT_EQ(TraceIdOf("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"), "");
+  EXPECT_EQ(TraceIdOf("garbage"), "");
+  EXPECT_TRUE(UsableRequestId("0f8fad5b-d9cb-469f-a165-70867728950e"));
+  EXPECT_FALSE(UsableRequestId(""));
+  EXPECT_FALSE(UsableRequestId(std::string(129, 'a')));
+  EXPECT_FALSE(UsableRequestId("with space"));
+  EXPECT_NE(NewRequestId(), NewRequestId());
 }
 
 }  // namespace

@@ -147,3 +147,35 @@ TEST(ResourceAllocatorTest, OverlapsTheOldSetWhenNoCpuIsFree) {
 
 }  // namespace
 }  // namespace packrat
+
+namespace packrat {
+namespace {
+
+// Shares: the node-wide view of which model may place where (model repository, partition).
+TEST(ResourceAllocatorTest, SharesAreExclusiveAndFreeCpusExcludeThemAndHeldOnes) {
+  FakeHost host;
+  ResourceAllocator alloc(TwoSocketsSmt(host, Range(0, 7)), 8);
+  EXPECT_EQ(alloc.Share("a"), std::nullopt);
+  EXPECT_TRUE(alloc.OutsideShare("a").empty());  // no share: anywhere
+  ASSERT_TRUE(alloc.SetShare("a", {3, 1}).ok());
+  EXPECT_EQ(alloc.Share("a"), (std::vector<int>{1, 3}));
+  const Status taken = alloc.SetShare("b", {3, 4});
+  EXPECT_EQ(taken.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(taken.message().find("CPU 3 belongs to model 'a'"), std::string::npos);
+  EXPECT_EQ(alloc.SetShare("b", {99}).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(alloc.SetShare("b", {4, 5}).ok());
+  CpuLease held = alloc.Hold({0});  // a model without a share runs an instance on CPU 0
+  EXPECT_EQ(alloc.FreeCpus(), (std::vector<int>{2, 6, 7}));
+  // Placing within a's share: everything outside it is excluded.
+  auto placed = alloc.Place({2}, alloc.OutsideShare("a"));
+  ASSERT_TRUE(placed.ok()) << placed.status().message();
+  EXPECT_EQ(placed->front().cpus, (std::vector<int>{1, 3}));
+  EXPECT_EQ(alloc.Place({3}, alloc.OutsideShare("a")).status().code(),
+            StatusCode::kResourceExhausted);
+  alloc.ReleaseShare("a");
+  EXPECT_EQ(alloc.FreeCpus(), (std::vector<int>{1, 2, 3, 6, 7}));
+  EXPECT_EQ(alloc.Shares().size(), 1u);
+}
+
+}  // namespace
+}  // namespace packrat

@@ -1,0 +1,85 @@
+#include "agent/grpc/grpc_server.h"
+
+#include <absl/synchronization/mutex.h>
+#include <grpc/grpc.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "common/logging.h"
+
+namespace packrat {
+namespace {
+
+// "host:port", with an IPv6 host in brackets.
+std::string Address(const Endpoint& endpoint) {
+  const bool v6 = endpoint.host.find(':') != std::string::npos;
+  return (v6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + std::to_string(endpoint.port);
+}
+
+std::chrono::system_clock::time_point ToSystem(std::chrono::steady_clock::time_point t) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             t - std::chrono::steady_clock::now());
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
+                                                        const ModelRegistry* models,
+                                                        RepositoryControl* repository) {
+  // Debian's Abseil is built without NDEBUG, so every absl::Mutex (gRPC's locks) tracks lock
+  // order for deadlock detection: a graph update per Lock(), ~5% of the agent's CPU per gRPC
+  // call in a profile. Process-wide; only gRPC uses absl::Mutex here.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  std::unique_ptr<GrpcServer> server(new GrpcServer());
+  server->service_ = std::make_unique<InferenceService>(models, repository);
+  const std::string address = Address(options.endpoint);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<uint64_t>(options.max_message_bytes, INT_MAX)));
+  builder.SetMaxSendMessageSize(-1);
+  // gRPC sets SO_REUSEPORT by default, so a second agent would share the port silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  try {
+    server->server_ = builder.BuildAndStart();
+  } catch (const std::exception& e) {
+    return Unavailable("gRPC server on " + address + ": " + e.what());
+  }
+  if (server->server_ == nullptr || port <= 0) {
+    if (server->server_ != nullptr) server->server_->Shutdown();
+    server->server_.reset();  // nothing left for the destructor to stop
+    return Unavailable("cannot listen on " + address +
+                       " for gRPC (in use, or not an address of "
+                       "this host)");
+  }
+  server->port_ = static_cast<uint16_t>(port);
+  return server;
+}
+
+GrpcServer::~GrpcServer() { Stop(std::chrono::steady_clock::now()); }
+
+void GrpcServer::StopAccepting() {
+  if (server_ != nullptr) service_->StopAccepting();
+}
+
+void GrpcServer::Stop(std::chrono::steady_clock::time_point deadline) {
+  if (stopped_ || server_ == nullptr) return;
+  stopped_ = true;
+  service_->StopAccepting();
+  // Closes the listener, waits for the calls in flight (cancelled at the deadline), then for
+  // every callback to have returned.
+  server_->Shutdown(ToSystem(deadline));
+  server_->Wait();
+  service_->StopRepositoryCalls();
+  PACKRAT_LOG(INFO) << "gRPC server stopped";
+}
+
+}  // namespace packrat

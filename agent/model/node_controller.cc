@@ -1,0 +1,358 @@
+#include "agent/model/node_controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <future>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "agent/kserve/kserve_codec.h"
+#include "agent/model/model_controller.h"
+#include "agent/model/served_model.h"
+#include "agent/pool/cpu_list.h"
+#include "common/logging.h"
+
+namespace packrat {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string Number(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream s;
+  s.precision(6);
+  s << v;
+  return s.str();
+}
+
+std::string PlanJson(const std::optional<Plan>& plan) {
+  if (!plan) return "null";
+  std::string out = "[";
+  for (const InstanceGroup& g : plan->groups) {
+    if (out.size() > 1) out += ',';
+    out += "{\"count\":" + std::to_string(g.count) + ",\"threads\":" + std::to_string(g.threads) +
+           ",\"batch\":" + std::to_string(g.batch) + "}";
+  }
+  return out + "]";
+}
+
+std::string CountsJson(const std::map<std::string, int>& counts) {
+  std::string out = "{";
+  for (const auto& [name, n] : counts) {
+    if (out.size() > 1) out += ',';
+    AppendJsonString(out, name);
+    out += ':' + std::to_string(n);
+  }
+  return out + "}";
+}
+
+ModelDemand DemandOf(const ServedModel& model) {
+  const ModelConfig& c = model.config();
+  const AutoscalerOptions a = AutoscalerOptionsFor(c, 1, false);
+  ModelDemand d;
+  d.name = c.name;
+  d.optimizer = model.optimizer();
+  d.rate = model.arrival_rate();
+  if (c.batching.p99_target_ms > 0) d.p99_target_ms = c.batching.p99_target_ms;
+  d.weight = c.weight;
+  d.min_threads = c.min_threads;
+  d.max_batch = std::max<int64_t>(1, c.batching.max_batch);
+  d.evaluation = a.evaluation;
+  d.max_utilization = a.max_utilization;
+  d.plan_at_rate = a.plan_at_rate;
+  d.slowdown = [&model](int threads) { return model.Slowdown(threads); };
+  return d;
+}
+
+// Resizes `model` and waits for the outcome.
+std::future<Status> ResizeAsync(const std::shared_ptr<ServedModel>& model, int cpus,
+                                std::optional<Plan> plan) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = promise->get_future();
+  model->Resize(cpus, std::move(plan), [promise](Status s) { promise->set_value(std::move(s)); });
+  return done;
+}
+
+}  // namespace
+
+NodeController::NodeController(NodeControllerOptions options)
+    : options_(std::move(options)), policy_(options_.policy) {}
+
+NodeController::~NodeController() { Stop(); }
+
+void NodeController::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void NodeController::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    cv_.NotifyAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeController::Changed() {
+  MutexLock lock(&mu_);
+  changed_ = true;
+  cv_.NotifyAll();
+}
+
+void NodeController::Loop() {
+  for (;;) {
+    {
+      MutexLock lock(&mu_);
+      const SteadyTime deadline = options_.clock->Now() + options_.interval;
+      while (!stop_ && !changed_ && options_.clock->WaitUntil(&cv_, &mu_, deadline)) {
+      }
+      if (stop_) return;
+      changed_ = false;
+    }
+    Decide(options_.clock->Now());
+  }
+}
+
+std::vector<std::shared_ptr<ServedModel>> NodeController::Participants() const {
+  std::vector<std::shared_ptr<ServedModel>> models;
+  for (const std::shared_ptr<ServedModel>& m : options_.registry->List()) {
+    if (m->PartitionCandidate() && !m->unloading() && m->optimizer() != nullptr) {
+      models.push_back(m);
+    }
+  }
+  return models;
+}
+
+std::vector<int> NodeController::Pool(
+    const std::vector<std::shared_ptr<ServedModel>>& models) const {
+  std::set<std::string> names;
+  for (const auto& m : models) names.insert(m->name());
+  const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
+  std::vector<int> pool;
+  for (const CpuInfo& c : options_.allocator->topology().cpus()) {
+    bool other = false;
+    for (const auto& [name, cpus] : shares) {
+      other = other || (!names.count(name) && std::binary_search(cpus.begin(), cpus.end(), c.cpu));
+    }
+    if (!other) pool.push_back(c.cpu);
+  }
+  std::sort(pool.begin(), pool.end());
+  return pool;
+}
+
+Status NodeController::MakeRoom(const std::string& model, int cpus) {
+  MutexLock lock(&decide_mu_);
+  const std::vector<std::shared_ptr<ServedModel>> models = Participants();
+  const std::vector<int> pool = Pool(models);
+  const int total = std::min<int>(static_cast<int>(pool.size()),
+                                  options_.allocator->thread_budget()) - cpus;
+  if (models.empty() || total < 1) {
+    return ResourceExhausted("no CPUs to make room for model '" + model + "'");
+  }
+  std::vector<ModelDemand> demands;
+  for (const auto& m : models) demands.push_back(DemandOf(*m));
+  ASSIGN_OR_RETURN(PartitionResult result, partition_.Solve(demands, total));
+  std::map<std::string, int> target;
+  std::map<std::string, std::optional<Plan>> plans;
+  const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
+  for (size_t i = 0; i < models.size(); ++i) {
+    // Only shrinks: a model without a share yet is given one of its target size here too.
+    const auto share = shares.find(models[i]->name());
+    const int now = share == shares.end() ? total : static_cast<int>(share->second.size());
+    target[models[i]->name()] = std::min(now, result.models[i].cpus);
+    plans[models[i]->name()] = result.models[i].plan;
+  }
+  PACKRAT_LOG(INFO) << "node partition: making room for model '" << model << "' (" << cpus
+                    << " CPU(s)): " << CountsJson(target);
+  const std::chrono::milliseconds took = Move(models, target, plans, pool);
+  policy_.MoveDone(options_.clock->Now(), took);
+  if (options_.metrics) options_.metrics->partition_moves("room").Increment();
+  return Status::Ok();
+}
+
+void NodeController::Decide(SteadyTime now) {
+  MutexLock decide(&decide_mu_);
+  const std::vector<std::shared_ptr<ServedModel>> models = Participants();
+  if (models.size() < 2) {
+    MutexLock lock(&mu_);
+    json_ = "{\"active\":false,\"why\":\"fewer than two instances: auto models\"" +
+            (last_move_json_.empty() ? std::string() : ",\"last_move\":" + last_move_json_) + "}";
+    return;
+  }
+  // The pool: every CPU no other model's share holds.
+  const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
+  const std::vector<int> pool = Pool(models);
+  const int total = std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget());
+
+  std::vector<ModelDemand> demands;
+  for (const auto& m : models) demands.push_back(DemandOf(*m));
+  StatusOr<PartitionResult> result = partition_.Solve(demands, total);
+  if (!result.ok()) {
+    PACKRAT_LOG(WARNING) << "node partition: " << result.status().message();
+    MutexLock lock(&mu_);
+    std::string json = "{\"active\":true,\"cpus\":" + std::to_string(total) + ",\"error\":";
+    AppendJsonString(json, result.status().message());
+    json_ = json + "}";
+    return;
+  }
+
+  std::vector<PartitionModel> view;
+  std::map<std::string, int> target;
+  std::map<std::string, std::optional<Plan>> plans;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ModelShare& share = result->models[i];
+    PartitionModel p;
+    p.name = models[i]->name();
+    const auto current = shares.find(p.name);
+    p.current_cpus = current == shares.end() ? 0 : static_cast<int>(current->second.size());
+    p.target_cpus = share.cpus;
+    p.rate = demands[i].rate;
+    p.min_threads = demands[i].min_threads;
+    p.p99_target_ms = share.p99_ms;
+    p.ratio_target = share.ratio;
+    if (p.rate > 0 && p.current_cpus > 0) {
+      const int cpus = std::min(p.current_cpus, total);
+      const auto envelope = partition_.Envelope(demands[i], cpus);
+      const std::optional<RatePlan>* at = envelope.ok() ? &(*envelope)[cpus] : nullptr;
+      p.p99_now_ms = at && *at ? (*at)->simulated.p99_ms : kInf;
+      p.ratio_now = std::isfinite(p.p99_now_ms) && share.reference_ms > 0
+                        ? demands[i].weight * p.p99_now_ms / share.reference_ms
+                        : kInf;
+    }
+    target[p.name] = share.cpus;
+    plans[p.name] = share.plan;
+    view.push_back(std::move(p));
+  }
+  const PartitionDecision decision = policy_.Decide(view, now);
+
+  std::string json = "{\"active\":true,\"cpus\":" + std::to_string(total) +
+                     ",\"objective\":{\"worst_ratio\":" + Number(result->worst_ratio) +
+                     ",\"ratio_sum\":" + Number(result->ratio_sum) +
+                     ",\"all_met\":" + (result->all_met ? "true" : "false") +
+                     ",\"spare_cpus\":" + std::to_string(result->spare_cpus) + "},\"models\":[";
+  for (size_t i = 0; i < view.size(); ++i) {
+    const PartitionModel& p = view[i];
+    const auto current = shares.find(p.name);
+    if (i > 0) json += ',';
+    json += "{\"name\":";
+    AppendJsonString(json, p.name);
+    json += ",\"cpus\":" + std::to_string(p.current_cpus) + ",\"share\":\"" +
+            (current == shares.end() ? std::string() : FormatCpuList(current->second)) +
+            "\",\"target_cpus\":" + std::to_string(p.target_cpus) +
+            ",\"plan\":" + PlanJson(plans[p.name]) + ",\"rate\":" + Number(p.rate) +
+            ",\"predicted_p99_ms\":" + Number(p.p99_target_ms) +
+            ",\"current_p99_ms\":" + Number(p.p99_now_ms) +
+            ",\"target_p99_ms\":" + Number(demands[i].p99_target_ms.value_or(kInf)) +
+            ",\"ratio\":" + Number(p.ratio_target) + "}";
+  }
+  json += "],\"decision\":{\"move\":" + std::string(decision.move ? "true" : "false") +
+          ",\"why\":";
+  AppendJsonString(json, decision.why);
+  json += ",\"worst_now\":" + Number(decision.worst_now) +
+          ",\"worst_target\":" + Number(decision.worst_target) +
+          ",\"gain_ms\":" + Number(decision.gain_ms) + ",\"cost_ms\":" + Number(decision.cost_ms) +
+          "}";
+  {
+    MutexLock lock(&mu_);
+    json_ = json + (last_move_json_.empty() ? "" : ",\"last_move\":" + last_move_json_) + "}";
+  }
+  if (!decision.move) return;
+
+  std::map<std::string, int> from;
+  for (const PartitionModel& p : view) from[p.name] = p.current_cpus;
+  PACKRAT_LOG(INFO) << "node partition: moving CPUs (" << decision.why << "): "
+                    << CountsJson(from) << " -> " << CountsJson(target)
+                    << ", worst ratio " << decision.worst_now << " -> " << decision.worst_target;
+  const std::chrono::milliseconds took = Move(models, target, plans, pool);
+  policy_.MoveDone(options_.clock->Now(), took);
+  if (options_.metrics) options_.metrics->partition_moves(decision.why).Increment();
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  std::string moved = "{\"at_unix_ms\":" + std::to_string(unix_ms) + ",\"why\":";
+  AppendJsonString(moved, decision.why);
+  moved += ",\"took_ms\":" + std::to_string(took.count()) + ",\"from\":" + CountsJson(from) +
+           ",\"to\":" + CountsJson(target) + "}";
+  MutexLock lock(&mu_);
+  last_move_json_ = moved;
+}
+
+std::chrono::milliseconds NodeController::Move(
+    const std::vector<std::shared_ptr<ServedModel>>& models,
+    const std::map<std::string, int>& target,
+    const std::map<std::string, std::optional<Plan>>& plans, const std::vector<int>& pool) {
+  const SteadyTime start = std::chrono::steady_clock::now();
+  ResourceAllocator* allocator = options_.allocator;
+  // 1. Shrink: each loser keeps the first CPUs of its share.
+  std::vector<std::pair<std::shared_ptr<ServedModel>, std::future<Status>>> shrinking;
+  std::map<std::string, std::vector<int>> before;
+  for (const auto& m : models) {
+    const std::optional<std::vector<int>> share = allocator->Share(m->name());
+    const int want = target.at(m->name());
+    if (!share || static_cast<int>(share->size()) <= want) continue;
+    before[m->name()] = *share;
+    const std::vector<int> kept(share->begin(), share->begin() + want);
+    if (Status s = allocator->SetShare(m->name(), kept); !s.ok()) {
+      PACKRAT_LOG(ERROR) << "node partition: " << s.message();
+      continue;
+    }
+    shrinking.emplace_back(m, ResizeAsync(m, want, plans.at(m->name())));
+  }
+  for (auto& [m, done] : shrinking) {
+    if (Status s = done.get(); !s.ok()) {
+      // Its old set still serves on the old share: give the share back.
+      PACKRAT_LOG(ERROR) << "node partition: model '" << m->name()
+                         << "' could not shrink: " << s.message();
+      (void)allocator->SetShare(m->name(), before[m->name()]);
+    }
+  }
+  // 2. Grow onto the CPUs no share holds now.
+  std::set<int> held;
+  for (const auto& [name, cpus] : allocator->Shares()) held.insert(cpus.begin(), cpus.end());
+  std::vector<int> free;
+  for (int cpu : pool) {
+    if (!held.count(cpu)) free.push_back(cpu);
+  }
+  std::vector<std::pair<std::shared_ptr<ServedModel>, std::future<Status>>> growing;
+  size_t next = 0;
+  for (const auto& m : models) {
+    std::vector<int> share = allocator->Share(m->name()).value_or(std::vector<int>());
+    const int want = target.at(m->name());
+    if (static_cast<int>(share.size()) >= want) continue;
+    const size_t need = static_cast<size_t>(want) - share.size();
+    if (free.size() - next < need) {
+      PACKRAT_LOG(WARNING) << "node partition: only " << free.size() - next
+                           << " free CPU(s) for model '" << m->name() << "', which needs " << need;
+      continue;
+    }
+    share.insert(share.end(), free.begin() + static_cast<std::ptrdiff_t>(next),
+                 free.begin() + static_cast<std::ptrdiff_t>(next + need));
+    next += need;
+    if (Status s = allocator->SetShare(m->name(), share); !s.ok()) {
+      PACKRAT_LOG(ERROR) << "node partition: " << s.message();
+      continue;
+    }
+    growing.emplace_back(m, ResizeAsync(m, want, plans.at(m->name())));
+  }
+  for (auto& [m, done] : growing) {
+    if (Status s = done.get(); !s.ok()) {
+      PACKRAT_LOG(ERROR) << "node partition: model '" << m->name()
+                         << "' could not grow: " << s.message();
+    }
+  }
+  for (const auto& m : models) {
+    if (metrics::ModelMetrics* mm = m->metrics()) {
+      mm->cpus().Set(static_cast<double>(allocator->Share(m->name()).value_or(std::vector<int>()).size()));
+    }
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+std::string NodeController::Json() const {
+  MutexLock lock(&mu_);
+  return json_;
+}
+
+}  // namespace packrat

@@ -1,0 +1,113 @@
+// NodeController: shares the node's CPUs among its models by load (issue 37) and moves them as
+// the load moves, without downtime and without two models' runtimes on one CPU.
+//
+// Who takes part: every ready model that is a PartitionCandidate (`instances: auto` without
+// `auto_threads`, batched), once there are at least two of them; a single auto model keeps the
+// node to itself as before. The pool is the node's CPUs less the shares of the other models
+// (explicit plans loaded from the repository). Models in the main config with explicit plans
+// have no share and place anywhere: give them `auto_threads` or a repository folder to keep
+// them apart.
+//
+// Each decision (every `interval`, and at once after a model is loaded or unloaded): the
+// models' demands (profile, arrival rate over ModelController::kRateSpan, p99 target, weight,
+// floor) go to JointPartition, the target and the current partition to PartitionPolicy (the
+// hysteresis rule: partition_policy.h). A move then runs in two phases:
+//   1. shrink: every model losing CPUs gets its smaller share — a subset of its old one — and
+//      switches to its plan for it (ServedModel::Resize), all at once; each new set starts on
+//      its own CPUs beside its old set, which drains and frees the rest;
+//   2. grow: once every shrink has finished (the freed CPUs hold no runtime any more), every
+//      model gaining CPUs gets the freed ones added to its share and switches to its plan.
+// So a CPU belongs to at most one model's share at any time, and a runtime runs only inside its
+// model's share (InstanceSets keeps no runtime outside it), so no CPU ever runs two models'
+// runtimes. A shrink that fails leaves that model's share as it was and skips the growth into
+// it.
+//
+// Observable: Json() is GET /v2/node/partition; packrat_model_cpus{model} and
+// packrat_partition_moves_total{reason}.
+//
+// Thread-safety: Start/Stop/Changed/Json from any thread; decisions run on its own thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/metrics/agent_metrics.h"
+#include "agent/model/model_registry.h"
+#include "agent/planning/joint_partition.h"
+#include "agent/planning/partition_policy.h"
+#include "agent/pool/resource_allocator.h"
+#include "common/clock.h"
+#include "common/mutex.h"
+
+namespace packrat {
+
+struct NodeControllerOptions {
+  ModelRegistry* registry = nullptr;        // not owned
+  ResourceAllocator* allocator = nullptr;   // not owned
+  metrics::AgentMetrics* metrics = nullptr; // not owned; null: no metrics
+  Clock* clock = Clock::Real();             // not owned
+  std::chrono::milliseconds interval{1000};
+  PartitionPolicyOptions policy;
+};
+
+class NodeController {
+ public:
+  explicit NodeController(NodeControllerOptions options);
+  ~NodeController();  // Stop()s
+
+  void Start();
+  // Ends the loop after the decision in progress (a move in progress finishes first).
+  void Stop() EXCLUDES(mu_);
+  // A model was loaded or unloaded: decide now rather than at the next interval.
+  void Changed() EXCLUDES(mu_);
+
+  // One decision at `now`, on the caller's thread (tests; the loop calls it).
+  void Decide(SteadyTime now) EXCLUDES(decide_mu_);
+  // A model is being loaded and needs `cpus` CPUs no share holds: shrinks the partition's models
+  // (as a move's first phase) until that many are free. ResourceExhausted if their floors do
+  // not leave that many. Blocks while they switch.
+  Status MakeRoom(const std::string& model, int cpus) EXCLUDES(decide_mu_);
+
+  // GET /v2/node/partition: {"cpus":T,"active":bool,"objective":{"worst_ratio","ratio_sum",
+  // "all_met"},"models":[{"name","cpus","share","target_cpus","plan":[...],"rate",
+  // "predicted_p99_ms","target_p99_ms","ratio"}],"decision":{"move","why",...},
+  // "last_move":{"at_unix_ms","why","took_ms","from":{m:n},"to":{m:n}}}
+  std::string Json() const EXCLUDES(mu_);
+
+ private:
+  void Loop() EXCLUDES(mu_);
+  struct Moved {
+    std::string model;
+    int cpus = 0;
+  };
+  // Carries out the move to `target` (model -> CPUs); returns how long it took.
+  std::chrono::milliseconds Move(const std::vector<std::shared_ptr<ServedModel>>& models,
+                                 const std::map<std::string, int>& target,
+                                 const std::map<std::string, std::optional<Plan>>& plans,
+                                 const std::vector<int>& pool) REQUIRES(decide_mu_);
+
+  // The models that take part now, and the pool of CPUs they share.
+  std::vector<std::shared_ptr<ServedModel>> Participants() const;
+  std::vector<int> Pool(const std::vector<std::shared_ptr<ServedModel>>& models) const;
+
+  const NodeControllerOptions options_;
+  // Decisions and MakeRoom, one at a time (the loop's and a repository load's).
+  Mutex decide_mu_ ACQUIRED_BEFORE(mu_);
+  JointPartition partition_ GUARDED_BY(decide_mu_);
+  PartitionPolicy policy_ GUARDED_BY(decide_mu_);
+
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool changed_ GUARDED_BY(mu_) = false;
+  std::string json_ GUARDED_BY(mu_) = "{\"active\":false}";
+  std::string last_move_json_ GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace packrat

@@ -1,0 +1,92 @@
+// PartitionPolicy: when the node controller moves CPUs between models (issue 37), as a pure
+// unit: no threads, no clock of its own, no I/O. JointPartition says what the best partition
+// is at the rates measured now; this decides whether moving to it is worth a switch.
+//
+// A move switches the instance sets of every model whose CPU count changes, and a switch costs:
+// the shrinking model's new set warms up beside its old one, the growing model's too, and
+// requests arriving meanwhile wait longer. So the rule, evaluated at each decision:
+//
+//   1. Always move where the current partition leaves a model unable to sustain its rate and
+//      the target partition does not (fewer unsustained models), or where a model holds fewer
+//      CPUs than its floor or is new (no current CPUs): correctness first.
+//   2. Otherwise move only if all of:
+//      a. the target's worst ratio is at most (1 − min_gain) × the current one's (noise in the
+//         measured rates moves a ratio by a few percent; min_gain = 10% keeps that still);
+//      b. the gain over the horizon exceeds the switch's cost, in request-milliseconds:
+//           gain = horizon_s × Σ_m rate_m × max(0, p99_now_m − p99_target_m)
+//           cost = switch_s × Σ_{m whose CPUs change} rate_m × p99_now_m
+//         (every request arriving during a switch is assumed to wait one more p99 of the
+//         current plan: the shadow set competes for the cores; switch_s is how long the last
+//         move took, or the default before one);
+//      c. the same target (CPU counts) has come out of `confirmations` consecutive decisions
+//         (a rate spike of one decision does not move cores);
+//      d. at least `cooldown` has passed since the last move ended.
+// A held decision says which condition held it (for GET /v2/node/partition and the log).
+//
+// Thread-safety: none; the node controller's thread owns it.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/planning/joint_partition.h"
+
+namespace packrat {
+
+struct PartitionPolicyOptions {
+  double min_gain = 0.10;                       // 2a
+  std::chrono::seconds horizon{60};             // 2b
+  std::chrono::milliseconds default_switch{5000};  // 2b, until a switch was measured
+  int confirmations = 2;                        // 2c
+  std::chrono::milliseconds cooldown{10000};    // 2d
+};
+
+// One model as the policy sees it: its CPUs now and in the target, and how it fares on each.
+struct PartitionModel {
+  std::string name;
+  int current_cpus = 0;  // 0: new, or without a share yet
+  int target_cpus = 0;
+  double rate = 0;            // rows/s
+  double p99_now_ms = 0;      // on current_cpus (∞ if it cannot sustain the rate there)
+  double p99_target_ms = 0;   // on target_cpus
+  double ratio_now = 0;       // weighted ratio on current_cpus, as JointPartition defines it
+  double ratio_target = 0;
+  int min_threads = 1;
+};
+
+struct PartitionDecision {
+  bool move = false;
+  // Why: "unsustained" / "floor" / "gain" for a move; for a hold, the condition that held it:
+  // "no change", "gain below min_gain", "cost exceeds gain", "unconfirmed", "cooldown".
+  std::string why;
+  double worst_now = 0;
+  double worst_target = 0;
+  double gain_ms = 0;  // request-milliseconds over the horizon (2b)
+  double cost_ms = 0;
+};
+
+class PartitionPolicy {
+ public:
+  explicit PartitionPolicy(PartitionPolicyOptions options = {}) : options_(options) {}
+
+  // Decides on `models` at `now`. Records the target for the confirmation count.
+  PartitionDecision Decide(const std::vector<PartitionModel>& models,
+                           std::chrono::steady_clock::time_point now);
+  // A move ended at `now` after taking `took` (its slowest switch): starts the cooldown and
+  // updates the switch time the cost uses.
+  void MoveDone(std::chrono::steady_clock::time_point now, std::chrono::milliseconds took);
+
+  const PartitionPolicyOptions& options() const { return options_; }
+
+ private:
+  const PartitionPolicyOptions options_;
+  std::map<std::string, int> last_target_;  // the previous decision's target counts
+  int seen_ = 0;                            // consecutive decisions with that target
+  std::optional<std::chrono::steady_clock::time_point> last_move_end_;
+  std::optional<std::chrono::milliseconds> switch_time_;
+};
+
+}  // namespace packrat

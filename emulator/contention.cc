@@ -1,0 +1,16 @@
+#include "emulator/contention.h"
+
+#include <algorithm>
+
+namespace packrat::emulator {
+
+double ContentionRate(const ContentionView& view, double neighbour_slowdown) {
+  const double shared = 1.0 / std::max<uint32_t>(1, view.max_busy);
+  const int others = view.num_cpus - view.own_cpus;
+  if (neighbour_slowdown <= 0 || others <= 0) return shared;
+  const double busy_others = std::clamp(static_cast<double>(view.busy_cpus) - view.own_cpus, 0.0,
+                                        static_cast<double>(others));
+  return shared / (1.0 + neighbour_slowdown * busy_others / others);
+}
+
+}  // namespace packrat::emulator

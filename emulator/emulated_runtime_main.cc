@@ -1,0 +1,234 @@
+// packrat-emulated-runtime: an emulated thin model instance, for a virtual node
+// (server.virtual_cpus) or any model with `emulate:`. Launched by packrat-agent in place of
+// packrat-runtime, it speaks the same shared-memory protocol but links no libtorch and computes
+// nothing: loading takes `--load-s` seconds of one CPU, warm-up and every slice of b rows at t
+// threads last the profile's L[t,b] at the speed the node's contention allows (emulator/), and
+// the answers are zero-filled outputs of the declared shapes.
+//
+//   packrat-emulated-runtime --segment NAME --emulate PROFILE.csv --threads T [--cores 0,1]
+//                   [--node NODE] [--load-s 1.5] [--neighbour-slowdown 0.13]
+//                   [--output FP32:1000]... [--warmup-batch 4]... [--warmup-iterations 3]
+//                   [--agent-pid PID] [--name demo/0] [--idle-spin-us 100]
+//   and, accepted for the real runtime's command line and ignored: --model, --input,
+//   --output-type, --precision, --memory-format, --freeze, --accuracy-*.
+//
+// --cores names the CPUs of the node (virtual ones on a virtual node): it is never pinned to
+// them. --node names the node's shared state (shm/virtual_cpus.h); without it there is no
+// contention.
+//
+// Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/logging.h"
+#include "emulator/emulated_cpus.h"
+#include "emulator/emulated_model.h"
+#include "emulator/emulated_worker.h"
+#include "shm/segment.h"
+#include "shm/virtual_cpus.h"
+
+namespace packrat::emulator {
+namespace {
+
+struct Flags {
+  std::string segment;
+  std::string profile;
+  std::string node;
+  std::string name = "emulated";
+  int threads = 1;
+  pid_t agent_pid = 0;
+  std::vector<int> cores;
+  std::vector<OutputSpec> outputs;
+  std::vector<int64_t> warmup_batches;
+  int warmup_iterations = 3;
+  int idle_spin_us = 100;
+  double load_s = 0;
+  double neighbour_slowdown = 0;
+  std::string kernel = "fp32";  // the settings the real runtime would report
+  bool bf16 = false, channels_last = false, freeze = false;
+};
+
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
+  std::vector<int64_t> values;
+  size_t pos = 0;
+  while (!text.empty()) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0') return InvalidArgument("bad integer list '" + text + "'");
+    values.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return values;
+}
+
+StatusOr<double> ParseNumber(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= 0)) return InvalidArgument("bad " + flag + " " + text);
+  return v;
+}
+
+StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--freeze") {
+      f.freeze = true;
+      continue;
+    }
+    if (flag == "--accuracy-strict") continue;
+    if (i + 1 >= argc) return InvalidArgument("flag " + flag + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--segment") {
+      f.segment = value;
+    } else if (flag == "--emulate") {
+      f.profile = value;
+    } else if (flag == "--node") {
+      f.node = value;
+    } else if (flag == "--name") {
+      f.name = value;
+    } else if (flag == "--threads") {
+      f.threads = std::atoi(value.c_str());
+    } else if (flag == "--agent-pid") {
+      f.agent_pid = static_cast<pid_t>(std::atoi(value.c_str()));
+    } else if (flag == "--cores") {
+      ASSIGN_OR_RETURN(auto cores, ParseIntList(value));
+      for (int64_t c : cores) f.cores.push_back(static_cast<int>(c));
+    } else if (flag == "--output") {  // DTYPE:d1,d2,...  (row shape; may be empty)
+      const size_t colon = value.find(':');
+      const auto type = DataTypeFromName(value.substr(0, colon));
+      if (!type) return InvalidArgument("bad --output '" + value + "'");
+      OutputSpec spec;
+      spec.datatype = *type;
+      if (colon != std::string::npos && colon + 1 < value.size()) {
+        ASSIGN_OR_RETURN(spec.row_shape, ParseIntList(value.substr(colon + 1)));
+      }
+      f.outputs.push_back(std::move(spec));
+    } else if (flag == "--warmup-batch") {
+      f.warmup_batches.push_back(std::atoll(value.c_str()));
+    } else if (flag == "--warmup-iterations") {
+      f.warmup_iterations = std::atoi(value.c_str());
+    } else if (flag == "--idle-spin-us") {
+      f.idle_spin_us = std::atoi(value.c_str());
+    } else if (flag == "--load-s") {
+      ASSIGN_OR_RETURN(f.load_s, ParseNumber(flag, value));
+    } else if (flag == "--neighbour-slowdown") {
+      ASSIGN_OR_RETURN(f.neighbour_slowdown, ParseNumber(flag, value));
+    } else if (flag == "--precision") {
+      f.bf16 = value == "bf16";
+    } else if (flag == "--memory-format") {
+      f.channels_last = value == "channels_last";
+    } else if (flag == "--model" || flag == "--input" || flag == "--output-type" ||
+               flag == "--accuracy-samples" || flag == "--accuracy-max-rel-error" ||
+               flag == "--accuracy-min-top1") {
+      // The real runtime's; nothing to emulate.
+    } else {
+      return InvalidArgument("unknown flag " + flag);
+    }
+  }
+  if (f.segment.empty() || f.profile.empty()) {
+    return InvalidArgument("--segment and --emulate are required");
+  }
+  if (f.threads < 1) return InvalidArgument("--threads must be >= 1");
+  f.kernel = std::string(f.bf16 ? "bf16" : "fp32") + (f.channels_last ? "+cl" : "") +
+             (f.freeze ? "+frozen" : "");
+  return f;
+}
+
+std::string FormatSeconds(std::chrono::nanoseconds ns) {
+  return std::to_string(static_cast<double>(ns.count()) / 1e9);
+}
+
+int Main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::cout << "packrat-emulated-runtime (no libtorch)\n";
+    return 0;
+  }
+  auto flags_or = ParseFlags(argc, argv);
+  if (!flags_or.ok()) {
+    std::cerr << "packrat-emulated-runtime: " << flags_or.status().message() << "\n";
+    return 2;
+  }
+  const Flags& flags = *flags_or;
+  SetLogComponent("emulated[" + flags.name + "]");
+  // Die with the agent, as the real runtime does (the agent forks from a long-lived thread).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (flags.agent_pid != 0 && getppid() != flags.agent_pid) return 1;
+
+  auto segment_or = shm::Segment::Open(flags.segment);
+  if (!segment_or.ok()) {
+    PACKRAT_LOG(ERROR) << segment_or.status().ToString();
+    return 1;
+  }
+  std::unique_ptr<shm::Segment> segment = std::move(segment_or).value();
+  auto fail = [&](const Status& s) {
+    PACKRAT_LOG(ERROR) << s.ToString();
+    segment->Fail(s.ToString());
+    return 1;
+  };
+  auto profile = Profile::LoadCsv(flags.profile);
+  if (!profile.ok()) return fail(profile.status());
+  auto model = EmulatedModel::Create(std::move(profile).value(), flags.threads, flags.outputs);
+  if (!model.ok()) return fail(model.status());
+  std::unique_ptr<shm::VirtualCpus> node;
+  if (!flags.node.empty()) {
+    auto node_or = shm::VirtualCpus::Open(flags.node);
+    if (!node_or.ok()) return fail(node_or.status());
+    node = std::move(node_or).value();
+  }
+  EmulatedCpusOptions cpu_options;
+  cpu_options.neighbour_slowdown = flags.neighbour_slowdown;
+  auto cpus_or = EmulatedCpus::Create(std::move(node), cpu_options);
+  if (!cpus_or.ok()) return fail(cpus_or.status());
+  std::unique_ptr<EmulatedCpus> cpus = std::move(cpus_or).value();
+
+  EmulatedWorkerOptions worker_options;
+  worker_options.agent_pid = flags.agent_pid;
+  worker_options.idle_spin = std::chrono::microseconds(std::max(0, flags.idle_spin_us));
+  worker_options.cpus = flags.cores;
+  EmulatedWorker worker(segment.get(), &*model, cpus.get(), worker_options);
+  auto alive = [&worker] { return worker.AgentAlive(); };
+
+  // Loading the model: single-threaded work on the first of its CPUs.
+  const auto load = std::chrono::nanoseconds(static_cast<int64_t>(flags.load_s * 1e9));
+  const std::vector<int> first(flags.cores.begin(),
+                               flags.cores.begin() + std::min<size_t>(1, flags.cores.size()));
+  auto loaded = cpus->Compute(load, first, alive);
+  if (!loaded.ok()) return fail(loaded.status());
+  if (!*loaded) return 1;
+  // Warm-up: the forward passes the real runtime makes, at the profile's latencies.
+  for (int64_t b : flags.warmup_batches) {
+    for (int i = 0; i < flags.warmup_iterations; ++i) {
+      auto warmed = cpus->Compute(model->Latency(b), flags.cores, alive);
+      if (!warmed.ok()) return fail(warmed.status());
+      if (!*warmed) return 1;
+    }
+  }
+  segment->SetInfo("kernel=" + flags.kernel +
+                   " checked=0 fallback=0 emulated=1 load_s=" + std::to_string(flags.load_s) +
+                   " neighbour_slowdown=" + std::to_string(flags.neighbour_slowdown));
+  segment->header()->runtime_pid.store(getpid(), std::memory_order_release);
+  segment->SetState(shm::RuntimeState::kReady);
+  PACKRAT_LOG(INFO) << "ready: emulating " << flags.profile << " at " << flags.threads
+                    << " thread(s) on " << flags.cores.size() << " CPU(s) (L[t,1] "
+                    << FormatSeconds(model->Latency(1)) << " s)"
+                    << (cpus->node() ? ", node " + flags.node : std::string(", no node"));
+  Status s = worker.Run();
+  segment->SetState(shm::RuntimeState::kStopped);
+  if (!s.ok()) PACKRAT_LOG(WARNING) << "stopping: " << s.message();
+  return 0;
+}
+
+}  // namespace
+}  // namespace packrat::emulator
+
+int main(int argc, char** argv) { return packrat::emulator::Main(argc, argv); }

@@ -1,0 +1,103 @@
+#include "emulator/emulated_worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.h"
+#include "runtime/batch_message.h"
+
+namespace packrat::emulator {
+
+EmulatedWorker::EmulatedWorker(shm::Segment* segment, const EmulatedModel* model,
+                               EmulatedCpus* cpus, EmulatedWorkerOptions options)
+    : segment_(segment), model_(model), cpus_(cpus), options_(std::move(options)) {
+  options_.poll_interval = std::max(options_.poll_interval, std::chrono::milliseconds(1));
+}
+
+bool EmulatedWorker::AgentAlive() const {
+  return options_.agent_pid == 0 || getppid() == options_.agent_pid;
+}
+
+bool EmulatedWorker::PushCompletion(const shm::CompletionMessage& msg) {
+  while (true) {
+    Status pushed = segment_->completions().Push(msg, options_.poll_interval);
+    if (pushed.ok()) return true;
+    if (pushed.code() != StatusCode::kDeadlineExceeded) return false;
+    if (!AgentAlive()) return false;
+  }
+}
+
+Status EmulatedWorker::Run() {
+  segment_->requests().set_spin(options_.idle_spin);
+  shm::BatchMessage msg;
+  shm::CompletionMessage done;
+  while (true) {
+    Status popped = segment_->requests().Pop(&msg, options_.poll_interval);
+    if (popped.code() == StatusCode::kDeadlineExceeded) {
+      if (!AgentAlive()) return Unavailable("agent exited");
+      continue;
+    }
+    if (!popped.ok()) return Status::Ok();  // ring closed: orderly shutdown
+    if (!Execute(msg, &done) || !PushCompletion(done)) {
+      return AgentAlive() ? Status::Ok() : Unavailable("agent exited");
+    }
+  }
+}
+
+bool EmulatedWorker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done) {
+  done->batch_id = msg.batch_id;
+  done->slot = msg.slot;
+  done->kind = shm::CompletionKind::kDone;
+  done->num_tensors = 0;
+  done->compute_ns = 0;
+  done->rows = 0;
+  done->step_rows = 0;
+  done->stages_done = 0;
+  done->num_stages = 0;
+  done->error[0] = '\0';
+  std::vector<runtime::RawTensor> inputs;
+  Status status = runtime::UnpackBatchMessage(
+      msg, segment_->num_slots(), segment_->input_capacity(),
+      [this](uint32_t slot) { return segment_->input_slab(slot); }, &inputs);
+  int64_t rows = msg.rows;
+  if (status.ok() && rows < 1 && !inputs.empty() && !inputs[0].shape.empty()) {
+    rows = inputs[0].shape[0];
+  }
+  if (status.ok() && rows < 1) status = InvalidArgument("a batch of no rows");
+  if (status.ok()) {
+    const auto start = std::chrono::steady_clock::now();
+    StatusOr<bool> computed =
+        cpus_->Compute(model_->Latency(rows), options_.cpus, [this] { return AgentAlive(); });
+    if (!computed.ok()) {
+      status = computed.status();
+    } else if (!*computed) {
+      return false;  // the agent went away
+    }
+    done->compute_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::steady_clock::now() - start)
+                                                 .count());
+  }
+  if (status.ok()) {
+    status = model_->WriteOutputs(
+        rows, segment_->output_slab(msg.slot), segment_->output_capacity(),
+        [this, &msg](uint64_t bytes) { return segment_->BackOutput(msg.slot, bytes); }, done);
+  }
+  if (status.ok()) {
+    done->rows = rows;
+    done->status = shm::CompletionStatus::kOk;
+  } else {
+    done->num_tensors = 0;
+    done->status = status.code() == StatusCode::kUnavailable ? shm::CompletionStatus::kUnavailable
+                                                             : shm::CompletionStatus::kError;
+    const std::string text = status.message();
+    const size_t n = std::min(text.size(), shm::kErrorTextSize - 1);
+    std::memcpy(done->error, text.data(), n);
+    done->error[n] = '\0';
+    PACKRAT_LOG(WARNING) << "batch " << msg.batch_id << " failed: " << text;
+  }
+  return true;
+}
+
+}  // namespace packrat::emulator

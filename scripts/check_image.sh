@@ -1,0 +1,418 @@
+#!/usr/bin/env bash
+# Builds the container image (Dockerfile) from a clean copy of the sources with buildah, no
+# Docker engine and no registry, and checks it:
+#   - the image's metadata: OCI labels, HEALTHCHECK, non-root user, entrypoint;
+#   - the runtime stage holds no compiler, no Python, no sources and no -dev package, and every
+#     library the four binaries need resolves (ldd), BLAS to OpenBLAS;
+#   - packrat-agent started inside the image with its default config (/etc/packrat/packrat.yaml)
+#     is live and ready, shows the demo model's metadata, answers one inference as
+#     build/bin/packrat-agent does with the same config and model file (same output tensor),
+#     exports packrat_ series on /metrics, and exits 0 within its shutdown timeout on SIGTERM.
+#     Two changes to that config, each said in the output: `instances: auto` becomes a fixed
+#     plan (one instance, 1 thread, batch 4), since profiling on first start takes about 6
+#     minutes on 2 cores (--auto keeps it); and where 8080-8082 are taken on this machine the
+#     agent listens on free ports instead (read from --port-file).
+#
+#   scripts/check_image.sh [--auto] [--keep] [--tag NAME]
+#     --auto      serve the default config unchanged: profile on first start (the profile is
+#                 kept in build/image-cache/profiles/ and reused while model file and machine
+#                 stay the same)
+#     --keep      keep the image (default tag localhost/packrat:VERSION) instead of removing it
+#     --tag NAME  the image's name (default localhost/packrat:check-PID, removed at the end)
+#
+# Time on the 2-core development machine (docs/operations.md, "Container image"): about
+# 5 minutes warm (base image cached in build/image-cache/, the host's ccache holding the
+# objects of a build of the same sources, the .deb files in /var/cache/apt/archives), about
+# 30 minutes cold (nothing cached: every object compiled). Most of a warm run is apt inside the
+# two stages, the model generation and the first start's profile (`instances: auto`).
+#
+# Needs root, buildah and mmdebstrap (scripts/packages.txt), Debian's mirror (apt inside the
+# build), build/bin/packrat-agent (scripts/setup.sh) and the host's ports on loopback. The
+# Debian 12 base is made with mmdebstrap (like debian:bookworm-slim: minbase, no docs) and
+# kept in build/image-cache/ (remade after 7 days); it is imported as
+# localhost/debian:bookworm-slim, which the build uses as BASE_IMAGE, so nothing is pulled.
+# /etc/containers/containers.conf is written when absent (buildah's default ulimits ask more
+# than this machine allows, and there is no systemd for cgroups). Containers run with
+# buildah's chroot isolation on the host's network and PID namespace; podman/crun do not run
+# here (cgroups in hybrid mode).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+
+keep=0 tag="" auto=0
+while (($#)); do
+  case "$1" in
+    --auto) auto=1 ;;
+    --keep) keep=1 ;;
+    --tag) tag=${2:?--tag needs a name}; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "check_image: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+fail() { echo "check_image: FAIL: $*" >&2; exit 1; }
+note() { echo "check_image: $*"; }
+t0=$SECONDS
+phase() { note "[$((SECONDS - t0)) s] $*"; }
+
+[[ $(id -u) -eq 0 ]] || fail "needs root (buildah with storage in /var/lib/containers)"
+for tool in buildah mmdebstrap curl jq python3 git; do
+  command -v "$tool" >/dev/null || fail "'$tool' is not installed: run scripts/setup.sh"
+done
+host_agent=$src/build/bin/packrat-agent
+[[ -x $host_agent && -x $src/build/bin/packrat-runtime ]] ||
+  fail "$host_agent is missing (the reference for the inference check): run scripts/setup.sh"
+
+version=$(sed -n 's/^project(packrat VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+[[ -n $version ]] || fail "no project version in CMakeLists.txt"
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+if [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+  revision="$revision-dirty"
+fi
+source_url=$(git remote get-url origin 2>/dev/null || echo unknown)
+[[ -n $tag ]] || { ((keep)) && tag=localhost/packrat:$version || tag=localhost/packrat:check-$$; }
+base_image=localhost/debian:bookworm-slim
+cache=$src/build/image-cache
+mkdir -p "$cache"
+
+# The Dockerfile's build packages come from the one list of packages.
+for p in $(sed -n '/^FROM .* AS build/,/^FROM /p' Dockerfile | sed -n '/apt-get install/,/[^\\]$/p' |
+           tr -s ' \\' '\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' | grep -vx -e apt-get -e install); do
+  grep -qx "$p" scripts/packages.txt || fail "the Dockerfile's build package $p is not in scripts/packages.txt"
+done
+
+# The image's build stage runs ccache as scripts/setup.sh does, or they share no objects.
+ignore_headers() { sed -n 's/.*CCACHE_IGNOREHEADERS=\([^ "]*\).*/\1/p' "$1"; }
+[[ -n $(ignore_headers Dockerfile) && $(ignore_headers Dockerfile) == "$(ignore_headers scripts/setup.sh)" ]] ||
+  fail "CCACHE_IGNOREHEADERS differs between the Dockerfile and scripts/setup.sh"
+
+# buildah needs these settings on this machine; an existing file is the administrator's.
+conf=/etc/containers/containers.conf
+if [[ ! -e $conf ]]; then
+  mkdir -p /etc/containers
+  cat >"$conf" <<'EOF'
+# Written by Packrat's scripts/check_image.sh: buildah's default ulimits ask more than this
+# machine allows, and there is no systemd to manage cgroups.
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+cgroup_manager = "cgroupfs"
+EOF
+  note "wrote $conf"
+fi
+
+work=$(mktemp -d /tmp/packrat-check-image.XXXXXX)
+chmod 0755 "$work"
+ctr="" image_agent_pid="" host_agent_pid="" built=0
+cleanup() {
+  local rc=$?
+  set +e
+  # Agents still running after a failure: SIGTERM, then SIGKILL after the shutdown timeout.
+  local pids="" pid i
+  [[ -n $image_agent_pid ]] && pids="$(agent_of "$image_agent_pid") $image_agent_pid"
+  [[ -n $host_agent_pid ]] && pids="$pids $host_agent_pid"
+  for pid in $pids; do kill -TERM "$pid" 2>/dev/null; done
+  for ((i = 0; i < 60; i++)); do
+    local alive=0
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    ((alive)) || break
+    sleep 0.5
+  done
+  for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
+  if [[ -n $ctr ]]; then
+    buildah umount "$ctr" >/dev/null 2>&1
+    buildah rm "$ctr" >/dev/null 2>&1
+  fi
+  if ((built && !keep)); then buildah rmi "$tag" >/dev/null 2>&1; fi
+  rm -rf "$work"
+  if ((rc)); then echo "check_image: failed after $((SECONDS - t0)) s" >&2; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Containers of earlier runs that died before their cleanup (named after their process id).
+for old in $(buildah containers --format '{{.ContainerName}}' 2>/dev/null | grep '^packrat-check-' || true); do
+  kill -0 "${old#packrat-check-}" 2>/dev/null && continue
+  buildah rm "$old" >/dev/null 2>&1 || true
+done
+
+# --- the base image ------------------------------------------------------------------------
+base_tar=$cache/debian-bookworm-slim.tar
+if [[ -f $base_tar ]] && [[ -n $(find "$base_tar" -mtime +7) ]]; then
+  note "the cached base is older than 7 days: remaking it"
+  rm -f "$base_tar"
+  buildah rmi "$base_image" >/dev/null 2>&1 || true
+fi
+if [[ ! -f $base_tar ]]; then
+  phase "making the Debian 12 base with mmdebstrap (minbase, without docs: like bookworm-slim)"
+  # debian:bookworm-slim's dpkg excludes and the three suites it uses. Not its apt hook
+  # docker-clean, which deletes /var/cache/apt/archives/*.deb after every install: the builds
+  # here bind-mount the host's archive folder there.
+  excludes=()
+  for e in path-exclude=/usr/share/doc/* path-include=/usr/share/doc/*/copyright \
+           path-exclude=/usr/share/man/* path-exclude=/usr/share/groff/* \
+           path-exclude=/usr/share/info/* path-exclude=/usr/share/lintian/overrides/* \
+           path-exclude=/usr/share/linda/* path-exclude=/usr/share/locale/* \
+           path-include=/usr/share/locale/locale.alias; do
+    excludes+=(--dpkgopt="$e")
+  done
+  if ! nice -n 10 mmdebstrap --quiet --variant=minbase \
+      --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "${excludes[@]}" \
+      --customize-hook='rm -f "$1"/var/cache/apt/*.bin' \
+      bookworm "$work/base.tar" \
+      "deb http://deb.debian.org/debian bookworm main" \
+      "deb http://deb.debian.org/debian bookworm-updates main" \
+      "deb http://deb.debian.org/debian-security bookworm-security main" >"$work/mmdebstrap.log" 2>&1; then
+    tail -20 "$work/mmdebstrap.log" >&2
+    fail "mmdebstrap could not make the base (is the Debian mirror reachable?)"
+  fi
+  mv "$work/base.tar" "$base_tar"
+  buildah rmi "$base_image" >/dev/null 2>&1 || true
+fi
+if ! buildah inspect --type image "$base_image" >/dev/null 2>&1; then
+  phase "importing $base_tar as $base_image"
+  c=$(buildah from --pull=never scratch)
+  buildah add --quiet "$c" "$base_tar" / >/dev/null
+  # Never an apt hook that empties the bind-mounted archive folder, whatever the tar holds.
+  rm -f "$(buildah mount "$c")/etc/apt/apt.conf.d/docker-clean"
+  buildah umount "$c" >/dev/null
+  buildah config --cmd '["bash"]' --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$c"
+  buildah commit --quiet --rm "$c" "$base_image" >/dev/null
+fi
+
+# --- the build -------------------------------------------------------------------------------
+# A clean tree: only the files git knows, tracked or untracked but not ignored, as they are in
+# the working tree (no build trees, models or caches, whatever .dockerignore says).
+mkdir "$work/context"
+git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do [[ -e $f || -L $f ]] && printf '%s\0' "$f"; done |
+  tar --null -T - -cf - | tar -x -C "$work/context"
+
+ccache_dir=$(ccache -k cache_dir 2>/dev/null || echo "$HOME/.cache/ccache")
+mkdir -p "$ccache_dir"
+ccache_stat() { CCACHE_DIR=$ccache_dir ccache --print-stats 2>/dev/null | awk -v k="$1" '$1 == k {print $2}'; }
+hits0=$(( $(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit) ))
+miss0=$(ccache_stat cache_miss)
+mkdir -p /var/cache/apt/archives/partial
+
+phase "building $tag (buildah bud; log: $work/build.log)"
+if ! nice -n 10 buildah bud --isolation=chroot --format docker --layers=false --pull=never \
+      --build-arg BASE_IMAGE="$base_image" --build-arg VERSION="$version" \
+      --build-arg REVISION="$revision" --build-arg SOURCE="$source_url" \
+      --volume "$ccache_dir:/mnt" \
+      --volume /var/cache/apt/archives:/var/cache/apt/archives \
+      --tag "$tag" --file "$work/context/Dockerfile" "$work/context" >"$work/build.log" 2>&1; then
+  tail -40 "$work/build.log" >&2
+  fail "buildah bud failed (the last lines of its log are above)"
+fi
+built=1
+hits=$(( $(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit) - hits0 ))
+miss=$(( $(ccache_stat cache_miss) - miss0 ))
+# The image's size: its layers, uncompressed, as they are stored.
+size=$(buildah inspect --type image "$tag" | jq '.Manifest | fromjson | [.layers[].size] | add')
+phase "built: $(numfmt --to=iec --suffix=B "$size") ($size bytes); ccache in the build: $hits hits, $miss misses"
+
+# --- metadata ----------------------------------------------------------------------------------
+config=$(buildah inspect --type image "$tag" | jq '.Docker.config')
+for key in title description version source licenses revision; do
+  value=$(jq -r --arg k "org.opencontainers.image.$key" '.Labels[$k] // empty' <<<"$config")
+  [[ -n $value ]] || fail "label org.opencontainers.image.$key is missing"
+done
+[[ $(jq -r '.Labels["org.opencontainers.image.revision"]' <<<"$config") == "$revision" ]] ||
+  fail "label revision is not $revision"
+[[ $(jq -r '.User' <<<"$config") == 10001:10001 ]] || fail "the default user is not 10001:10001"
+jq -e '.Healthcheck.Test | join(" ") | test("curl .*/v2/health/(live|ready)")' <<<"$config" >/dev/null ||
+  fail "no HEALTHCHECK with curl on /v2/health/live or ready"
+jq -e '.Entrypoint == ["/opt/packrat/bin/packrat-agent"]' <<<"$config" >/dev/null ||
+  fail "the entrypoint is not /opt/packrat/bin/packrat-agent"
+
+# --- contents ----------------------------------------------------------------------------------
+ctr=$(buildah from --pull=never --name "packrat-check-$$" "$tag")
+mnt=$(buildah mount "$ctr")
+for path in /src /usr/bin/g++ /usr/bin/gcc /usr/bin/c++ /usr/bin/cc /usr/bin/cmake /usr/bin/python3 \
+            /usr/lib/python3 /usr/include/torch; do
+  [[ -e $mnt$path || -L $mnt$path ]] && fail "the image has $path"
+done
+[[ -z $(ls -A "$mnt/mnt") ]] || fail "/mnt (the build's ccache mount point) is not empty"
+found=$(buildah run --isolation=chroot "$ctr" -- sh -c \
+  'for t in g++ gcc c++ cc clang cmake ninja ccache python3 python pip gdb; do command -v "$t"; done' || true)
+[[ -z $found ]] || fail "the image has build or test tools: $found"
+devs=$(buildah run --isolation=chroot "$ctr" -- dpkg-query -W -f '${Package}\n' |
+       grep -E -- '-dev$|^(g\+\+|gcc|cpp|python3)(-[0-9.]+)?$' || true)
+[[ -z $devs ]] || fail "the image has build packages: $(echo $devs)"
+for b in packrat-agent packrat-runtime packrat packrat-forward; do
+  [[ -x $mnt/opt/packrat/bin/$b ]] || fail "/opt/packrat/bin/$b is missing"
+  out=$(buildah run --isolation=chroot "$ctr" -- ldd "/opt/packrat/bin/$b") ||
+    fail "ldd /opt/packrat/bin/$b failed"
+  if grep -q 'not found' <<<"$out"; then
+    fail "$b misses libraries in the image: $(grep 'not found' <<<"$out" | tr -s ' \t\n' ' ')"
+  fi
+done
+blas=$(buildah run --isolation=chroot "$ctr" -- readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
+[[ $blas == *openblas* ]] || fail "libblas.so.3 is $blas, not OpenBLAS"
+[[ -s $mnt/opt/packrat/models/resnet18.pt ]] || fail "/opt/packrat/models/resnet18.pt is missing"
+cmp -s "$mnt/etc/packrat/packrat.yaml" deploy/config/packrat.yaml ||
+  fail "/etc/packrat/packrat.yaml differs from deploy/config/packrat.yaml"
+[[ $(stat -c %u "$mnt/var/lib/packrat/profiles") == 10001 ]] ||
+  fail "/var/lib/packrat/profiles is not owned by uid 10001"
+phase "contents: no compiler, Python or sources; every library resolves (BLAS: $(basename "$blas"))"
+
+# --- the agent in the image ------------------------------------------------------------------
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+share=$work/share   # bind-mounted at /check: the port file and the config variant
+mkdir -p "$share"
+profiles=$work/profiles
+((auto)) && profiles=$cache/profiles
+mkdir -p "$profiles"
+chown 10001:10001 "$share" "$profiles"
+free_ports=0
+if port_busy 8080 || port_busy 8081 || port_busy 8082; then
+  free_ports=1
+  note "8080-8082 are taken on this machine: the agent in the image listens on free ports instead"
+fi
+((auto)) || note "instances: auto becomes a fixed plan (count 1, threads 1, batch 4): no profiling (--auto profiles)"
+# The image's config, with the changes above; `host` also for build/bin/packrat-agent: every
+# port free on loopback, no Unix socket, the image's model files copied to DIR.
+variant() {  # variant IN OUT image|host [DIR]
+  python3 - "$@" "$auto" "$free_ports" "$profiles" <<'EOF'
+import sys, yaml
+src, out, who = sys.argv[1:4]
+folder, auto, free_ports, profiles = (sys.argv[4:8] if who == "host" else ["", *sys.argv[4:7]])
+config = yaml.safe_load(open(src))
+server = config["server"]
+if who == "host" or free_ports == "1":
+    for key in ("http", "management", "metrics"):
+        host = "127.0.0.1" if who == "host" else server[key].rsplit(":", 1)[0]
+        server[key] = f"{host}:0"
+if who == "host":
+    server.pop("unix_socket", None)
+    server["profile_dir"] = profiles
+for model in config["models"]:
+    if who == "host":
+        model["path"] = f"{folder}/{model['path'].rsplit('/', 1)[1]}"
+    if auto == "0" and model.get("instances") == "auto":
+        model["instances"] = [{"count": 1, "threads": 1, "batch": 4}]
+yaml.safe_dump(config, open(out, "w"), sort_keys=False)
+EOF
+}
+agent_args=(--config /etc/packrat/packrat.yaml --port-file /check/ports.json)
+if ((free_ports || !auto)); then
+  variant "$mnt/etc/packrat/packrat.yaml" "$share/packrat.yaml" image
+  agent_args=(--config /check/packrat.yaml --port-file /check/ports.json)
+fi
+shutdown_timeout=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["server"].get("shutdown_timeout_s", 30))' "$mnt/etc/packrat/packrat.yaml")
+ready_timeout=${PACKRAT_CHECK_READY_TIMEOUT:-$( ((auto)) && echo 1800 || echo 300)}
+
+# Waits for the port file $1 of the agent whose process is $2; sets http and metrics.
+wait_ports() {
+  local deadline=$((SECONDS + 60))
+  until [[ -s $1 ]]; do
+    kill -0 "$2" 2>/dev/null && ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+  http=$(jq -r .http "$1") metrics=$(jq -r .metrics "$1")
+}
+# Waits until the agent on port $1 (process $2, log $3) is ready.
+wait_ready() {
+  local deadline=$((SECONDS + ready_timeout)) next=$((SECONDS + 30))
+  until [[ $(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$1/v2/health/ready") == 200 ]]; do
+    kill -0 "$2" 2>/dev/null || { tail -20 "$3" >&2; fail "the agent exited before it was ready (log above)"; }
+    ((SECONDS < deadline)) || { tail -20 "$3" >&2; fail "not ready after $ready_timeout s (log above)"; }
+    if ((SECONDS >= next)); then
+      note "  waiting for ready: $(curl -s "127.0.0.1:$1/v2/models/demo" | jq -r '.parameters.state_detail // .parameters.state // "?"' 2>/dev/null)"
+      next=$((SECONDS + 30))
+    fi
+    sleep 1
+  done
+}
+# The packrat-agent process among the descendants of process $1 (buildah run forks it).
+agent_of() {
+  local pid
+  for pid in $(pgrep -P "$1"); do
+    if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == packrat-agent ]]; then echo "$pid"; return; fi
+    agent_of "$pid"
+  done
+}
+# SIGTERM to agent $1, then waits for process $2 (the agent or its buildah run; log $3): it
+# must exit 0 within the shutdown timeout (plus 5 s for the runtimes and buildah).
+stop_agent() {
+  local start=$SECONDS rc=0
+  [[ -n $1 ]] || fail "cannot find the agent's process"
+  kill -TERM "$1"
+  wait "$2" || rc=$?
+  local took=$((SECONDS - start))
+  ((rc == 0)) || { tail -20 "$3" >&2; fail "the agent exited $rc on SIGTERM (log above)"; }
+  ((took <= shutdown_timeout + 5)) || fail "the agent took $took s to stop (shutdown_timeout_s: $shutdown_timeout)"
+  note "  SIGTERM: exit 0 after $took s"
+}
+
+# A deterministic 1x3x224x224 image as a JSON tensor.
+python3 - >"$work/request.json" <<'EOF'
+import json, math
+data = [round(math.sin(i * 0.001) * 0.5 + 0.5, 6) for i in range(3 * 224 * 224)]
+print(json.dumps({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 3, 224, 224],
+                              "data": data}]}))
+EOF
+
+phase "starting packrat-agent in the image (${agent_args[*]})"
+buildah run --isolation=chroot --volume "$share:/check" \
+  --volume "$profiles:/var/lib/packrat/profiles" "$ctr" -- \
+  /opt/packrat/bin/packrat-agent "${agent_args[@]}" >"$work/image-agent.log" 2>&1 &
+image_agent_pid=$!
+wait_ports "$share/ports.json" "$image_agent_pid" ||
+  { tail -20 "$work/image-agent.log" >&2; fail "the agent in the image did not start (log above)"; }
+[[ $(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$http/v2/health/live") == 200 ]] ||
+  fail "/v2/health/live is not 200"
+wait_ready "$http" "$image_agent_pid" "$work/image-agent.log"
+phase "live and ready on 127.0.0.1:$http"
+curl -sf "127.0.0.1:$http/v2/models/demo" >"$work/metadata.json" || fail "GET /v2/models/demo failed"
+jq -e '.name == "demo" and .platform == "pytorch_torchscript" and .inputs[0].name == "input__0"
+       and .inputs[0].shape == [-1, 3, 224, 224] and .outputs[0].shape == [-1, 1000]' \
+   "$work/metadata.json" >/dev/null || fail "unexpected model metadata: $(cat "$work/metadata.json")"
+curl -sf "127.0.0.1:$http/v2/models/demo/infer" --data-binary "@$work/request.json" \
+  -o "$work/image-response.json" || fail "the inference in the image failed"
+curl -sf "127.0.0.1:$metrics/metrics" -o "$work/metrics.txt" || fail "GET /metrics failed"
+grep -q '^packrat_' "$work/metrics.txt" || fail "/metrics has no packrat_ series"
+phase "metadata, inference and /metrics ($(grep -c '^packrat_' "$work/metrics.txt") packrat_ samples) answer"
+agent_pid=$(agent_of "$image_agent_pid")
+stop_agent "$agent_pid" "$image_agent_pid" "$work/image-agent.log"
+image_agent_pid=""
+leftover=$(find /dev/shm -maxdepth 1 -name "packrat.$agent_pid.*")
+[[ -z $leftover ]] || fail "shared memory left after the agent stopped: $leftover"
+
+# --- the same request to the build tree's agent ------------------------------------------------
+# The image's model files (so the same bytes) and, with --auto, the profile the agent in the
+# image measured (same file, same machine: no second profiling).
+mkdir "$work/models"
+cp "$mnt"/opt/packrat/models/*.pt "$work/models/"
+variant "$mnt/etc/packrat/packrat.yaml" "$work/host.yaml" host "$work/models"
+phase "starting build/bin/packrat-agent with the same config and model file"
+"$host_agent" --config "$work/host.yaml" --port-file "$work/host-ports.json" >"$work/host-agent.log" 2>&1 &
+host_agent_pid=$!
+wait_ports "$work/host-ports.json" "$host_agent_pid" ||
+  { tail -20 "$work/host-agent.log" >&2; fail "build/bin/packrat-agent did not start (log above)"; }
+wait_ready "$http" "$host_agent_pid" "$work/host-agent.log"
+curl -sf "127.0.0.1:$http/v2/models/demo/infer" --data-binary "@$work/request.json" \
+  -o "$work/host-response.json" || fail "the inference on build/bin/packrat-agent failed"
+stop_agent "$host_agent_pid" "$host_agent_pid" "$work/host-agent.log"
+host_agent_pid=""
+python3 - "$work/image-response.json" "$work/host-response.json" <<'EOF' ||
+import json, sys
+image, host = (json.load(open(p))["outputs"] for p in sys.argv[1:3])
+assert len(image) == len(host) == 1, (len(image), len(host))
+a, b = image[0], host[0]
+for key in ("name", "datatype", "shape"):
+    assert a[key] == b[key], f"{key}: {a[key]} vs {b[key]}"
+assert a["shape"] == [1, 1000], a["shape"]
+diff = max(abs(x - y) for x, y in zip(a["data"], b["data"]))
+scale = max(abs(y) for y in b["data"])
+print(f"check_image:   output {a['name']} {a['shape']}: largest difference {diff:.3g}"
+      f" (values up to {scale:.3g})")
+assert diff <= 1e-5 * max(1.0, scale), "the outputs differ"
+EOF
+  fail "the image's answer differs from build/bin/packrat-agent's"
+
+phase "OK: $tag, $(numfmt --to=iec --suffix=B "$size"), checked in $((SECONDS - t0)) s$( ((keep)) && echo " (kept)" || true)"

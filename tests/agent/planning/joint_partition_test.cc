@@ -1,0 +1,505 @@
+// The joint partition of a node's CPUs: the objective's stages on made-up profiles, exactness
+// against a brute-force enumeration of every allocation, the envelope against the rule asked
+// at each CPU count, the rules against the autoscaler's own (PlanFor, BatchForRate), and the
+// published 16-core profiles.
+#include "agent/planning/joint_partition.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "agent/planning/autoscaler.h"
+#include "agent/planning/batch_for_rate.h"
+#include "gtest/gtest.h"
+
+namespace packrat {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Amdahl-style latencies, threads 1..max_threads × batch 1, 2, 4, ..., max_batch: `fixed_ms` a
+// batch plus `row_ms` a row, of which `serial` does not parallelise.
+Profile AmdahlProfile(int max_threads, int max_batch, double fixed_ms, double row_ms,
+                      double serial) {
+  Profile p;
+  for (int t = 1; t <= max_threads; ++t) {
+    for (int b = 1; b <= max_batch; b *= 2) {
+      ProfilePoint point;
+      point.threads = t;
+      point.batch = b;
+      point.latency_ms = fixed_ms + row_ms * b * (serial + (1 - serial) / t);
+      EXPECT_TRUE(p.Add(point).ok());
+    }
+  }
+  return p;
+}
+
+std::unique_ptr<Optimizer> Published(const std::string& model) {
+  StatusOr<Profile> profile =
+      Profile::LoadCsv(std::string(PACKRAT_PROFILES_DIR) + "/" + model + "-xeon6142-16c.csv");
+  EXPECT_TRUE(profile.ok()) << profile.status().ToString();
+  return std::make_unique<Optimizer>(profile.ok() ? *std::move(profile) : Profile());
+}
+
+ModelDemand Demand(std::string name, const Optimizer& optimizer, double rate,
+                   int64_t max_batch = 8) {
+  ModelDemand d;
+  d.name = std::move(name);
+  d.optimizer = &optimizer;
+  d.rate = rate;
+  d.max_batch = max_batch;
+  return d;
+}
+
+double P99(const std::optional<RatePlan>& p) { return p ? p->simulated.p99_ms : kInf; }
+
+// The objective of one allocation, from each model's envelope, as the header states it.
+struct Objective {
+  bool all_met = true;
+  int unsustained = 0;
+  double worst = 0;  // of the finite ratios
+  double sum = 0;    // of the finite ratios
+  int cpus = 0;
+
+  // Lexicographic: met first, then fewer unsustained, lower worst, lower sum, fewer CPUs.
+  bool operator<(const Objective& o) const {
+    return std::make_tuple(!all_met, unsustained, worst, sum, cpus) <
+           std::make_tuple(!o.all_met, o.unsustained, o.worst, o.sum, o.cpus);
+  }
+};
+
+// Every allocation of up to `total` CPUs (each model at least its floor), by brute force over
+// the envelopes that JointPartition::Envelope reports; the best Objective, with "all met" only
+// where some allocation meets every target.
+Objective BruteForce(JointPartition& partition, const std::vector<ModelDemand>& models, int total) {
+  const size_t n = models.size();
+  std::vector<std::vector<std::optional<RatePlan>>> envelopes(n);
+  std::vector<double> references(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (models[i].rate <= 0) continue;
+    auto envelope = partition.Envelope(models[i], total);
+    EXPECT_TRUE(envelope.ok()) << envelope.status().ToString();
+    envelopes[i] = *envelope;
+    references[i] = models[i].p99_target_ms.value_or(P99(envelopes[i][total]));
+  }
+  std::vector<int> c(n);
+  std::optional<Objective> best, best_met;
+  std::function<void(size_t, int)> walk = [&](size_t i, int left) {
+    if (i == n) {
+      Objective o;
+      for (size_t k = 0; k < n; ++k) {
+        o.cpus += c[k];
+        if (models[k].rate <= 0) continue;
+        const double p99 = P99(envelopes[k][static_cast<size_t>(c[k])]);
+        if (models[k].p99_target_ms && !(p99 <= *models[k].p99_target_ms)) o.all_met = false;
+        const double ratio = std::isinf(p99) || std::isinf(references[k])
+                                 ? kInf
+                                 : models[k].weight * p99 / references[k];
+        if (std::isinf(ratio)) {
+          ++o.unsustained;
+        } else {
+          o.worst = std::max(o.worst, ratio);
+          o.sum += ratio;
+        }
+      }
+      if (!best || o < *best) best = o;
+      if (o.all_met && (!best_met || o < *best_met)) best_met = o;
+      return;
+    }
+    for (int k = models[i].min_threads; k <= left; ++k) {
+      c[i] = k;
+      walk(i + 1, left - k);
+    }
+  };
+  walk(0, total);
+  EXPECT_TRUE(best.has_value());
+  return best_met ? *best_met : *best;
+}
+
+Objective ObjectiveOf(const PartitionResult& r) {
+  Objective o;
+  o.all_met = r.all_met;
+  o.unsustained = r.unsustained;
+  for (const ModelShare& s : r.models) {
+    o.cpus += s.cpus;
+    if (!std::isinf(s.ratio)) {
+      o.worst = std::max(o.worst, s.ratio);
+      o.sum += s.ratio;
+    }
+  }
+  return o;
+}
+
+TEST(JointPartitionTest, TwoIdenticalModelsAtEqualRatesSplitEvenly) {
+  const Optimizer a(AmdahlProfile(16, 8, 5, 40, 0.05));
+  const Optimizer b(AmdahlProfile(16, 8, 5, 40, 0.05));
+  JointPartition partition;
+  const std::vector<ModelDemand> models{Demand("a", a, 30), Demand("b", b, 30)};
+  auto envelope = partition.Envelope(models[0], 16);
+  ASSERT_TRUE(envelope.ok());
+  ASSERT_GT(P99((*envelope)[7]), P99((*envelope)[8]));  // 8 CPUs help: a breakpoint
+  auto r = partition.Solve(models, 16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->models[0].cpus, 8);
+  EXPECT_EQ(r->models[1].cpus, 8);
+  EXPECT_DOUBLE_EQ(r->models[0].ratio, r->models[1].ratio);
+  EXPECT_EQ(r->models[0].plan, r->models[1].plan);
+  EXPECT_DOUBLE_EQ(r->models[0].p99_ms, P99((*envelope)[8]));
+  EXPECT_EQ(r->spare_cpus, 0);
+  EXPECT_TRUE(r->all_met);
+}
+
+TEST(JointPartitionTest, AnIdleModelKeepsItsFloorAndTheBusyOneGetsTheRest) {
+  const Optimizer optimizer(AmdahlProfile(16, 8, 5, 40, 0.05));
+  JointPartition partition;
+  ModelDemand idle = Demand("idle", optimizer, 0);
+  idle.min_threads = 2;
+  idle.p99_target_ms = 1;  // no traffic: met whatever its plan takes
+  const ModelDemand busy = Demand("busy", optimizer, 30);
+  auto envelope = partition.Envelope(busy, 16);
+  ASSERT_TRUE(envelope.ok());
+  ASSERT_GT(P99((*envelope)[13]), P99((*envelope)[14]));
+  auto r = partition.Solve({idle, busy}, 16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->models[0].cpus, 2);
+  EXPECT_EQ(r->models[0].ratio, 0);
+  EXPECT_TRUE(r->models[0].met);
+  ASSERT_TRUE(r->models[0].plan.has_value());
+  EXPECT_EQ(r->models[0].plan->batch, 1);  // its first request
+  EXPECT_LE(r->models[0].plan->ThreadsUsed(), 2);
+  EXPECT_DOUBLE_EQ(r->models[0].p99_ms, *optimizer.profile().Latency(2, 1));
+  EXPECT_EQ(r->models[1].cpus, 14);
+  EXPECT_DOUBLE_EQ(r->models[1].p99_ms, P99((*envelope)[14]));
+  // Against its best with the node to itself.
+  EXPECT_DOUBLE_EQ(r->models[1].reference_ms, P99((*envelope)[16]));
+  EXPECT_DOUBLE_EQ(r->models[1].ratio, P99((*envelope)[14]) / P99((*envelope)[16]));
+  EXPECT_EQ(r->spare_cpus, 0);
+}
+
+TEST(JointPartitionTest, CpusThatHelpNoModelStaySpare) {
+  // One thread only: a model uses 1 CPU per instance and the rate needs few of them.
+  const Optimizer optimizer(AmdahlProfile(1, 8, 5, 40, 0.05));
+  JointPartition partition;
+  auto r = partition.Solve({Demand("a", optimizer, 10)}, 16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto envelope = partition.Envelope(Demand("a", optimizer, 10), 16);
+  ASSERT_TRUE(envelope.ok());
+  const int used = r->models[0].cpus;
+  EXPECT_LT(used, 16);
+  EXPECT_DOUBLE_EQ(P99((*envelope)[static_cast<size_t>(used)]), P99((*envelope)[16]));
+  EXPECT_GT(P99((*envelope)[static_cast<size_t>(used) - 1]), P99((*envelope)[16]));
+  EXPECT_EQ(r->spare_cpus, 16 - used);
+}
+
+TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
+  const Optimizer a(AmdahlProfile(16, 8, 5, 40, 0.05));
+  const Optimizer b(AmdahlProfile(16, 8, 10, 60, 0.1));
+  JointPartition partition;
+  std::vector<ModelDemand> models{Demand("a", a, 30), Demand("b", b, 20)};
+  models[0].p99_target_ms = 10;  // below either model's one-row latency on 16 threads
+  models[1].p99_target_ms = 15;
+  auto r = partition.Solve(models, 12);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->all_met);
+  EXPECT_FALSE(r->models[0].met);
+  EXPECT_FALSE(r->models[1].met);
+  EXPECT_GT(r->worst_ratio, 1);
+  const Objective brute = BruteForce(partition, models, 12);
+  EXPECT_FALSE(brute.all_met);
+  EXPECT_DOUBLE_EQ(r->worst_ratio, brute.worst);
+  EXPECT_DOUBLE_EQ(r->ratio_sum, brute.sum);
+}
+
+TEST(JointPartitionTest, TargetsThatCanBeMetComeBeforeTheWorstRatio) {
+  const Optimizer a(AmdahlProfile(16, 8, 5, 40, 0.05));
+  const Optimizer b(AmdahlProfile(16, 8, 5, 40, 0.05));
+  JointPartition partition;
+  std::vector<ModelDemand> models{Demand("heavy", a, 30), Demand("targeted", b, 30)};
+  models[0].weight = 10;  // its ratio is ≥ 10: minimising the worst alone gives it all it uses
+  auto envelope = partition.Envelope(models[1], 16);
+  ASSERT_TRUE(envelope.ok());
+  // A target the second model meets only from 6 CPUs on.
+  models[1].p99_target_ms = P99((*envelope)[6]);
+  ASSERT_GT(P99((*envelope)[5]), *models[1].p99_target_ms);
+  auto r = partition.Solve(models, 16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->all_met);
+  EXPECT_EQ(r->models[1].cpus, 6);
+  EXPECT_EQ(r->models[0].cpus, 10);
+  models[1].p99_target_ms.reset();
+  auto untargeted = partition.Solve(models, 16);
+  ASSERT_TRUE(untargeted.ok());
+  EXPECT_LT(untargeted->models[1].cpus, 6);
+}
+
+TEST(JointPartitionTest, AWeightShiftsCpus) {
+  const Optimizer a(AmdahlProfile(16, 8, 5, 40, 0.05));
+  const Optimizer b(AmdahlProfile(16, 8, 5, 40, 0.05));
+  JointPartition partition;
+  std::vector<ModelDemand> models{Demand("a", a, 30), Demand("b", b, 30)};
+  models[1].weight = 1.5;
+  auto r = partition.Solve(models, 16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->models[1].cpus, r->models[0].cpus);
+  EXPECT_DOUBLE_EQ(r->models[1].ratio, 1.5 * r->models[1].p99_ms / r->models[1].reference_ms);
+}
+
+TEST(JointPartitionTest, FloorsBeyondTheNodeAndBadDemandsAreErrors) {
+  const Optimizer optimizer(AmdahlProfile(4, 8, 5, 40, 0.05));
+  JointPartition partition;
+  ModelDemand a = Demand("a", optimizer, 10);
+  ModelDemand b = Demand("b", optimizer, 0);
+  a.min_threads = 3;
+  b.min_threads = 3;
+  auto r = partition.Solve({a, b}, 5);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("a 3, b 3"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(partition.Solve({a, b}, 6).ok());
+
+  EXPECT_EQ(partition.Solve({a}, 0).status().code(), StatusCode::kInvalidArgument);
+  const auto invalid = [&](const std::function<void(ModelDemand*)>& breaks) {
+    ModelDemand d = Demand("broken", optimizer, 10);
+    breaks(&d);
+    const Status s = partition.Solve({d}, 8).status();
+    return s.code() == StatusCode::kInvalidArgument &&
+           s.message().find("'broken'") != std::string::npos;
+  };
+  EXPECT_TRUE(invalid([](ModelDemand* d) { d->optimizer = nullptr; }));
+  EXPECT_TRUE(invalid([](ModelDemand* d) { d->rate = -1; }));
+  EXPECT_TRUE(invalid([](ModelDemand* d) { d->weight = 0; }));
+  EXPECT_TRUE(invalid([](ModelDemand* d) { d->p99_target_ms = 0; }));
+  EXPECT_TRUE(invalid([](ModelDemand* d) { d->min_threads = 0; }));
+  EXPECT_TRUE(invalid([](ModelDemand* d) { d->max_utilization = 1.5; }));
+}
+
+TEST(JointPartitionTest, ExactAgainstBruteForceOnEightCpus) {
+  const auto resnet = Published("resnet50");
+  const auto inception = Published("inception-v3");
+  const auto bert = Published("bert-base");
+  JointPartition partition;
+  struct Case {
+    double rates[3];
+    std::optional<double> targets[3];
+    double weights[3];
+    int floors[3];
+    bool plan_at_rate;
+  };
+  const std::vector<Case> cases{
+      {{20, 15, 10}, {}, {1, 1, 1}, {1, 1, 1}, false},
+      {{40, 30, 25}, {}, {1, 2, 1}, {1, 1, 1}, false},
+      {{20, 15, 10}, {std::nullopt, 200.0, 300.0}, {1, 1, 1}, {1, 1, 2}, false},
+      {{60, 0, 30}, {80.0, std::nullopt, 100.0}, {1, 1, 3}, {1, 2, 1}, false},
+      {{80, 60, 50}, {}, {1, 1, 1}, {1, 1, 1}, false},  // more than 8 CPUs serve
+      {{20, 15, 10}, {100.0, std::nullopt, std::nullopt}, {1, 1, 1}, {1, 1, 1}, true},
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    std::vector<ModelDemand> models{Demand("resnet", *resnet, c.rates[0]),
+                                    Demand("inception", *inception, c.rates[1]),
+                                    Demand("bert", *bert, c.rates[2])};
+    for (size_t i = 0; i < 3; ++i) {
+      models[i].p99_target_ms = c.targets[i];
+      models[i].weight = c.weights[i];
+      models[i].min_threads = c.floors[i];
+      models[i].plan_at_rate = c.plan_at_rate;
+    }
+    auto r = partition.Solve(models, 8);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const Objective got = ObjectiveOf(*r);
+    const Objective want = BruteForce(partition, models, 8);
+    EXPECT_EQ(got.all_met, want.all_met) << "case " << k;
+    EXPECT_EQ(got.unsustained, want.unsustained) << "case " << k;
+    EXPECT_DOUBLE_EQ(got.worst, want.worst) << "case " << k;
+    EXPECT_DOUBLE_EQ(got.sum, want.sum) << "case " << k;
+    EXPECT_EQ(got.cpus, want.cpus) << "case " << k;
+    EXPECT_EQ(r->cpus_assigned + r->spare_cpus, 8);
+  }
+}
+
+TEST(JointPartitionTest, TheEnvelopeIsTheBestOfTheRuleOnFewerCpus) {
+  const auto resnet = Published("resnet50");
+  const auto gpt2 = Published("gpt2");
+  JointPartition partition;
+  for (bool plan_at_rate : {false, true}) {
+    for (const auto& [optimizer, rate] : {std::pair{resnet.get(), 60.0}, {gpt2.get(), 25.0}}) {
+      ModelDemand d = Demand("m", *optimizer, rate, 16);
+      d.plan_at_rate = plan_at_rate;
+      d.min_threads = 2;
+      auto envelope = partition.Envelope(d, 16);
+      ASSERT_TRUE(envelope.ok()) << envelope.status().ToString();
+      EXPECT_FALSE((*envelope)[1].has_value());  // below the floor
+      double best = kInf;
+      for (int c = 2; c <= 16; ++c) {
+        auto at = partition.PolicyAt(d, c);
+        ASSERT_TRUE(at.ok());
+        const auto& e = (*envelope)[static_cast<size_t>(c)];
+        if (P99(*at) < best) {  // a breakpoint: the rule's own plan for c
+          best = P99(*at);
+          ASSERT_TRUE(e.has_value());
+          EXPECT_EQ(e->cpus, c);
+          EXPECT_EQ(e->plan, (*at)->plan);
+        }
+        EXPECT_EQ(P99(e), best) << "c=" << c << " plan_at_rate=" << plan_at_rate;
+        EXPECT_LE(P99(e), P99((*envelope)[static_cast<size_t>(c) - 1]));
+        if (e) {
+          EXPECT_LE(e->plan.ThreadsUsed(), c);
+        }
+      }
+    }
+  }
+}
+
+TEST(JointPartitionTest, PlanAtRateAgreesWithTheAutoscalersRule) {
+  const auto resnet = Published("resnet50");
+  const auto inception = Published("inception-v3");
+  JointPartition partition;
+  for (const auto& [optimizer, rate] :
+       {std::pair{resnet.get(), 45.0}, {inception.get(), 30.0}, {resnet.get(), 150.0}}) {
+    for (int c : {1, 3, 4, 8, 13, 16}) {
+      AutoscalerOptions o;
+      o.threads = c;
+      o.max_batch = 16;
+      o.plan_at_rate = true;
+      const Autoscaler autoscaler(o, optimizer);
+      const ServingView view;  // nothing serves: no runtime to keep
+      // PlanAtRate's choice: the lowest simulated p99 among the plans at most
+      // max_utilization busy.
+      std::optional<Autoscaler::PlanChoice> want;
+      for (int64_t b = 1; b <= 16; b *= 2) {
+        auto planned = autoscaler.PlanFor(b, view, rate);
+        if (!planned || rate > o.max_utilization * planned->capacity) continue;
+        if (!want || planned->simulated->p99_ms < want->simulated->p99_ms) want = planned;
+      }
+      ModelDemand d = Demand("m", *optimizer, rate, 16);
+      d.plan_at_rate = true;
+      auto got = partition.PolicyAt(d, c);
+      ASSERT_TRUE(got.ok());
+      ASSERT_EQ(got->has_value(), want.has_value()) << "c=" << c << " rate=" << rate;
+      if (!want) continue;
+      EXPECT_EQ((*got)->plan.groups, want->plan.groups) << "c=" << c << " rate=" << rate;
+      EXPECT_EQ((*got)->plan.batch, want->plan.batch);
+      EXPECT_EQ((*got)->simulated.p99_ms, want->simulated->p99_ms);
+    }
+  }
+}
+
+TEST(JointPartitionTest, KeepUpIsBatchForRatesBatchOnTheOptimizersPlan) {
+  const auto bert = Published("bert-base");
+  const BatchingSimulator simulator;
+  const PlanEvaluator eval(*bert, simulator, {});
+  JointPartitionOptions policy_draws;
+  policy_draws.simulated_requests = 5000;  // the estimates on the policy's own simulator
+  JointPartition partition(policy_draws);
+  JointPartition estimates;  // 1000 draws: the same plans, other p99 estimates
+  const double rate = 40;
+  for (int c = 1; c <= 16; ++c) {
+    const std::optional<int64_t> b = BatchForRate(rate, 0, 64, 0.8, [&](int64_t b) {
+      auto plan = bert->Solve(c, static_cast<int>(b));
+      return plan.ok() ? std::optional<double>(eval.Capacity(*plan)) : std::nullopt;
+    });
+    std::optional<Plan> want;
+    if (b) {
+      auto plan = bert->Solve(c, static_cast<int>(*b));
+      if (plan.ok() && rate <= 0.8 * eval.Capacity(*plan)) want = *plan;
+    }
+    auto got = partition.PolicyAt(Demand("bert", *bert, rate, 64), c);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->has_value(), want.has_value()) << "c=" << c;
+    if (!want) continue;
+    EXPECT_EQ((*got)->plan, *want);
+    EXPECT_EQ((*got)->simulated.p99_ms, eval.SimulatedP99Ms(*want, rate));
+    auto estimated = estimates.PolicyAt(Demand("bert", *bert, rate, 64), c);
+    ASSERT_TRUE(estimated.ok() && estimated->has_value());
+    EXPECT_EQ((*estimated)->plan, *want);
+  }
+}
+
+TEST(JointPartitionTest, PublishedProfilesShareSixteenCores) {
+  const auto resnet = Published("resnet50");
+  const auto inception = Published("inception-v3");
+  const auto bert = Published("bert-base");
+  const auto gpt2 = Published("gpt2");
+  std::vector<ModelDemand> models{
+      Demand("resnet50", *resnet, 60, 64), Demand("inception-v3", *inception, 40, 64),
+      Demand("bert-base", *bert, 30, 64), Demand("gpt2", *gpt2, 20, 64)};
+  JointPartition partition;
+  auto r = partition.Solve(models, 16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cpus_assigned + r->spare_cpus, 16);
+  EXPECT_EQ(r->unsustained, 0);
+  double worst = 0;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ModelShare& s = r->models[i];
+    SCOPED_TRACE(models[i].name);
+    EXPECT_GE(s.cpus, 1);
+    ASSERT_TRUE(s.plan.has_value());
+    EXPECT_LE(s.plan->ThreadsUsed(), s.cpus);
+    EXPECT_TRUE(std::isfinite(s.p99_ms));
+    EXPECT_GE(s.ratio, 1.0);  // untargeted: against its best with all 16 CPUs
+    worst = std::max(worst, s.ratio);
+    // What its own policy serves on its CPUs.
+    auto own = partition.PolicyAt(models[i], s.cpus);
+    ASSERT_TRUE(own.ok() && own->has_value());
+    EXPECT_EQ((*own)->plan, *s.plan);
+    EXPECT_EQ((*own)->simulated.p99_ms, s.p99_ms);
+  }
+  EXPECT_EQ(r->worst_ratio, worst);
+  // A model given all 16 CPUs alone reaches its reference; sharing costs every model.
+  EXPECT_GT(r->worst_ratio, 1.0);
+  // A fresh instance (cold caches) decides the same.
+  JointPartition fresh;
+  auto again = fresh.Solve(models, 16);
+  ASSERT_TRUE(again.ok());
+  for (size_t i = 0; i < models.size(); ++i) {
+    EXPECT_EQ(again->models[i].cpus, r->models[i].cpus);
+    EXPECT_EQ(again->models[i].plan, r->models[i].plan);
+  }
+  // Plan-at-rate finds plans at least as fast on the same CPUs (no batch-latency limit): its
+  // B's include keep-up's, and FasterAtRate only ever lowers a B's p99. Both on the policy's
+  // simulator.
+  JointPartitionOptions policy_draws;
+  policy_draws.simulated_requests = 5000;
+  JointPartition same_draws(policy_draws);
+  for (ModelDemand& m : models) {
+    auto keep_up = same_draws.Envelope(m, 16);
+    m.plan_at_rate = true;
+    auto at_rate = same_draws.Envelope(m, 16);
+    ASSERT_TRUE(keep_up.ok() && at_rate.ok());
+    for (int c = 1; c <= 16; c += 5) {
+      EXPECT_LE(P99((*at_rate)[static_cast<size_t>(c)]), P99((*keep_up)[static_cast<size_t>(c)]));
+    }
+  }
+}
+
+TEST(JointPartitionTest, PlansAreCachedAcrossRates) {
+  const auto resnet = Published("resnet50");
+  JointPartition partition;
+  std::vector<ModelDemand> models{Demand("a", *resnet, 50, 32), Demand("b", *resnet, 20, 32)};
+  ASSERT_TRUE(partition.Solve(models, 16).ok());
+  const size_t cached = partition.CachedPlanCount();
+  EXPECT_GT(cached, 0u);
+  models[0].rate = 52;
+  models[1].rate = 21;
+  auto warm = partition.Solve(models, 16);
+  ASSERT_TRUE(warm.ok());
+  EXPECT_LE(partition.CachedPlanCount(), cached + cached / 4);
+  JointPartition fresh;
+  auto cold = fresh.Solve(models, 16);
+  ASSERT_TRUE(cold.ok());
+  for (size_t i = 0; i < models.size(); ++i) {
+    EXPECT_EQ(warm->models[i].cpus, cold->models[i].cpus);
+    EXPECT_EQ(warm->models[i].p99_ms, cold->models[i].p99_ms);
+  }
+  EXPECT_EQ(warm->stats.simulations, cold->stats.simulations);
+  partition.Forget(resnet.get());
+  EXPECT_EQ(partition.CachedPlanCount(), 0u);
+}
+
+}  // namespace
+}  // namespace packrat

@@ -1,0 +1,114 @@
+#include "agent/planning/partition_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace packrat {
+namespace {
+
+using Time = std::chrono::steady_clock::time_point;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Time At(int ms) { return Time(std::chrono::milliseconds(ms)); }
+
+// Two models: `a` would go from 8 to 12 CPUs, `b` from 8 to 4.
+std::vector<PartitionModel> Shift(double a_now, double a_target, double b_now, double b_target,
+                                  double rate = 100) {
+  PartitionModel a{"a", 8, 12, rate, a_now, a_target, a_now / 10, a_target / 10, 1};
+  PartitionModel b{"b", 8, 4, rate, b_now, b_target, b_now / 10, b_target / 10, 1};
+  return {a, b};
+}
+
+TEST(PartitionPolicyTest, NoChangeHolds) {
+  PartitionPolicy policy;
+  std::vector<PartitionModel> same = Shift(50, 50, 20, 20);
+  same[0].target_cpus = same[0].current_cpus;
+  same[1].target_cpus = same[1].current_cpus;
+  const PartitionDecision d = policy.Decide(same, At(0));
+  EXPECT_FALSE(d.move);
+  EXPECT_EQ(d.why, "no change");
+}
+
+TEST(PartitionPolicyTest, AClearGainMovesOnceConfirmed) {
+  PartitionPolicy policy;  // 2 confirmations
+  // a: 50 -> 20 ms, b: 20 -> 25 ms: the worst ratio 5.0 -> 2.5.
+  PartitionDecision d = policy.Decide(Shift(50, 20, 20, 25), At(0));
+  EXPECT_FALSE(d.move);
+  EXPECT_EQ(d.why, "unconfirmed");
+  EXPECT_DOUBLE_EQ(d.worst_now, 5.0);
+  EXPECT_DOUBLE_EQ(d.worst_target, 2.5);
+  // gain = 60 s × 100/s × 30 ms; cost = 5 s × 100/s × (50 + 20) ms.
+  EXPECT_DOUBLE_EQ(d.gain_ms, 60 * 100 * 30.0);
+  EXPECT_DOUBLE_EQ(d.cost_ms, 5 * 100 * 70.0);
+  d = policy.Decide(Shift(50, 20, 20, 25), At(1000));
+  EXPECT_TRUE(d.move);
+  EXPECT_EQ(d.why, "gain");
+}
+
+TEST(PartitionPolicyTest, NoiseBelowMinGainHolds) {
+  PartitionPolicy policy;
+  for (int i = 0; i < 3; ++i) {
+    const PartitionDecision d = policy.Decide(Shift(50, 46, 20, 21), At(i * 1000));
+    EXPECT_FALSE(d.move);
+    EXPECT_EQ(d.why, "gain below min_gain");
+  }
+}
+
+TEST(PartitionPolicyTest, ASwitchThatCostsMoreThanItGainsHolds) {
+  PartitionPolicyOptions options;
+  options.horizon = std::chrono::seconds(1);  // little time to earn the switch back
+  PartitionPolicy policy(options);
+  for (int i = 0; i < 3; ++i) {
+    const PartitionDecision d = policy.Decide(Shift(50, 20, 20, 25), At(i * 1000));
+    EXPECT_FALSE(d.move);
+    EXPECT_EQ(d.why, "cost exceeds gain");
+  }
+}
+
+TEST(PartitionPolicyTest, AChangingTargetIsNotConfirmed) {
+  PartitionPolicy policy;
+  std::vector<PartitionModel> first = Shift(50, 20, 20, 25);
+  std::vector<PartitionModel> second = first;
+  second[0].target_cpus = 11;
+  second[1].target_cpus = 5;
+  EXPECT_EQ(policy.Decide(first, At(0)).why, "unconfirmed");
+  EXPECT_EQ(policy.Decide(second, At(1000)).why, "unconfirmed");
+  EXPECT_EQ(policy.Decide(first, At(2000)).why, "unconfirmed");
+  EXPECT_TRUE(policy.Decide(first, At(3000)).move);
+}
+
+TEST(PartitionPolicyTest, CooldownAfterAMoveAndItsMeasuredSwitchTime) {
+  PartitionPolicy policy;
+  policy.MoveDone(At(0), std::chrono::milliseconds(20000));  // a slow switch: 20 s
+  PartitionDecision d = policy.Decide(Shift(50, 20, 20, 25), At(1000));
+  EXPECT_DOUBLE_EQ(d.cost_ms, 20 * 100 * 70.0);
+  d = policy.Decide(Shift(50, 20, 20, 25), At(2000));
+  EXPECT_FALSE(d.move);
+  EXPECT_EQ(d.why, "cooldown");
+  d = policy.Decide(Shift(50, 20, 20, 25), At(10000));
+  EXPECT_TRUE(d.move) << d.why;
+}
+
+TEST(PartitionPolicyTest, AnUnsustainedModelMovesAtOnce) {
+  PartitionPolicy policy;
+  // a cannot keep up on 8 CPUs (its queue grows); on 12 it can. No confirmation needed.
+  std::vector<PartitionModel> models = Shift(kInf, 40, 20, 30);
+  models[0].ratio_now = kInf;
+  const PartitionDecision d = policy.Decide(models, At(0));
+  EXPECT_TRUE(d.move);
+  EXPECT_EQ(d.why, "unsustained");
+}
+
+TEST(PartitionPolicyTest, ANewModelGetsItsFloorAtOnce) {
+  PartitionPolicy policy;
+  std::vector<PartitionModel> models = Shift(20, 20, 20, 20, 0);
+  models[1].current_cpus = 0;  // just loaded: no CPUs of its own yet
+  models[1].target_cpus = 1;
+  const PartitionDecision d = policy.Decide(models, At(0));
+  EXPECT_TRUE(d.move);
+  EXPECT_EQ(d.why, "floor");
+}
+
+}  // namespace
+}  // namespace packrat

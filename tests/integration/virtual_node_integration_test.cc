@@ -1,0 +1,215 @@
+// A real packrat-agent on a virtual node of 16 CPUs (server.virtual_cpus) with emulated models:
+// real processes (packrat-emulated-runtime), real shared memory, real HTTP; no libtorch.
+#include <poll.h>
+#include <signal.h>
+#include <simdjson.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
+
+namespace packrat {
+namespace {
+
+using testing::AgentProcess;
+using testing::HttpClient;
+using testing::HttpResult;
+
+// L[t,b] in ms. The optimizer's plan for T = 16, B = 16 is 16 × ⟨t=1,b=1⟩ (100 ms).
+constexpr char kProfile[] =
+    "threads,batch,latency_ms\n"
+    "1,1,100\n1,2,190\n1,4,370\n"
+    "2,1,60\n2,2,110\n2,4,200\n"
+    "4,1,40\n4,2,70\n4,4,300\n";
+
+std::string Model(const std::string& name, const std::string& profile, const std::string& batching,
+                  const std::string& instances, const std::string& extra = "",
+                  int warmup_iterations = 1) {
+  return "  - name: " + name + "\n    emulate: {profile: " + profile +
+         ", load_s: 0.2}\n"
+         "    inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]\n"
+         "    outputs: [{name: y, datatype: FP32, shape: [-1, 3]},\n"
+         "              {name: z, datatype: INT64, shape: [-1, 2, 2]}]\n"
+         "    batching: " +
+         batching + "\n    instances: " + instances +
+         "\n    warmup_iterations: " + std::to_string(warmup_iterations) + "\n" + extra;
+}
+
+class VirtualNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    profile_ = dir_.path() + "/profile.csv";
+    std::ofstream(profile_) << kProfile;
+  }
+
+  void StartAgent(const std::string& models) {
+    agent_ = std::make_unique<AgentProcess>(
+        PACKRAT_AGENT_PATH,
+        "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+        "virtual_cpus: 16}\nmodels:\n" +
+            models);
+    ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
+  }
+
+  std::string TwoModels() {
+    return Model("auto", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto") +
+           Model("fixed", profile_, "{max_batch: 4, max_delay_us: 0}",
+                 "[{count: 1, threads: 4, batch: 4}]");
+  }
+
+  // A request of `rows` rows of x.
+  static std::string Body(int rows) {
+    std::string data;
+    for (int i = 0; i < rows * 4; ++i) {
+      if (i > 0) data += ',';
+      data += std::to_string(i);
+    }
+    return R"({"inputs":[{"name":"x","datatype":"FP32","shape":[)" + std::to_string(rows) +
+           R"(,4],"data":[)" + data + "]}]}";
+  }
+
+  testing::TempDir dir_{"virtual-node-test"};
+  std::string profile_;
+  std::unique_ptr<AgentProcess> agent_;
+};
+
+// Every element of output `name` of `response`, and its shape.
+void ReadOutput(const std::string& response, const std::string& name, std::vector<int64_t>* shape,
+                std::vector<double>* data) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(response);
+  for (simdjson::dom::element out : doc["outputs"].get_array()) {
+    if (std::string(std::string_view(out["name"])) != name) continue;
+    for (simdjson::dom::element d : out["shape"].get_array()) shape->push_back(int64_t(d));
+    for (simdjson::dom::element v : out["data"].get_array()) {
+      data->push_back(v.is_int64() ? static_cast<double>(int64_t(v)) : double(v));
+    }
+  }
+}
+
+TEST_F(VirtualNodeTest, ServesZeroFilledOutputsFromRuntimesOnVirtualCpus) {
+  StartAgent(TwoModels());
+  HttpClient http("127.0.0.1", agent_->http_port());
+  HttpResult r = http.Post("/v2/models/auto/infer", Body(3));
+  ASSERT_EQ(r.status, 200) << r.body << agent_->Digest();
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+  ReadOutput(r.body, "y", &shape, &data);
+  EXPECT_EQ(shape, (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(data, std::vector<double>(9, 0.0));
+  shape.clear();
+  data.clear();
+  ReadOutput(r.body, "z", &shape, &data);
+  EXPECT_EQ(shape, (std::vector<int64_t>{3, 2, 2}));
+  EXPECT_EQ(data, std::vector<double>(12, 0.0));
+
+  // The plan is the optimizer's on the emulated profile, over the 16 virtual CPUs.
+  HttpClient management("127.0.0.1", agent_->management_port());
+  HttpResult config = management.Get("/v2/models/auto/config");
+  ASSERT_EQ(config.status, 200) << config.body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(config.body);
+  std::set<std::string> cpus;
+  int workers = 0;
+  for (simdjson::dom::element w : doc["workers"].get_array()) {
+    cpus.insert(std::string(std::string_view(w["cpus"])));
+    EXPECT_EQ(int64_t(w["threads"]), 1);
+    ++workers;
+  }
+  EXPECT_EQ(workers, 16) << config.body;
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(cpus.count(std::to_string(c)), 1u) << c;
+  EXPECT_EQ(int64_t(doc["thread_budget"]), 16) << config.body;
+  // The runtimes say what they are.
+  HttpResult metadata = http.Get("/v2/models/fixed");
+  ASSERT_EQ(metadata.status, 200);
+  EXPECT_NE(metadata.body.find("\"emulated\":1"), std::string::npos) << metadata.body;
+  EXPECT_TRUE(agent_->WaitForLog("virtual node of 1 socket(s), 16 core(s), 16 CPU(s)"));
+}
+
+// A slice of b rows at t threads lasts at least the profile's L[t,b] (a lower bound only: the
+// machine may be slower, never faster).
+TEST_F(VirtualNodeTest, ABatchLastsAtLeastItsProfiledLatency) {
+  StartAgent(TwoModels());
+  HttpClient http("127.0.0.1", agent_->http_port());
+  ASSERT_EQ(http.Post("/v2/models/fixed/infer", Body(1)).status, 200);  // connection warm
+  const auto start = std::chrono::steady_clock::now();
+  HttpResult r = http.Post("/v2/models/fixed/infer", Body(4));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_GE(took, std::chrono::milliseconds(300 * 9 / 10));  // L[4,4] = 300 ms
+  EXPECT_TRUE(agent_->WaitForLog("fixed/0: batch of 4 row(s) computed")) << agent_->Digest();
+}
+
+TEST_F(VirtualNodeTest, StopsItsRuntimesAndRemovesItsSharedMemory) {
+  StartAgent(TwoModels());
+  const std::vector<pid_t> runtimes = agent_->RuntimePids();
+  ASSERT_EQ(runtimes.size(), 17u) << agent_->Digest();
+  const pid_t pid = agent_->pid();
+  EXPECT_FALSE(testing::SegmentsOf(pid).empty());
+  const std::optional<int> status = agent_->Stop(SIGTERM);
+  ASSERT_TRUE(status.has_value()) << agent_->Digest();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent_->Digest();
+  for (pid_t r : runtimes) EXPECT_FALSE(testing::ProcessExists(r)) << "runtime " << r;
+  EXPECT_TRUE(testing::SegmentsOf(pid).empty());  // the node's state too
+}
+
+bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return !testing::ProcessExists(pid);
+  pollfd p{fd, POLLIN, 0};
+  const int rc = poll(&p, 1, static_cast<int>(timeout.count()));
+  close(fd);
+  return rc == 1;
+}
+
+TEST_F(VirtualNodeTest, EmulatedRuntimesDieWithTheirAgent) {
+  StartAgent(Model("fixed", profile_, "{max_batch: 4}", "[{count: 2, threads: 2, batch: 2}]"));
+  const std::vector<pid_t> runtimes = agent_->RuntimePids();
+  ASSERT_EQ(runtimes.size(), 2u);
+  agent_->Stop(SIGKILL);
+  for (pid_t r : runtimes) EXPECT_TRUE(WaitForExit(r, std::chrono::seconds(30))) << r;
+}
+
+// An emulated slice longer than slice_timeout_s is a hung runtime to the agent's watchdog, as a
+// real one would be: it is killed and replaced.
+TEST_F(VirtualNodeTest, TheHangWatchdogKillsAnEmulatedRuntimeThatOverruns) {
+  const std::string slow = dir_.path() + "/slow.csv";
+  std::ofstream(slow) << "threads,batch,latency_ms\n1,1,1\n1,2,20000\n";
+  StartAgent(Model("slow", slow, "{max_batch: 2, max_delay_us: 0}",
+                   "[{count: 1, threads: 1, batch: 2}]", "    slice_timeout_s: 1\n",
+                   /*warmup_iterations=*/0));
+  HttpClient http("127.0.0.1", agent_->http_port());
+  // Until its first report a runtime is allowed startup_timeout_s: one quick slice first.
+  HttpResult first = http.Post("/v2/models/slow/infer", Body(1));
+  ASSERT_EQ(first.status, 200) << first.error << first.body << agent_->Digest();
+  HttpResult r = http.Post("/v2/models/slow/infer", Body(2));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_TRUE(agent_->WaitForLog("killed it")) << agent_->Digest();
+  EXPECT_TRUE(agent_->WaitForLogCount("instance slow/", 2)) << agent_->Digest();
+}
+
+TEST_F(VirtualNodeTest, ARealModelOnAVirtualNodeIsAConfigError) {
+  AgentProcess agent(PACKRAT_AGENT_PATH,
+                     "server: {http: 127.0.0.1:0, virtual_cpus: 16}\nmodels:\n"
+                     "  - name: real\n    path: /models/real.pt\n"
+                     "    inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]\n"
+                     "    outputs: [{name: y, datatype: FP32, shape: [-1, 3]}]\n"
+                     "    instances: [{count: 1, threads: 1, batch: 1}]\n");
+  EXPECT_TRUE(agent.WaitForLog("models[0]: is not emulated")) << agent.Digest();
+  const std::optional<int> status = agent.Stop(0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << agent.Digest();
+}
+
+}  // namespace
+}  // namespace packrat
