@@ -52,7 +52,7 @@ RUN set -eu; \
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc \
       python3-torch python3-torchvision >/dev/null
 
-# ccache as scripts/setup.sh runs it (CCACHE_BASEDIR: keys relative to the source folder;
+# ccache as scripts/ccache_env.sh sets it (CCACHE_BASEDIR: keys relative to the source folder;
 # CCACHE_IGNOREHEADERS: linux-libc-dev's headers, often newer here than on the host, out of the
 # manifests), so that a host build of the same sources and this one share cached objects. The
 # cache is /mnt, an empty folder of the base: check_image.sh bind-mounts the host's ccache there,

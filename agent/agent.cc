@@ -216,8 +216,13 @@ std::shared_ptr<ServedModel> Agent::MakeModel(ModelConfig m) {
 void Agent::LoadModels() {
   int ready = 0;
   const std::vector<std::shared_ptr<ServedModel>> configured = models_.List();
-  for (const std::shared_ptr<ServedModel>& model : configured) {
-    if (model->Load().ok()) ++ready;
+  // The node partition's models load last, each on its share of what the others left free.
+  for (const bool partitioned : {false, true}) {
+    if (partitioned && node_) node_->SplitFreeCpus(configured);
+    for (const std::shared_ptr<ServedModel>& model : configured) {
+      if ((node_ != nullptr && model->PartitionCandidate()) != partitioned) continue;
+      if (model->Load().ok()) ++ready;
+    }
   }
   const auto [tried, loaded] = repository_->LoadAll();
   PACKRAT_LOG(INFO) << "models loaded: " << ready + loaded << " of " << configured.size() + tried

@@ -12,9 +12,13 @@
 // --health sends the protocol's health check (ServerLive / GET /v2/health/live) instead: the
 // floor of a round trip. Prints one line:
 //   protocol=grpc model=tiny concurrency=1 requests=N errors=E rps=R p50_us=A p90_us=B p99_us=C
+//   sent=S client_cpu_us=U
+// (sent: every request sent, warm-up included; client_cpu_us: this process's CPU time per
+// request sent, what the client side of the protocol costs.)
 // (bench/grpc_vs_rest.sh runs the matrix and writes docs/benchmarks.md's table.)
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -222,6 +226,7 @@ int main(int argc, char** argv) {
                                                    std::chrono::duration<double>(o.seconds));
   std::vector<std::vector<double>> latencies(clients.size());
   std::atomic<int64_t> errors{0};
+  std::atomic<int64_t> sent{0};
   std::vector<std::thread> threads;
   for (size_t c = 0; c < clients.size(); ++c) {
     threads.emplace_back([&, c] {
@@ -231,6 +236,7 @@ int main(int argc, char** argv) {
         if (t0 >= end) break;
         const bool ok = clients[c]->Send();
         const Clock::time_point t1 = Clock::now();
+        sent.fetch_add(1, std::memory_order_relaxed);
         if (t0 < measure_from) continue;
         if (!ok) {
           errors.fetch_add(1);
@@ -246,10 +252,16 @@ int main(int argc, char** argv) {
   const double rps = static_cast<double>(all.size()) / o.seconds;
   const double p50 = Percentile(all, 0.50), p90 = Percentile(all, 0.90),
                p99 = Percentile(all, 0.99);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double cpu_us = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 +
+                        usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
   std::printf(
       "protocol=%s model=%s concurrency=%d requests=%zu errors=%lld rps=%.0f p50_us=%.0f "
-      "p90_us=%.0f p99_us=%.0f\n",
+      "p90_us=%.0f p99_us=%.0f sent=%lld client_cpu_us=%.0f\n",
       o.protocol.c_str(), o.health ? "(health)" : o.model.c_str(), o.concurrency, all.size(),
-      static_cast<long long>(errors.load()), rps, p50, p90, p99);
+      static_cast<long long>(errors.load()), rps, p50, p90, p99,
+      static_cast<long long>(sent.load()),
+      cpu_us / static_cast<double>(std::max<int64_t>(1, sent.load())));
   return errors.load() == 0 ? 0 : 1;
 }

@@ -3,7 +3,8 @@
 # the tiny MLP (one row of 16 floats) and ResNet-18 (one 3x224x224 image, 602 KB), each alone
 # on the node, with closed-loop clients of bench/grpc_load.cc (C++: gRPC stubs, a keep-alive
 # HTTP client). Per model: the health-check round trip of each protocol (the floor), then each
-# protocol at 1 client (latency) and 16 clients (throughput). Prints Markdown table rows.
+# protocol at 1 client (latency) and 16 clients (throughput). Prints Markdown table rows, with
+# the CPU time the agent process (not its runtimes) and the client spent per request.
 #   bench/grpc_vs_rest.sh [SECONDS] [ROUNDS]          (BUILD_DIR=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,19 +35,25 @@ YAML
 
 stop_agent() { kill "$(cat "$dir/pid")"; wait "$(cat "$dir/pid")" || true; rm -f "$dir/pid"; }
 
+# CPU time (user + system) of the agent process so far, in clock ticks (runtimes not included).
+agent_ticks() { awk '{ print $14 + $15 }' "/proc/$(cat "$dir/pid")/stat"; }
+
 # row MODEL PROTOCOL CLIENTS [grpc_load args...]
 row() {
   local model=$1 protocol=$2 clients=$3; shift 3
   local port; port=$(jq -r "if \"$protocol\" == \"grpc\" then .grpc else .http end" "$dir/ports.json")
+  local before; before=$(agent_ticks)
   "$build/bin/grpc_load" --protocol "$protocol" --port "$port" --concurrency "$clients" \
-    --seconds "$secs" --warmup 2 "$@" |
-    awk -v m="$model" '{ for (i = 1; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
-      printf "| %s | %s | %d | %s | %.0f | %.0f | %.0f | %s |\n", m, v["protocol"],
-        v["concurrency"], v["rps"], v["p50_us"], v["p90_us"], v["p99_us"], v["errors"] }'
+    --seconds "$secs" --warmup 2 "$@" > "$dir/row.txt"
+  awk -v m="$model" -v ticks=$(( $(agent_ticks) - before )) -v hz="$(getconf CLK_TCK)" '{
+      for (i = 1; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      printf "| %s | %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n", m, v["protocol"],
+        v["concurrency"], v["rps"], v["p50_us"], v["p90_us"], v["p99_us"],
+        ticks * 1e6 / hz / v["sent"], v["client_cpu_us"], v["errors"] }' "$dir/row.txt"
 }
 
-echo "| model | protocol | clients | requests/s | p50 µs | p90 µs | p99 µs | errors |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| model | protocol | clients | requests/s | p50 µs | p90 µs | p99 µs | agent CPU µs/req | client CPU µs/req | errors |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for round in $(seq "$rounds"); do
   start_agent tiny tiny_mlp.pt x "[-1, 16]" y "[-1, 8]" "[{count: 2, threads: 1, batch: 8}]"
   for p in grpc rest-binary; do row "health check" "$p" 1 --health; done

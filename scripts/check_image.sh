@@ -82,10 +82,10 @@ for p in $(sed -n '/^FROM .* AS build/,/^FROM /p' Dockerfile | sed -n '/apt-get 
   grep -qx "$p" scripts/packages.txt || fail "the Dockerfile's build package $p is not in scripts/packages.txt"
 done
 
-# The image's build stage runs ccache as scripts/setup.sh does, or they share no objects.
+# The image's build stage runs ccache as scripts/ccache_env.sh sets it, or they share no objects.
 ignore_headers() { sed -n 's/.*CCACHE_IGNOREHEADERS=\([^ "]*\).*/\1/p' "$1"; }
-[[ -n $(ignore_headers Dockerfile) && $(ignore_headers Dockerfile) == "$(ignore_headers scripts/setup.sh)" ]] ||
-  fail "CCACHE_IGNOREHEADERS differs between the Dockerfile and scripts/setup.sh"
+[[ -n $(ignore_headers Dockerfile) && $(ignore_headers Dockerfile) == "$(ignore_headers scripts/ccache_env.sh)" ]] ||
+  fail "CCACHE_IGNOREHEADERS differs between the Dockerfile and scripts/ccache_env.sh"
 
 # buildah needs these settings on this machine; an existing file is the administrator's.
 conf=/etc/containers/containers.conf
@@ -137,6 +137,12 @@ trap 'exit 130' INT TERM
 for old in $(buildah containers --format '{{.ContainerName}}' 2>/dev/null | grep '^packrat-check-' || true); do
   kill -0 "${old#packrat-check-}" 2>/dev/null && continue
   buildah rm "$old" >/dev/null 2>&1 || true
+done
+
+# Images of earlier runs that died before their cleanup (tagged check-<their process id>).
+for old in $(buildah images --format '{{.Name}}:{{.Tag}}' 2>/dev/null | grep '^localhost/packrat:check-' || true); do
+  kill -0 "${old##*:check-}" 2>/dev/null && continue
+  buildah rmi "$old" >/dev/null 2>&1 || true
 done
 
 # --- the base image ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}; shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(http_request kserve_decode generate_decode config ring_message)
+source scripts/ccache_env.sh
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (scripts/packages.txt)" >&2; exit 2; }
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACKRAT_FUZZ=ON >/dev/null

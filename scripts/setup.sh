@@ -32,13 +32,7 @@ if ! grep -q '^Value: .*openblas' <<<"$blas"; then
   echo "setup: warning: libblas.so.3 does not point to OpenBLAS" >&2
 fi
 
-# ccache keys relative to the checkout, so that builds of the same sources elsewhere share the
-# cached objects: the image's build stage (/src, scripts/check_image.sh) and CI's fresh clones.
-# The kernel's userspace headers (linux-libc-dev, updated with every kernel security update and
-# so often newer in the image than on a machine installed earlier) stay out of ccache's
-# manifests: they never change what existing code means. The Dockerfile sets the same two.
-export CCACHE_BASEDIR=$PWD
-export CCACHE_IGNOREHEADERS=/usr/include/linux:/usr/include/asm-generic:/usr/include/x86_64-linux-gnu/asm:/usr/include/misc:/usr/include/mtd:/usr/include/rdma:/usr/include/sound:/usr/include/video:/usr/include/xen
+source scripts/ccache_env.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)"
 

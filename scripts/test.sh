@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+source scripts/ccache_env.sh
 case "${1:-}" in
   "")
     cd build ;;

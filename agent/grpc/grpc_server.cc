@@ -32,8 +32,8 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
                                                         const ModelRegistry* models,
                                                         RepositoryControl* repository) {
   // Debian's Abseil is built without NDEBUG, so every absl::Mutex (gRPC's locks) tracks lock
-  // order for deadlock detection: a graph update per Lock(), ~5% of the agent's CPU per gRPC
-  // call in a profile. Process-wide; only gRPC uses absl::Mutex here.
+  // order for deadlock detection: a graph update per Lock(), a few per cent of the agent's CPU
+  // per gRPC call in a profile. Process-wide; only gRPC uses absl::Mutex here.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   server->service_ = std::make_unique<InferenceService>(models, repository);
@@ -56,9 +56,8 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
   if (server->server_ == nullptr || port <= 0) {
     if (server->server_ != nullptr) server->server_->Shutdown();
     server->server_.reset();  // nothing left for the destructor to stop
-    return Unavailable("cannot listen on " + address +
-                       " for gRPC (in use, or not an address of "
-                       "this host)");
+    return Unavailable("cannot listen on " + address + " for gRPC (in use, or not an address " +
+                       "of this host)");
   }
   server->port_ = static_cast<uint16_t>(port);
   return server;

@@ -24,6 +24,14 @@ bool Contains(const std::vector<std::shared_ptr<Worker>>& v, const std::shared_p
   return std::find(v.begin(), v.end(), w) != v.end();
 }
 
+// Whether every CPU of `w` is in `share` (always, where the model has no share).
+bool InShare(const Worker& w, const std::optional<std::vector<int>>& share) {
+  if (!share) return true;
+  return std::all_of(w.placement.cpus.begin(), w.placement.cpus.end(), [&share](int cpu) {
+    return std::binary_search(share->begin(), share->end(), cpu);
+  });
+}
+
 }  // namespace
 
 std::string GroupsString(const std::vector<InstanceGroup>& groups) {
@@ -104,12 +112,7 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   // CPU outside it is neither kept nor unparked: that CPU may be another model's now.
   const std::optional<std::vector<int>> share =
       options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
-  auto usable = [&share](const Worker& w) {
-    if (!share) return true;
-    return std::all_of(w.placement.cpus.begin(), w.placement.cpus.end(), [&share](int cpu) {
-      return std::binary_search(share->begin(), share->end(), cpu);
-    });
-  };
+  auto usable = [&share](const Worker& w) { return InShare(w, share); };
   const RuntimeShape kUnusable{-1, 0, 0, false, {}};  // matches no group: dropped, not unparked
   std::vector<RuntimeShape> serving;
   for (size_t i = 0; i < old->workers.size(); ++i) {
@@ -243,12 +246,16 @@ void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
                          << options_.drain_timeout.count() << " s; stopping it anyway";
   }
   const size_t limit = options_.park_limit;
+  // A runtime outside the model's share (the node partition took those CPUs) neither parks nor
+  // stays parked: the CPUs are another model's now.
+  const std::optional<std::vector<int>> share =
+      options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
   std::vector<std::shared_ptr<Worker>> parking, stopping;
   for (const auto& w : old->workers) {
     if (Contains(kept, w)) continue;
     // A parked decoder finishes the sequences it has (new ones go to the new set) and then
     // idles.
-    if (idle && limit > 0 && w->alive()) {
+    if (idle && limit > 0 && w->alive() && InShare(*w, share)) {
       w->lease = CpuLease();  // idle: new placements may prefer its CPUs
       parking.push_back(w);
     } else {
@@ -261,9 +268,10 @@ void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
   {
     MutexLock lock(&mu_);
     parked_.insert(parked_.end(), parking.begin(), parking.end());
-    // Dead parked runtimes go first, then the oldest beyond the limit.
+    // Dead parked runtimes and those outside the share go first, then the oldest beyond the
+    // limit.
     for (auto& w : parked_) {
-      if (!w->alive()) evicted.push_back(std::exchange(w, nullptr));
+      if (!w->alive() || !InShare(*w, share)) evicted.push_back(std::exchange(w, nullptr));
     }
     parked_.erase(std::remove(parked_.begin(), parked_.end(), nullptr), parked_.end());
     const size_t excess = parked_.size() > limit ? parked_.size() - limit : 0;

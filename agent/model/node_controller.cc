@@ -141,6 +141,31 @@ std::vector<int> NodeController::Pool(
   return pool;
 }
 
+void NodeController::SplitFreeCpus(const std::vector<std::shared_ptr<ServedModel>>& models) {
+  MutexLock lock(&decide_mu_);
+  std::vector<std::shared_ptr<ServedModel>> candidates;
+  for (const auto& m : models) {
+    if (m->PartitionCandidate() && !options_.allocator->Share(m->name())) candidates.push_back(m);
+  }
+  const std::vector<int> free = options_.allocator->FreeCpus();
+  const size_t k = candidates.size();
+  if (k < 2 || free.size() < k) return;  // one model plans for the node; or no room to split
+  size_t next = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const size_t n = free.size() / k + (i < free.size() % k ? 1 : 0);
+    const std::vector<int> cpus(free.begin() + static_cast<std::ptrdiff_t>(next),
+                                free.begin() + static_cast<std::ptrdiff_t>(next + n));
+    next += n;
+    if (Status s = options_.allocator->SetShare(candidates[i]->name(), cpus); !s.ok()) {
+      PACKRAT_LOG(WARNING) << "node partition: no initial share for '" << candidates[i]->name()
+                           << "': " << s.message();
+      continue;
+    }
+    PACKRAT_LOG(INFO) << "node partition: '" << candidates[i]->name() << "' starts on CPUs "
+                      << FormatCpuList(cpus);
+  }
+}
+
 Status NodeController::MakeRoom(const std::string& model, int cpus) {
   MutexLock lock(&decide_mu_);
   const std::vector<std::shared_ptr<ServedModel>> models = Participants();

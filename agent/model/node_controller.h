@@ -68,6 +68,13 @@ class NodeController {
 
   // One decision at `now`, on the caller's thread (tests; the loop calls it).
   void Decide(SteadyTime now) EXCLUDES(decide_mu_);
+  // Before `models` (the main config's, not loaded yet) load: gives those that will take part
+  // in the partition (ServedModel::PartitionCandidate), where there are two or more, equal
+  // shares of the CPUs free now, so that each plans within its own part of the node instead of
+  // all of them on every CPU until the first decision. Load the other models first: their
+  // runtimes' CPUs are not free.
+  void SplitFreeCpus(const std::vector<std::shared_ptr<ServedModel>>& models)
+      EXCLUDES(decide_mu_);
   // A model is being loaded and needs `cpus` CPUs no share holds: shrinks the partition's models
   // (as a move's first phase) until that many are free. ResourceExhausted if their floors do
   // not leave that many. Blocks while they switch.

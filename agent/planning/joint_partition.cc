@@ -557,13 +557,53 @@ StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& 
   }
   if (low < thetas.size()) picked = Allocate(options, thetas[low], total_cpus, &key);
 
+  // 6: CPUs no model's choice needs go to the models no CPU count sustains (an overload, or
+  // measured slowdowns beyond the profile), evenly, up to what each may get: there every CPU
+  // is capacity. Their plan is the optimizer's for max_batch, the most rows per second.
+  std::vector<int> extra(models.size(), 0);
+  {
+    int spare = total_cpus;
+    for (size_t i = 0; i < models.size(); ++i) {
+      spare -= options[i][static_cast<size_t>((*picked)[i])].cpus;
+    }
+    std::vector<size_t> overloaded;
+    for (size_t i = 0; i < models.size(); ++i) {
+      // Unsustained on every CPU count it may get (its envelope may sustain at T, beyond it).
+      const int most = total_cpus - static_cast<int>(floors) + models[i].min_threads;
+      const auto& envelope = envelopes[i];
+      bool never = models[i].rate > 0;
+      for (int c = models[i].min_threads; never && c <= most; ++c) {
+        never = static_cast<size_t>(c) >= envelope.size() || !envelope[static_cast<size_t>(c)];
+      }
+      if (never) overloaded.push_back(i);
+    }
+    for (bool gave = true; spare > 0 && gave;) {
+      gave = false;
+      for (size_t i : overloaded) {
+        const int most = total_cpus - static_cast<int>(floors) + models[i].min_threads;
+        if (spare == 0 || options[i][static_cast<size_t>((*picked)[i])].cpus + extra[i] >= most) {
+          continue;
+        }
+        ++extra[i];
+        --spare;
+        gave = true;
+      }
+    }
+  }
+
   result.all_met = true;
   for (size_t i = 0; i < models.size(); ++i) {
     const ModelDemand& m = models[i];
     ModelShare& share = result.models[i];
     const Option& o = options[i][static_cast<size_t>((*picked)[i])];
-    share.cpus = o.cpus;
-    result.cpus_assigned += o.cpus;
+    share.cpus = o.cpus + extra[i];
+    result.cpus_assigned += share.cpus;
+    if (extra[i] > 0) {
+      if (StatusOr<Plan> plan = m.optimizer->Solve(share.cpus, static_cast<int>(m.max_batch));
+          plan.ok()) {
+        share.plan = *std::move(plan);
+      }
+    }
     if (m.rate > 0) {
       const std::optional<Pass::Found>& found = envelopes[i][static_cast<size_t>(o.cpus)];
       if (found) share.plan = found->entry->plan;

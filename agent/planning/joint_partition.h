@@ -41,6 +41,11 @@
 //   5. the fewest CPUs assigned. CPUs that lower no model's ratio stay unassigned (spare_cpus):
 //      handing a model more than its breakpoint would let its policy pick a plan for the
 //      larger budget that the envelope says is worse. The caller may give them out as headroom.
+//   6. except to a model that no CPU count sustains (an overload, or measured slowdowns beyond
+//      its profile): there every CPU is capacity, so the spare CPUs go to such models, evenly,
+//      each up to T less the others' floors, with the optimizer's plan for max_batch (its most
+//      rows per second). Without this rule such a model would sit at its floor (2 cannot be
+//      improved for it, and 5 takes the fewest CPUs).
 // A model without traffic (rate 0) has ratio 0 and keeps min_threads CPUs; its plan is the
 // optimizer's for B = 1 on them (its first request), its p99 that plan's one-row latency.
 //

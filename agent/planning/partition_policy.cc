@@ -54,6 +54,17 @@ PartitionDecision PartitionPolicy::Decide(const std::vector<PartitionModel>& mod
     d.why = "unsustained";
     return d;
   }
+  // 1b: a model that sustains its rate neither now nor at the target gains capacity with every
+  // CPU it gets: grow it, unless that leaves another model unsustained.
+  if (Unsustained(models, true) <= Unsustained(models, false)) {
+    for (const PartitionModel& m : models) {
+      if (m.rate > 0 && std::isinf(m.p99_now_ms) && m.target_cpus > m.current_cpus) {
+        d.move = true;
+        d.why = "overloaded";
+        return d;
+      }
+    }
+  }
   // 2a.
   if (!(d.worst_target <= (1 - options_.min_gain) * d.worst_now)) {
     d.why = "gain below min_gain";

@@ -8,7 +8,10 @@
 //
 //   1. Always move where the current partition leaves a model unable to sustain its rate and
 //      the target partition does not (fewer unsustained models), or where a model holds fewer
-//      CPUs than its floor or is new (no current CPUs): correctness first.
+//      CPUs than its floor or is new (no current CPUs): correctness first. Likewise where a
+//      model sustains its rate neither now nor at the target and the target gives it more CPUs
+//      (an overload: JointPartition hands such a model the CPUs no one else needs, and each
+//      adds capacity), unless that leaves more models unsustained.
 //   2. Otherwise move only if all of:
 //      a. the target's worst ratio is at most (1 − min_gain) × the current one's (noise in the
 //         measured rates moves a ratio by a few percent; min_gain = 10% keeps that still);
@@ -59,7 +62,7 @@ struct PartitionModel {
 
 struct PartitionDecision {
   bool move = false;
-  // Why: "unsustained" / "floor" / "gain" for a move; for a hold, the condition that held it:
+  // Why: "unsustained" / "overloaded" / "floor" / "gain" for a move; for a hold, the condition that held it:
   // "no change", "gain below min_gain", "cost exceeds gain", "unconfirmed", "cooldown".
   std::string why;
   double worst_now = 0;

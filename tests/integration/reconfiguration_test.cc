@@ -744,6 +744,12 @@ std::optional<double> MarginLatency(int threads, int batch) {
 }
 
 TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFaster) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Which plan is "much faster" depends on the rate the closed-loop clients reach, and an
+  // instrumented agent reaches another one (CI's ASan pass moved to <2,1,4>). The rule itself
+  // is AutoscalerTest.APlanStaysOnTheServingRuntimesWithinTheRestartMargin, at fixed rates.
+  GTEST_SKIP() << "the outcome depends on the uninstrumented agent's request rate";
+#endif
   const std::vector<Sample> samples = MakeSamples(24);
   testing::TempDir profiles("packrat-profiles");
   std::set<pid_t> all_runtimes;

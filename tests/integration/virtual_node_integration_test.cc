@@ -7,7 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <set>
 #include <string>
@@ -196,6 +200,157 @@ TEST_F(VirtualNodeTest, TheHangWatchdogKillsAnEmulatedRuntimeThatOverruns) {
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_TRUE(agent_->WaitForLog("killed it")) << agent_->Digest();
   EXPECT_TRUE(agent_->WaitForLogCount("instance slow/", 2)) << agent_->Digest();
+}
+
+// Closed-loop clients posting one-row requests to one model until stopped; counts what failed.
+class ClosedLoop {
+ public:
+  ClosedLoop(uint16_t port, const std::string& model, int clients) {
+    for (int c = 0; c < clients; ++c) {
+      threads_.emplace_back([this, port, model] {
+        HttpClient http("127.0.0.1", port);
+        while (!stop_.load()) {
+          const HttpResult r = http.Post("/v2/models/" + model + "/infer", VirtualNodeBody());
+          std::lock_guard<std::mutex> lock(mu_);
+          ++answered_;
+          if (r.status != 200 && first_failure_.empty()) {
+            first_failure_ = std::to_string(r.status) + " " + r.body.substr(0, 300) + r.error;
+          }
+          if (r.status != 200) ++failed_;
+        }
+      });
+    }
+  }
+  ~ClosedLoop() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  std::string Describe() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return "answered " + std::to_string(answered_) + ", failed " + std::to_string(failed_) +
+           (first_failure_.empty() ? "" : ", first failure: " + first_failure_);
+  }
+  int64_t failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
+  }
+
+ private:
+  static std::string VirtualNodeBody() {
+    return R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]})";
+  }
+
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  int64_t answered_ = 0;
+  int64_t failed_ = 0;
+  std::string first_failure_;
+};
+
+// Each model's CPUs in /v2/node/partition, and the CPUs its runtimes (serving, draining,
+// parked) are on in /v2/models/{m}/config.
+struct NodeView {
+  std::map<std::string, int> cpus;
+  std::map<std::string, std::set<int>> runtime_cpus;
+  std::string body;
+};
+
+std::set<int> CpuSet(std::string_view list) {
+  std::set<int> out;
+  size_t i = 0;
+  while (i < list.size()) {
+    size_t end = list.find(',', i);
+    if (end == std::string_view::npos) end = list.size();
+    const std::string_view part = list.substr(i, end - i);
+    const size_t dash = part.find('-');
+    const int lo = std::stoi(std::string(part.substr(0, dash)));
+    const int hi = dash == std::string_view::npos ? lo : std::stoi(std::string(part.substr(dash + 1)));
+    for (int c = lo; c <= hi; ++c) out.insert(c);
+    i = end + 1;
+  }
+  return out;
+}
+
+NodeView ReadNode(HttpClient* management, const std::vector<std::string>& models) {
+  NodeView view;
+  simdjson::dom::parser parser;
+  const HttpResult partition = management->Get("/v2/node/partition");
+  view.body = partition.body;
+  if (partition.status != 200) return view;
+  simdjson::dom::element doc;
+  if (parser.parse(partition.body).get(doc) != simdjson::SUCCESS) return view;
+  simdjson::dom::array list;
+  if (doc["models"].get(list) == simdjson::SUCCESS) {
+    for (simdjson::dom::element m : list) {
+      view.cpus[std::string(std::string_view(m["name"]))] = static_cast<int>(int64_t(m["cpus"]));
+    }
+  }
+  for (const std::string& name : models) {
+    const HttpResult config = management->Get("/v2/models/" + name + "/config");
+    if (config.status != 200) continue;
+    simdjson::dom::element c = parser.parse(config.body);
+    for (const char* kind : {"workers", "parked"}) {
+      simdjson::dom::array workers;
+      if (c[kind].get(workers) != simdjson::SUCCESS) continue;
+      for (simdjson::dom::element w : workers) {
+        for (int cpu : CpuSet(std::string_view(w["cpus"]))) view.runtime_cpus[name].insert(cpu);
+      }
+    }
+  }
+  return view;
+}
+
+// Two `instances: auto` models on one node of 16 CPUs (server.node_partition): the CPUs follow
+// the load, from A while B idles to B while A idles, and the two models' runtimes are never on
+// one CPU. Every request of both phases is answered.
+TEST_F(VirtualNodeTest, TheNodePartitionMovesCpusToTheBusyModelAndNeverSharesOne) {
+  agent_ = std::make_unique<AgentProcess>(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "virtual_cpus: 16, partition_interval_ms: 200}\nmodels:\n" +
+          Model("a", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto") +
+          Model("b", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto"));
+  ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
+  HttpClient management("127.0.0.1", agent_->management_port());
+  const std::vector<std::string> models = {"a", "b"};
+  // Polls the node until `done` holds (false after 90 s), checking at every read that no CPU
+  // holds runtimes of both models and that the shares add up to at most the node.
+  auto await = [&](const char* what, auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    NodeView view;
+    while (std::chrono::steady_clock::now() < deadline) {
+      view = ReadNode(&management, models);
+      for (int cpu : view.runtime_cpus["a"]) {
+        EXPECT_EQ(view.runtime_cpus["b"].count(cpu), 0u) << "CPU " << cpu << " " << view.body;
+      }
+      EXPECT_LE(view.cpus["a"] + view.cpus["b"], 16) << view.body;
+      if (done(view)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling, not ordering
+    }
+    ADD_FAILURE() << "no " << what << " within 90 s: " << view.body << agent_->Digest();
+    return false;
+  };
+  ASSERT_TRUE(await("partition", [](NodeView& v) { return v.cpus["a"] > 0 && v.cpus["b"] > 0; }));
+  {
+    ClosedLoop load(agent_->http_port(), "a", 16);
+    ASSERT_TRUE(await("move to a", [](NodeView& v) { return v.cpus["a"] >= 3 * v.cpus["b"]; }));
+    load.Stop();
+    EXPECT_EQ(load.failed(), 0) << load.Describe();
+  }
+  {
+    ClosedLoop load(agent_->http_port(), "b", 16);
+    ASSERT_TRUE(await("move to b", [](NodeView& v) { return v.cpus["b"] >= 3 * v.cpus["a"]; }));
+    load.Stop();
+    EXPECT_EQ(load.failed(), 0) << load.Describe();
+  }
+  HttpClient metrics("127.0.0.1", agent_->metrics_port());
+  const HttpResult scrape = metrics.Get("/metrics");
+  EXPECT_NE(scrape.body.find("packrat_partition_moves_total"), std::string::npos);
+  EXPECT_NE(scrape.body.find("packrat_model_cpus{model=\"b\"}"), std::string::npos);
 }
 
 TEST_F(VirtualNodeTest, ARealModelOnAVirtualNodeIsAConfigError) {

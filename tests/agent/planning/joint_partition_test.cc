@@ -196,6 +196,32 @@ TEST(JointPartitionTest, CpusThatHelpNoModelStaySpare) {
   EXPECT_EQ(r->spare_cpus, 16 - used);
 }
 
+// Rule 6: a model that no CPU count sustains gets the CPUs nobody else needs, not its floor.
+TEST(JointPartitionTest, AnOverloadedModelGetsTheSpareCpus) {
+  const Optimizer optimizer(AmdahlProfile(1, 8, 5, 40, 0.05));  // ~170 rows/s per CPU at b = 8
+  JointPartition partition;
+  ModelDemand idle = Demand("idle", optimizer, 0);
+  const ModelDemand flooded = Demand("flooded", optimizer, 1e6);
+  auto r = partition.Solve({idle, flooded}, 16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->models[0].cpus, 1);
+  EXPECT_EQ(r->models[1].cpus, 15);
+  EXPECT_FALSE(r->models[1].sustained);
+  ASSERT_TRUE(r->models[1].plan.has_value());
+  EXPECT_EQ(r->models[1].plan->batch, 8);  // max_batch: the most rows per second
+  EXPECT_LE(r->models[1].plan->ThreadsUsed(), 15);  // B = 8 rows: at most 8 instances here
+  EXPECT_EQ(r->spare_cpus, 0);
+  EXPECT_EQ(r->unsustained, 1);
+  // Beside a sustained busy model, the overloaded one gets only what that one leaves spare.
+  const ModelDemand busy = Demand("busy", optimizer, 30);
+  auto both = partition.Solve({busy, flooded}, 16);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  auto alone = partition.Solve({busy}, 16);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(both->models[0].cpus, alone->models[0].cpus);
+  EXPECT_EQ(both->models[1].cpus, 16 - alone->models[0].cpus);
+}
+
 TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
   const Optimizer a(AmdahlProfile(16, 8, 5, 40, 0.05));
   const Optimizer b(AmdahlProfile(16, 8, 10, 60, 0.1));

@@ -100,6 +100,22 @@ TEST(PartitionPolicyTest, AnUnsustainedModelMovesAtOnce) {
   EXPECT_EQ(d.why, "unsustained");
 }
 
+TEST(PartitionPolicyTest, AnOverloadedModelGrowsAtOnceUnlessThatStarvesAnother) {
+  PartitionPolicy policy;
+  // a keeps up neither on 8 CPUs nor on 12 (more arrives than the node can serve): every CPU
+  // is capacity, and b keeps up on 4.
+  std::vector<PartitionModel> models = Shift(kInf, kInf, 20, 30);
+  models[0].ratio_now = models[0].ratio_target = kInf;
+  PartitionDecision d = policy.Decide(models, At(0));
+  EXPECT_TRUE(d.move);
+  EXPECT_EQ(d.why, "overloaded");
+  // Not where b would then fall behind too.
+  PartitionPolicy other;
+  models[1].p99_target_ms = models[1].ratio_target = kInf;
+  d = other.Decide(models, At(0));
+  EXPECT_FALSE(d.move);
+}
+
 TEST(PartitionPolicyTest, ANewModelGetsItsFloorAtOnce) {
   PartitionPolicy policy;
   std::vector<PartitionModel> models = Shift(20, 20, 20, 20, 0);
