@@ -3,14 +3,15 @@
 # virtual node of T CPUs whose traffic shifts between them, served with
 #   joint       server.node_partition (the default): both `instances: auto`, the node controller
 #               moves CPUs between them by load;
-#   split-X-Y   node_partition off, model A `auto_threads: X`, model B `auto_threads: Y` (each
-#               still autoscales its own plan within its CPUs): the static splits, X + Y = T.
+#   split-X-Y   node_partition off, models from a repository, A with `auto_threads: X` (a share
+#               of X CPUs), B with `auto_threads: Y` (each still autoscales its own plan within
+#               its CPUs): the static splits, X + Y = T.
 # The peers are the equal split (T/2 each) and the best static split with hindsight (the split
 # whose worst-model p99 over the whole run is lowest).
 #
 #   bench/partition.sh [T] [PHASE_S] [SPLITS...]
 #       T: virtual CPUs (default 32); PHASE_S: seconds per phase (default 30); SPLITS: A's CPU
-#       counts of the static splits (default T/4 T/2 3T/4).
+#       counts of the static splits (default T/4 T/2 3T/4). JOINT_ONLY=1: only the joint run.
 #
 # Models: A = ResNet-50, B = BERT-base, each with its published 16-core profile
 # (data/profiles/, Xeon Gold 6142) as its emulated latencies; one-row requests with a [1,4]
@@ -39,32 +40,43 @@ tmp=$(mktemp -d)
 trap 'kill $(cat "$tmp/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 printf '{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}' > "$tmp/body"
 
-model() {  # name profile extra
-  cat <<YAML
-  - name: $1
-    emulate: {profile: $PWD/data/profiles/$2, load_s: 0.6}
-    inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]
-    outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]
-    batching: {max_batch: 64, max_delay_us: 2000, max_queue_rows: 20000}
-    instances: auto
-    warmup_iterations: 1
-$3
+# A model's keys (without its name), indented by $3 spaces: name profile indent extra.
+model_keys() {
+  sed "s/^/$(printf '%*s' "$3" '')/" <<YAML
+emulate: {profile: $PWD/data/profiles/$2, load_s: 0.6}
+inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]
+outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]
+batching: {max_batch: 64, max_delay_us: 2000, max_queue_rows: 20000}
+instances: auto
+warmup_iterations: 1
+${4:-}
 YAML
 }
 
-# run CONFIG PARTITION A_THREADS B_THREADS
+# run CONFIG A_THREADS B_THREADS: 0 0 = the joint partition (both models in the main config);
+# otherwise the static split, each model from a repository folder with `auto_threads`, so that
+# each holds a share of that many CPUs of its own (main-config models with auto_threads would
+# place anywhere, and share CPUs during their switches).
 run() {
-  local name=$1 partition=$2 at=$3 bt=$4
-  local ea="" eb=""
-  [ "$at" -gt 0 ] && ea="    auto_threads: $at"
-  [ "$bt" -gt 0 ] && eb="    auto_threads: $bt"
-  {
-    echo "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0,"
-    echo "         virtual_cpus: $T, node_partition: $partition, partition_interval_ms: 1000}"
-    echo "models:"
-    model a resnet50-xeon6142-16c.csv "$ea"
-    model b bert-base-xeon6142-16c.csv "$eb"
-  } > "$tmp/agent.yaml"
+  local name=$1 at=$2 bt=$3
+  if [ "$at" -eq 0 ]; then
+    {
+      echo "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0,"
+      echo "         virtual_cpus: $T, partition_interval_ms: 1000}"
+      echo "models:"
+      echo "  - name: a"; model_keys a resnet50-xeon6142-16c.csv 4
+      echo "  - name: b"; model_keys b bert-base-xeon6142-16c.csv 4
+    } > "$tmp/agent.yaml"
+  else
+    rm -rf "$tmp/repo"; mkdir -p "$tmp/repo/a" "$tmp/repo/b"
+    model_keys a resnet50-xeon6142-16c.csv 0 "auto_threads: $at" > "$tmp/repo/a/model.yaml"
+    model_keys b bert-base-xeon6142-16c.csv 0 "auto_threads: $bt" > "$tmp/repo/b/model.yaml"
+    {
+      echo "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0,"
+      echo "         virtual_cpus: $T, node_partition: false, model_repository: $tmp/repo}"
+      :
+    } > "$tmp/agent.yaml"
+  fi
   PACKRAT_LOG_LEVEL=INFO "$build/bin/packrat-agent" --config "$tmp/agent.yaml" \
     --port-file "$tmp/ports.json" 2> "$out/$name.log" &
   echo $! > "$tmp/pid"
@@ -131,5 +143,6 @@ echo "T = $T, phases of $phase s: A busy $a_busy / B idle $idle req/s; A idle / 
 echo
 echo "| config | 1: A p99 | 1: B p99 | 1: worst | 2: A p99 | 2: B p99 | 2: worst | 3: A p99 | 3: B p99 | 3: worst | whole run: worst p99 ms | failed | max CPUs shared | partition moves |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-run joint true 0 0
-for x in "${splits[@]}"; do run "split-$x-$((T - x))" false "$x" "$((T - x))"; done
+run joint 0 0
+[ "${JOINT_ONLY:-0}" = 1 ] && exit 0
+for x in "${splits[@]}"; do run "split-$x-$((T - x))" "$x" "$((T - x))"; done

@@ -1,5 +1,8 @@
 #include "agent/model/model_profile.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "agent/pool/virtual_node.h"
 #include "agent/profiling/profile_store.h"
 #include "common/logging.h"
@@ -41,6 +44,33 @@ StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, i
                             ? " (fat instance: " + std::to_string(*plan.fat_latency_ms) + " ms)"
                             : std::string());
   return plan;
+}
+
+int ThreadBudgetFor(const ModelConfig& model, const ResourceAllocator* allocator) {
+  int cores = allocator ? allocator->thread_budget() : 0;
+  if (allocator) {
+    if (auto share = allocator->Share(model.name)) {
+      cores = std::min(cores, static_cast<int>(share->size()));
+    }
+  }
+  if (model.auto_threads > 0) return cores > 0 ? std::min(cores, model.auto_threads) : 0;
+  return cores;
+}
+
+size_t ParkLimitFor(const ModelConfig& model, const ResourceAllocator* allocator) {
+  const int64_t configured = model.reconfiguration.parked_runtimes;
+  if (configured != ReconfigurationConfig::kParkAuto) return static_cast<size_t>(configured);
+  const int budget = ThreadBudgetFor(model, allocator);
+  return static_cast<size_t>(budget > 0 ? budget
+                                        : std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::vector<int> PlanningCpus(const ModelConfig& model, const ResourceAllocator* allocator) {
+  std::vector<int> cpus;
+  if (allocator == nullptr) return cpus;
+  if (auto share = allocator->Share(model.name)) return *share;
+  for (const CpuInfo& c : allocator->topology().cpus()) cpus.push_back(c.cpu);
+  return cpus;
 }
 
 }  // namespace packrat

@@ -1,4 +1,5 @@
-// Where an `instances: auto` model's latency profile L[t,b] and first plan come from.
+// Where an `instances: auto` model's latency profile L[t,b] and first plan come from, and the
+// CPUs it plans for.
 #pragma once
 
 #include <string>
@@ -9,8 +10,20 @@
 #include "agent/planning/optimizer.h"
 #include "agent/planning/profile.h"
 #include "agent/pool/process_launcher.h"
+#include "agent/pool/resource_allocator.h"
 
 namespace packrat {
+
+// The threads `model` may plan for: the node's budget (0 without an allocator), within the
+// model's share where it has one (model repository, node partition), at most auto_threads.
+int ThreadBudgetFor(const ModelConfig& model, const ResourceAllocator* allocator);
+
+// reconfiguration.parked_runtimes resolved: `auto` is the thread budget (the machine's CPUs
+// where there is none).
+size_t ParkLimitFor(const ModelConfig& model, const ResourceAllocator* allocator);
+
+// The CPUs `model` is profiled and planned on: its share, or every CPU of the node.
+std::vector<int> PlanningCpus(const ModelConfig& model, const ResourceAllocator* allocator);
 
 // An emulated model's profile is its `emulate.profile`, read as it is (nothing is measured);
 // a model that is not emulated on a virtual node fails (CheckEmulated).

@@ -197,7 +197,7 @@ Status ModelRepository::DoLoad(const std::string& name) {
     return NotFound("no folder '" + name + "' in the model repository " + options_.dir);
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadRepositoryModel(folder));
-  if (!std::filesystem::exists(config.path)) {
+  if (!config.emulate.enabled && !std::filesystem::exists(config.path)) {
     return InvalidArgument("model '" + name + "': model file '" + config.path + "' not found");
   }
   const std::shared_ptr<ServedModel> old = registry_->Find(name);

@@ -6,7 +6,6 @@
 
 #include "agent/batching/slice_io.h"
 #include "agent/model/dispatch_metrics.h"
-#include "agent/model/model_profile.h"
 #include "agent/planning/plan_evaluator.h"
 #include "agent/pool/cpu_list.h"
 #include "common/logging.h"
@@ -109,10 +108,6 @@ std::string ServedModel::load_report() const {
   return active->workers.front()->load_report();
 }
 
-std::vector<LayeredInfo> ServedModel::layered_info() const {
-  return layered_ ? layered_->Info() : std::vector<LayeredInfo>();
-}
-
 ServingSnapshot ServedModel::Snapshot() const {
   ServingSnapshot s;
   sets_.Fill(&s);
@@ -134,38 +129,11 @@ bool ServedModel::ResizableRuntimes() const {
          (generative() || config_.batching.mode == BatchingMode::kBatched);
 }
 
-int ServedModel::ThreadBudget() const {
-  int cores = options_.allocator ? options_.allocator->thread_budget() : 0;
-  if (options_.allocator) {
-    // A model with a share of the node (model repository, node partition) plans within it.
-    if (auto share = options_.allocator->Share(config_.name)) {
-      cores = std::min(cores, static_cast<int>(share->size()));
-    }
-  }
-  if (config_.auto_threads > 0) return cores > 0 ? std::min(cores, config_.auto_threads) : 0;
-  return cores;
-}
-
-size_t ServedModel::ParkLimit() const {
-  const int64_t configured = config_.reconfiguration.parked_runtimes;
-  if (configured != ReconfigurationConfig::kParkAuto) return static_cast<size_t>(configured);
-  const int budget = ThreadBudget();
-  return static_cast<size_t>(budget > 0 ? budget
-                                        : std::max(1u, std::thread::hardware_concurrency()));
-}
-
 StatusOr<std::vector<InstanceGroup>> ServedModel::ResolvePlan(std::optional<Plan>* plan_out) {
   if (!config_.auto_instances) return config_.instances;
   const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
   if (threads < 1) return FailedPrecondition("no usable cores to plan for");
-  std::vector<int> cores;
-  if (options_.allocator) {
-    if (auto share = options_.allocator->Share(config_.name)) {
-      cores = *share;
-    } else {
-      for (const CpuInfo& c : options_.allocator->topology().cpus()) cores.push_back(c.cpu);
-    }
-  }
+  const std::vector<int> cores = PlanningCpus(config_, options_.allocator);
   auto progress =
       std::make_shared<ProfilingProgress>(config_.name, options_.metrics, options_.clock);
   {
@@ -511,15 +479,9 @@ bool ServedModel::PartitionCandidate() const {
          config_.batching.mode == BatchingMode::kBatched;
 }
 
-const Optimizer* ServedModel::optimizer() const {
-  return state() == ModelState::kReady ? optimizer_.get() : nullptr;
-}
-
 double ServedModel::arrival_rate() const {
   return state() == ModelState::kReady && controller_ ? controller_->Snapshot().rate : 0.0;
 }
-
-double ServedModel::Slowdown(int threads) const { return slowdowns_.Get(threads); }
 
 void ServedModel::Resize(int cpus, std::optional<Plan> plan, std::function<void(Status)> done) {
   if (state() != ModelState::kReady || !controller_) {

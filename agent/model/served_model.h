@@ -36,6 +36,7 @@
 #include "agent/model/instance_sets.h"
 #include "agent/model/layered_batching.h"
 #include "agent/model/model_controller.h"
+#include "agent/model/model_profile.h"
 #include "agent/model/profiling_progress.h"
 #include "agent/model/serving_snapshot.h"
 #include "agent/model/worker_starter.h"
@@ -120,7 +121,9 @@ class ServedModel {
   // accuracy guard's figures, "key=value ..."); empty before loading.
   std::string load_report() const;
   // Layered batching per thread count of the plan (empty unless batching.mode is layered).
-  std::vector<LayeredInfo> layered_info() const;
+  std::vector<LayeredInfo> layered_info() const {
+    return layered_ ? layered_->Info() : std::vector<LayeredInfo>();
+  }
   // This model's metric series, or null. Valid for the model's lifetime.
   metrics::ModelMetrics* metrics() const { return options_.metrics; }
 
@@ -128,11 +131,13 @@ class ServedModel {
   // without `auto_threads`, batched (not layered, not generative).
   bool PartitionCandidate() const;
   // Its profile once ready (null before, or without one). Valid for the model's lifetime.
-  const Optimizer* optimizer() const;
+  const Optimizer* optimizer() const {
+    return state() == ModelState::kReady ? optimizer_.get() : nullptr;
+  }
   // Rows/s arriving, over ModelController::kRateSpan (0 until measured).
   double arrival_rate() const;
   // How much slower than the profile its runtimes of `threads` threads serve (measured).
-  double Slowdown(int threads) const;
+  double Slowdown(int threads) const { return slowdowns_.Get(threads); }
   // Queues on the control thread: plans are for `cpus` from now on, and the model switches to
   // `plan` (ModelController::Resize); `done` runs there with the outcome. Never blocks.
   // FailedPrecondition unless ready.
@@ -150,8 +155,8 @@ class ServedModel {
                                        std::vector<int64_t> batches);
   void Switched(const InstanceSet& next);
   Status ValidatePlan(const std::vector<InstanceGroup>& groups) const;
-  // T: the thread budget for plans (auto_threads, capped by the usable cores).
-  int ThreadBudget() const;
+  // T: the thread budget for plans (auto_threads, capped by the usable cores or the share).
+  int ThreadBudget() const { return ThreadBudgetFor(config_, options_.allocator); }
   // Whether runtimes start with room for batching.max_batch (slices of any size up to it, or
   // as many decode slots): `instances: auto` models with a max_batch, batched (not layered) or
   // generative. Then a plan change that keeps a thread count at another b keeps its runtimes
@@ -159,7 +164,7 @@ class ServedModel {
   bool ResizableRuntimes() const;
   // reconfiguration.parked_runtimes resolved (auto: the thread budget, or the machine's
   // hardware threads without an allocator).
-  size_t ParkLimit() const;
+  size_t ParkLimit() const { return ParkLimitFor(config_, options_.allocator); }
   // Rows (a decoder's sequences) queued or running and not answered: the estimator's load.
   int64_t RowsInSystem() const;
   // One batch a runtime computed (a slice, or a decode step of `rows` sequences) in `took`:

@@ -12,6 +12,8 @@ namespace packrat {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// The ratio floor of a model that no CPU count sustains (above any sustained model's ratio).
+constexpr double kOverloaded = 1e6;
 
 // A request's simulated latency is a difference of times, which may round a few ulps below the
 // slice it waited for; the lower bounds on p99 keep this far below theirs.
@@ -495,13 +497,33 @@ StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& 
       return e ? e->p99_ms : kInf;
     };
     share.reference_ms = m.p99_target_ms ? *m.p99_target_ms : p99_at(total_cpus);
+    bool sustainable = false;
     for (int c = m.min_threads; c <= most; ++c) {
+      sustainable = sustainable || std::isfinite(p99_at(c));
       if (c > m.min_threads && !(p99_at(c) < p99_at(c - 1))) continue;
       const double p99 = p99_at(c);
       const double ratio = std::isinf(p99) || std::isinf(share.reference_ms)
                                ? kInf
                                : m.weight * p99 / share.reference_ms;
       options[i].push_back(Option{c, p99, ratio});
+    }
+    if (!sustainable) {
+      // Overloaded: no CPU count keeps up. Its ratio becomes kOverloaded plus its load per unit
+      // of capacity (rate over the rows/s of the optimizer's plan for max_batch on c CPUs), so
+      // that it is every allocation's worst and falls with each CPU it gets: the others keep
+      // what sustains them at the least worst ratio below that, and it gets the rest.
+      options[i].clear();
+      double last = kInf;
+      for (int c = m.min_threads; c <= most; ++c) {
+        StatusOr<Plan> plan = m.optimizer->Solve(c, static_cast<int>(m.max_batch));
+        const double capacity = plan.ok() ? pass.eval.Capacity(*plan) : 0;
+        if (!(capacity > 0)) continue;
+        const double ratio = kOverloaded + m.weight * m.rate / capacity;
+        if (!(ratio < last)) continue;
+        options[i].push_back(Option{c, kInf, ratio});
+        last = ratio;
+      }
+      if (options[i].empty()) options[i].push_back(Option{m.min_threads, kInf, kInf});
     }
   }
 
@@ -608,7 +630,7 @@ StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& 
       const std::optional<Pass::Found>& found = envelopes[i][static_cast<size_t>(o.cpus)];
       if (found) share.plan = found->entry->plan;
       share.p99_ms = o.p99_ms;
-      share.ratio = o.ratio;
+      share.ratio = o.ratio >= kOverloaded ? kInf : o.ratio;
       share.sustained = found.has_value();
       share.met = !m.p99_target_ms || o.p99_ms <= *m.p99_target_ms;
     }

@@ -41,11 +41,13 @@
 //   5. the fewest CPUs assigned. CPUs that lower no model's ratio stay unassigned (spare_cpus):
 //      handing a model more than its breakpoint would let its policy pick a plan for the
 //      larger budget that the envelope says is worse. The caller may give them out as headroom.
-//   6. except to a model that no CPU count sustains (an overload, or measured slowdowns beyond
-//      its profile): there every CPU is capacity, so the spare CPUs go to such models, evenly,
-//      each up to T less the others' floors, with the optimizer's plan for max_batch (its most
-//      rows per second). Without this rule such a model would sit at its floor (2 cannot be
-//      improved for it, and 5 takes the fewest CPUs).
+//   6. A model that no CPU count sustains (an overload, or measured slowdowns beyond its
+//      profile) is ranked in 3 by 10⁶ + rate / capacity(c) (capacity: rows/s of the
+//      optimizer's plan for max_batch on c CPUs): it is the worst of any allocation and gains
+//      with every CPU, so the others get what sustains them at the least worst ratio below it
+//      and it gets the rest; CPUs still spare go to it too. Its ratio in the result stays ∞.
+//      Without this rule it would sit at its floor (2 cannot be improved for it, 5 takes the
+//      fewest CPUs) while an idle model took CPUs for a smaller one-row latency.
 // A model without traffic (rate 0) has ratio 0 and keeps min_threads CPUs; its plan is the
 // optimizer's for B = 1 on them (its first request), its p99 that plan's one-row latency.
 //

@@ -15,6 +15,8 @@
 
 #include "agent/planning/autoscaler.h"
 #include "agent/planning/batch_for_rate.h"
+#include "agent/planning/batching_simulator.h"
+#include "agent/planning/plan_evaluator.h"
 #include "gtest/gtest.h"
 
 namespace packrat {
@@ -73,40 +75,77 @@ struct Objective {
   }
 };
 
-// Every allocation of up to `total` CPUs (each model at least its floor), by brute force over
-// the envelopes that JointPartition::Envelope reports; the best Objective, with "all met" only
-// where some allocation meets every target.
-Objective BruteForce(JointPartition& partition, const std::vector<ModelDemand>& models, int total) {
+// What the header's objective needs of each model, from the envelopes JointPartition::Envelope
+// reports (and, for a model no CPU count sustains, the capacity of its max_batch plans).
+struct Scored {
+  std::vector<std::vector<std::optional<RatePlan>>> envelopes;
+  std::vector<double> references;
+  std::vector<std::vector<double>> overload;  // rule 6 per c (∞ where not overloaded)
+};
+
+Scored Score(JointPartition& partition, const std::vector<ModelDemand>& models, int total) {
   const size_t n = models.size();
-  std::vector<std::vector<std::optional<RatePlan>>> envelopes(n);
-  std::vector<double> references(n);
+  Scored s{std::vector<std::vector<std::optional<RatePlan>>>(n), std::vector<double>(n),
+           std::vector<std::vector<double>>(n, std::vector<double>(total + 1, kInf))};
+  int floors = 0;
+  for (const ModelDemand& m : models) floors += m.min_threads;
+  const BatchingSimulator simulator;
   for (size_t i = 0; i < n; ++i) {
-    if (models[i].rate <= 0) continue;
-    auto envelope = partition.Envelope(models[i], total);
+    const ModelDemand& m = models[i];
+    if (m.rate <= 0) continue;
+    auto envelope = partition.Envelope(m, total);
     EXPECT_TRUE(envelope.ok()) << envelope.status().ToString();
-    envelopes[i] = *envelope;
-    references[i] = models[i].p99_target_ms.value_or(P99(envelopes[i][total]));
+    s.envelopes[i] = *envelope;
+    s.references[i] = m.p99_target_ms.value_or(P99(s.envelopes[i][total]));
+    const int most = total - floors + m.min_threads;
+    bool sustainable = false;
+    for (int c = m.min_threads; c <= most; ++c) sustainable = sustainable || s.envelopes[i][c];
+    if (sustainable) continue;
+    // 10⁶ + rate / capacity, the best of up to c CPUs.
+    const PlanEvaluator eval(*m.optimizer, simulator, m.evaluation, m.slowdown);
+    double best = kInf;
+    for (int c = m.min_threads; c <= most; ++c) {
+      StatusOr<Plan> plan = m.optimizer->Solve(c, static_cast<int>(m.max_batch));
+      const double capacity = plan.ok() ? eval.Capacity(*plan) : 0;
+      if (capacity > 0) best = std::min(best, 1e6 + m.weight * m.rate / capacity);
+      s.overload[i][c] = best;
+    }
   }
+  return s;
+}
+
+// The objective of the allocation `c` (CPUs per model), as the header states it.
+Objective ObjectiveOf(const std::vector<ModelDemand>& models, const Scored& s,
+                      const std::vector<int>& c) {
+  Objective o;
+  for (size_t k = 0; k < models.size(); ++k) {
+    o.cpus += c[k];
+    if (models[k].rate <= 0) continue;
+    const double p99 = P99(s.envelopes[k][static_cast<size_t>(c[k])]);
+    if (models[k].p99_target_ms && !(p99 <= *models[k].p99_target_ms)) o.all_met = false;
+    double ratio = std::isinf(p99) || std::isinf(s.references[k])
+                       ? kInf
+                       : models[k].weight * p99 / s.references[k];
+    if (std::isinf(ratio)) ratio = s.overload[k][static_cast<size_t>(c[k])];
+    if (std::isinf(ratio)) {
+      ++o.unsustained;
+    } else {
+      o.worst = std::max(o.worst, ratio);
+      o.sum += ratio;
+    }
+  }
+  return o;
+}
+
+// Every allocation of up to `total` CPUs (each model at least its floor), by brute force: the
+// best Objective, with "all met" only where some allocation meets every target.
+Objective BruteForce(const std::vector<ModelDemand>& models, const Scored& s, int total) {
+  const size_t n = models.size();
   std::vector<int> c(n);
   std::optional<Objective> best, best_met;
   std::function<void(size_t, int)> walk = [&](size_t i, int left) {
     if (i == n) {
-      Objective o;
-      for (size_t k = 0; k < n; ++k) {
-        o.cpus += c[k];
-        if (models[k].rate <= 0) continue;
-        const double p99 = P99(envelopes[k][static_cast<size_t>(c[k])]);
-        if (models[k].p99_target_ms && !(p99 <= *models[k].p99_target_ms)) o.all_met = false;
-        const double ratio = std::isinf(p99) || std::isinf(references[k])
-                                 ? kInf
-                                 : models[k].weight * p99 / references[k];
-        if (std::isinf(ratio)) {
-          ++o.unsustained;
-        } else {
-          o.worst = std::max(o.worst, ratio);
-          o.sum += ratio;
-        }
-      }
+      const Objective o = ObjectiveOf(models, s, c);
       if (!best || o < *best) best = o;
       if (o.all_met && (!best_met || o < *best_met)) best_met = o;
       return;
@@ -119,20 +158,6 @@ Objective BruteForce(JointPartition& partition, const std::vector<ModelDemand>& 
   walk(0, total);
   EXPECT_TRUE(best.has_value());
   return best_met ? *best_met : *best;
-}
-
-Objective ObjectiveOf(const PartitionResult& r) {
-  Objective o;
-  o.all_met = r.all_met;
-  o.unsustained = r.unsustained;
-  for (const ModelShare& s : r.models) {
-    o.cpus += s.cpus;
-    if (!std::isinf(s.ratio)) {
-      o.worst = std::max(o.worst, s.ratio);
-      o.sum += s.ratio;
-    }
-  }
-  return o;
 }
 
 TEST(JointPartitionTest, TwoIdenticalModelsAtEqualRatesSplitEvenly) {
@@ -212,14 +237,21 @@ TEST(JointPartitionTest, AnOverloadedModelGetsTheSpareCpus) {
   EXPECT_LE(r->models[1].plan->ThreadsUsed(), 15);  // B = 8 rows: at most 8 instances here
   EXPECT_EQ(r->spare_cpus, 0);
   EXPECT_EQ(r->unsustained, 1);
-  // Beside a sustained busy model, the overloaded one gets only what that one leaves spare.
-  const ModelDemand busy = Demand("busy", optimizer, 30);
+  // Beside a busy model, the overloaded one gets all but the fewest CPUs that keep the busy one
+  // up (alone, the busy one would take more, for a lower p99).
+  const ModelDemand busy = Demand("busy", optimizer, 100);
   auto both = partition.Solve({busy, flooded}, 16);
   ASSERT_TRUE(both.ok()) << both.status().ToString();
   auto alone = partition.Solve({busy}, 16);
   ASSERT_TRUE(alone.ok());
-  EXPECT_EQ(both->models[0].cpus, alone->models[0].cpus);
-  EXPECT_EQ(both->models[1].cpus, 16 - alone->models[0].cpus);
+  auto envelope = partition.Envelope(busy, 16);
+  ASSERT_TRUE(envelope.ok());
+  int fewest = 1;
+  while (!(*envelope)[static_cast<size_t>(fewest)]) ++fewest;
+  EXPECT_TRUE(both->models[0].sustained);
+  EXPECT_EQ(both->models[0].cpus, fewest);
+  EXPECT_EQ(both->models[1].cpus, 16 - fewest);
+  EXPECT_TRUE(std::isinf(both->models[1].ratio));
 }
 
 TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
@@ -235,7 +267,7 @@ TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
   EXPECT_FALSE(r->models[0].met);
   EXPECT_FALSE(r->models[1].met);
   EXPECT_GT(r->worst_ratio, 1);
-  const Objective brute = BruteForce(partition, models, 12);
+  const Objective brute = BruteForce(models, Score(partition, models, 12), 12);
   EXPECT_FALSE(brute.all_met);
   EXPECT_DOUBLE_EQ(r->worst_ratio, brute.worst);
   EXPECT_DOUBLE_EQ(r->ratio_sum, brute.sum);
@@ -337,8 +369,11 @@ TEST(JointPartitionTest, ExactAgainstBruteForceOnEightCpus) {
     }
     auto r = partition.Solve(models, 8);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    const Objective got = ObjectiveOf(*r);
-    const Objective want = BruteForce(partition, models, 8);
+    const Scored scored = Score(partition, models, 8);
+    std::vector<int> cpus;
+    for (const ModelShare& m : r->models) cpus.push_back(m.cpus);
+    const Objective got = ObjectiveOf(models, scored, cpus);
+    const Objective want = BruteForce(models, scored, 8);
     EXPECT_EQ(got.all_met, want.all_met) << "case " << k;
     EXPECT_EQ(got.unsustained, want.unsustained) << "case " << k;
     EXPECT_DOUBLE_EQ(got.worst, want.worst) << "case " << k;
