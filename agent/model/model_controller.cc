@@ -197,7 +197,9 @@ void ModelController::Tick(SteadyTime now) {
   bool adaptive;
   {
     MutexLock lock(&mu_);
-    rate_ = load_.arrivals().Over(kRateSpan).value_or(rate_);
+    const std::optional<double> slow = load_.arrivals().Over(kRateSpan);
+    const std::optional<double> fast = load_.arrivals().Over(kRiseSpan);
+    if (slow || fast) rate_ = std::max(slow.value_or(0.0), fast.value_or(0.0));
     ewma_ = load_.estimator().ewma();
     estimate_ = load_.estimator().Estimate();
     adaptive = adaptive_;

@@ -9,7 +9,7 @@
 // them apart.
 //
 // Each decision (every `interval`, and at once after a model is loaded or unloaded): the
-// models' demands (profile, arrival rate over ModelController::kRateSpan, p99 target, weight,
+// models' demands (profile, arrival rate: ControllerSnapshot::rate, p99 target, weight,
 // floor) go to JointPartition, the target and the current partition to PartitionPolicy (the
 // hysteresis rule: partition_policy.h). A move then runs in two phases:
 //   1. shrink: every model losing CPUs gets its smaller share — a subset of its old one — and

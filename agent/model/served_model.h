@@ -134,7 +134,7 @@ class ServedModel {
   const Optimizer* optimizer() const {
     return state() == ModelState::kReady ? optimizer_.get() : nullptr;
   }
-  // Rows/s arriving, over ModelController::kRateSpan (0 until measured).
+  // Rows/s arriving: ControllerSnapshot::rate (1-s rises, 5-s falls; 0 until measured).
   double arrival_rate() const;
   // How much slower than the profile its runtimes of `threads` threads serve (measured).
   double Slowdown(int threads) const { return slowdowns_.Get(threads); }

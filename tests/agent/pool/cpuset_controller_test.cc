@@ -178,18 +178,25 @@ TEST(CpusetControllerTest, RealStaleGroupIsEmptiedAndRemoved) {
   // What an agent that died without cleaning up leaves: its runtime still running in its group.
   const std::string dir =
       info.cpuset_dir + "/packrat." + std::to_string(DeadPid()) + ".orphan";
-  const Status made = CgroupBackend::Direct()->CreateCpuset(
-      dir, ReadCgroupFile(info.cpuset_dir + "/cpuset.cpus"),
-      ReadCgroupFile(info.cpuset_dir + (info.version == CgroupVersion::kV2
-                                            ? "/cpuset.mems.effective"
-                                            : "/cpuset.mems")));
-  if (!made.ok()) GTEST_SKIP() << "cpuset hierarchy not writable: " << made.message();
   ForkExecLauncher launcher;
   LaunchSpec spec;
   spec.path = "/bin/sleep";
   spec.args = {"60"};
   spec.cgroup_procs = dir + "/cgroup.procs";
-  auto pid = launcher.Launch(spec);
+  // Any agent starting meanwhile (tests run in parallel) removes the stale group too, maybe
+  // between its creation and the launch into it: then make it again.
+  StatusOr<pid_t> pid = Unavailable("not launched");
+  for (int attempt = 0; attempt < 5 && !pid.ok(); ++attempt) {
+    const Status made = CgroupBackend::Direct()->CreateCpuset(
+        dir, ReadCgroupFile(info.cpuset_dir + "/cpuset.cpus"),
+        ReadCgroupFile(info.cpuset_dir + (info.version == CgroupVersion::kV2
+                                              ? "/cpuset.mems.effective"
+                                              : "/cpuset.mems")));
+    if (!made.ok() && !Exists(dir)) {
+      GTEST_SKIP() << "cpuset hierarchy not writable: " << made.message();
+    }
+    pid = launcher.Launch(spec);
+  }
   ASSERT_TRUE(pid.ok()) << pid.status().message();
 
   auto new_agent = CpusetController::Open(info, getpid());
