@@ -11,15 +11,16 @@
 #include <string>
 
 #include "agent/http/management_handler.h"
+#include "agent/model/model_registry.h"
 
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
 
 namespace {
 
-packrat::ModelMap* Models() {
-  static packrat::ModelMap* models = [] {
-    auto* m = new packrat::ModelMap();
+packrat::ModelRegistry* Models() {
+  static packrat::ModelRegistry* models = [] {
+    auto* m = new packrat::ModelRegistry();
     packrat::ModelConfig config;
     config.name = "m";
     config.path = "/nonexistent.pt";
@@ -27,8 +28,8 @@ packrat::ModelMap* Models() {
     config.outputs = {{"y", packrat::DataType::kFp32, {-1, 2}}};
     config.batching.max_batch = 8;
     config.instances = {{1, 1, 4}};
-    m->emplace("m", std::make_unique<packrat::ServedModel>(config, packrat::ServedModelOptions{},
-                                                           nullptr));
+    m->Put("m", std::make_shared<packrat::ServedModel>(config, packrat::ServedModelOptions{},
+                                                       nullptr));
     return m;
   }();
   return models;
@@ -38,7 +39,8 @@ packrat::ModelMap* Models() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static packrat::KserveHandler kserve(Models());
-  static packrat::ManagementHandler management(Models(), &kserve);
+  static packrat::ConfigWatch watch;
+  static packrat::ManagementHandler management(Models(), &kserve, &watch);
   bhttp::request_parser<bhttp::string_body> parser;
   parser.body_limit(1 << 20);
   parser.header_limit(16 << 10);

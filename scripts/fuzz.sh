@@ -14,7 +14,12 @@ source scripts/ccache_env.sh
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (scripts/packages.txt)" >&2; exit 2; }
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACKRAT_FUZZ=ON >/dev/null
-ninja -C build-fuzz $(printf '%s_fuzzer ' "${targets[@]}") >/dev/null
+# ninja prints compiler errors on stdout: keep them, and show the end where the build fails.
+if ! ninja -C build-fuzz $(printf '%s_fuzzer ' "${targets[@]}") > build-fuzz/build.log; then
+  grep -E -A12 'FAILED|error:' build-fuzz/build.log | head -60 >&2
+  echo "fuzz.sh: the fuzz targets did not build (build-fuzz/build.log)" >&2
+  exit 1
+fi
 mkdir -p build-fuzz/artifacts
 status=0
 for t in "${targets[@]}"; do

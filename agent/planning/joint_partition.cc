@@ -620,7 +620,7 @@ StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& 
     const Option& o = options[i][static_cast<size_t>((*picked)[i])];
     share.cpus = o.cpus + extra[i];
     result.cpus_assigned += share.cpus;
-    if (extra[i] > 0) {
+    if (extra[i] > 0 || (o.ratio >= kOverloaded && std::isfinite(o.ratio))) {
       if (StatusOr<Plan> plan = m.optimizer->Solve(share.cpus, static_cast<int>(m.max_batch));
           plan.ok()) {
         share.plan = *std::move(plan);

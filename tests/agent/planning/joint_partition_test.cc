@@ -252,6 +252,8 @@ TEST(JointPartitionTest, AnOverloadedModelGetsTheSpareCpus) {
   EXPECT_EQ(both->models[0].cpus, fewest);
   EXPECT_EQ(both->models[1].cpus, 16 - fewest);
   EXPECT_TRUE(std::isinf(both->models[1].ratio));
+  ASSERT_TRUE(both->models[1].plan.has_value());  // its max_batch plan on those CPUs
+  EXPECT_EQ(both->models[1].plan->batch, 8);
 }
 
 TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
