@@ -12,38 +12,19 @@ namespace packrat::emulator {
 
 EmulatedWorker::EmulatedWorker(shm::Segment* segment, const EmulatedModel* model,
                                EmulatedCpus* cpus, EmulatedWorkerOptions options)
-    : segment_(segment), model_(model), cpus_(cpus), options_(std::move(options)) {
-  options_.poll_interval = std::max(options_.poll_interval, std::chrono::milliseconds(1));
-}
-
-bool EmulatedWorker::AgentAlive() const {
-  return options_.agent_pid == 0 || getppid() == options_.agent_pid;
-}
-
-bool EmulatedWorker::PushCompletion(const shm::CompletionMessage& msg) {
-  while (true) {
-    Status pushed = segment_->completions().Push(msg, options_.poll_interval);
-    if (pushed.ok()) return true;
-    if (pushed.code() != StatusCode::kDeadlineExceeded) return false;
-    if (!AgentAlive()) return false;
-  }
+    : segment_(segment),
+      model_(model),
+      cpus_(cpus),
+      options_(std::move(options)),
+      link_(segment, options_.agent_pid, options_.poll_interval) {
+  options_.poll_interval = link_.poll_interval();
 }
 
 Status EmulatedWorker::Run() {
-  segment_->requests().set_spin(options_.idle_spin);
-  shm::BatchMessage msg;
-  shm::CompletionMessage done;
-  while (true) {
-    Status popped = segment_->requests().Pop(&msg, options_.poll_interval);
-    if (popped.code() == StatusCode::kDeadlineExceeded) {
-      if (!AgentAlive()) return Unavailable("agent exited");
-      continue;
-    }
-    if (!popped.ok()) return Status::Ok();  // ring closed: orderly shutdown
-    if (!Execute(msg, &done) || !PushCompletion(done)) {
-      return AgentAlive() ? Status::Ok() : Unavailable("agent exited");
-    }
-  }
+  return link_.Serve(options_.idle_spin, [this](const shm::BatchMessage& msg,
+                                                shm::CompletionMessage* done) {
+    return Execute(msg, done);
+  });
 }
 
 bool EmulatedWorker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done) {
@@ -69,7 +50,7 @@ bool EmulatedWorker::Execute(const shm::BatchMessage& msg, shm::CompletionMessag
   if (status.ok()) {
     const auto start = std::chrono::steady_clock::now();
     StatusOr<bool> computed =
-        cpus_->Compute(model_->Latency(rows), options_.cpus, [this] { return AgentAlive(); });
+        cpus_->Compute(model_->Latency(rows), options_.cpus, [this] { return link_.AgentAlive(); });
     if (!computed.ok()) {
       status = computed.status();
     } else if (!*computed) {

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "emulator/emulated_cpus.h"
 #include "emulator/emulated_model.h"
+#include "runtime/agent_link.h"
 #include "shm/segment.h"
 
 namespace packrat::emulator {
@@ -39,10 +40,9 @@ class EmulatedWorker {
   // Blocks serving batches until the ring is closed (OK) or the agent died (kUnavailable).
   Status Run();
 
-  bool AgentAlive() const;
+  bool AgentAlive() const { return link_.AgentAlive(); }
 
  private:
-  bool PushCompletion(const shm::CompletionMessage& msg);
   // Fills *done; false if the agent went away meanwhile (the loop ends).
   bool Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done);
 
@@ -50,6 +50,7 @@ class EmulatedWorker {
   const EmulatedModel* model_;
   EmulatedCpus* cpus_;
   EmulatedWorkerOptions options_;
+  runtime::AgentLink link_;
 };
 
 }  // namespace packrat::emulator

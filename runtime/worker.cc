@@ -21,38 +21,18 @@ uint64_t NanosSince(Clock::time_point start) {
 }  // namespace
 
 Worker::Worker(shm::Segment* segment, ModelRunner* runner, WorkerOptions options)
-    : segment_(segment), runner_(runner), options_(options) {
-  options_.poll_interval = std::max(options_.poll_interval, std::chrono::milliseconds(1));
-}
-
-bool Worker::AgentAlive() const {
-  return options_.agent_pid == 0 || getppid() == options_.agent_pid;
-}
-
-bool Worker::PushCompletion(const shm::CompletionMessage& msg) {
-  while (true) {
-    Status pushed = segment_->completions().Push(msg, options_.poll_interval);
-    if (pushed.ok()) return true;
-    if (pushed.code() != StatusCode::kDeadlineExceeded) return false;
-    if (!AgentAlive()) return false;
-  }
+    : segment_(segment),
+      runner_(runner),
+      options_(options),
+      link_(segment, options.agent_pid, options.poll_interval) {
+  options_.poll_interval = link_.poll_interval();  // raised to 1 ms as the link does
 }
 
 Status Worker::Run() {
-  segment_->requests().set_spin(options_.idle_spin);
-  shm::BatchMessage msg;
-  shm::CompletionMessage done;
-  while (true) {
-    Status popped = segment_->requests().Pop(&msg, options_.poll_interval);
-    if (popped.code() == StatusCode::kDeadlineExceeded) {
-      if (!AgentAlive()) return Unavailable("agent exited");
-      continue;
-    }
-    if (!popped.ok()) return Status::Ok();  // ring closed: orderly shutdown
-    if (!Execute(msg, &done) || !PushCompletion(done)) {
-      return AgentAlive() ? Status::Ok() : Unavailable("agent exited");
-    }
-  }
+  return link_.Serve(options_.idle_spin, [this](const shm::BatchMessage& msg,
+                                                shm::CompletionMessage* done) {
+    return Execute(msg, done);
+  });
 }
 
 Status Worker::Unpack(const shm::BatchMessage& msg, std::vector<RawTensor>* inputs) const {
@@ -154,14 +134,14 @@ bool Worker::TopUp(const shm::BatchMessage& msg, Clock::time_point start, bool* 
   query.rows = runner_->running_rows();
   query.stages_done = static_cast<uint32_t>(runner_->stages_done());
   query.num_stages = static_cast<uint32_t>(runner_->num_stages());
-  if (!PushCompletion(query)) return false;
+  if (!link_.PushCompletion(query)) return false;
   // Exactly one answer comes for each query: rows granted are already the batch's, so the
   // worker must see the answer whatever it takes (the agent answers at once).
   shm::BatchMessage grant;
   while (true) {
-    Status popped = segment_->topups().Pop(&grant, options_.poll_interval);
+    Status popped = segment_->topups().Pop(&grant, link_.poll_interval());
     if (popped.ok()) break;
-    if (popped.code() != StatusCode::kDeadlineExceeded || !AgentAlive()) return false;
+    if (popped.code() != StatusCode::kDeadlineExceeded || !link_.AgentAlive()) return false;
   }
   if (grant.batch_id != msg.batch_id || grant.slot != msg.slot) {
     *status = Internal("top-up answer for another batch");

@@ -17,6 +17,7 @@
 #include <chrono>
 
 #include "common/status.h"
+#include "runtime/agent_link.h"
 #include "runtime/model_runner.h"
 #include "shm/segment.h"
 
@@ -44,12 +45,8 @@ class Worker {
   const WorkerOptions& options() const { return options_; }
 
  private:
-  bool AgentAlive() const;
   // Checks `msg` against the segment and wraps its tensors; errors name what is wrong.
   Status Unpack(const shm::BatchMessage& msg, std::vector<RawTensor>* inputs) const;
-  // Pushes `msg` on the completion ring, waiting while it is full. False if the agent is gone
-  // or the ring closed.
-  bool PushCompletion(const shm::CompletionMessage& msg);
   // Fills *done; false if the agent went away meanwhile (the loop ends).
   bool Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done);
   // Runs a staged model's batch stage by stage, asking for top-ups if the batch allows it.
@@ -63,6 +60,7 @@ class Worker {
   shm::Segment* segment_;
   ModelRunner* runner_;
   WorkerOptions options_;
+  AgentLink link_;
   std::vector<RawTensor> inputs_;   // reused across batches
   std::vector<RawTensor> joined_;   // reused across top-ups
   std::vector<RawTensor> outputs_;  // reused across batches
