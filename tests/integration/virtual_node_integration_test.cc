@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/pool/cpu_list.h"
 #include "gtest/gtest.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/http_client.h"
@@ -259,20 +260,10 @@ struct NodeView {
   std::string body;
 };
 
+// The CPUs of a list as the management API writes it ("0-3,8"); empty if it is not one.
 std::set<int> CpuSet(std::string_view list) {
-  std::set<int> out;
-  size_t i = 0;
-  while (i < list.size()) {
-    size_t end = list.find(',', i);
-    if (end == std::string_view::npos) end = list.size();
-    const std::string_view part = list.substr(i, end - i);
-    const size_t dash = part.find('-');
-    const int lo = std::stoi(std::string(part.substr(0, dash)));
-    const int hi = dash == std::string_view::npos ? lo : std::stoi(std::string(part.substr(dash + 1)));
-    for (int c = lo; c <= hi; ++c) out.insert(c);
-    i = end + 1;
-  }
-  return out;
+  const StatusOr<std::vector<int>> cpus = ParseCpuList(list);
+  return cpus.ok() ? std::set<int>(cpus->begin(), cpus->end()) : std::set<int>();
 }
 
 NodeView ReadNode(HttpClient* management, const std::vector<std::string>& models) {
