@@ -68,6 +68,32 @@ std::vector<int> InstanceSets::LiveParkedThreads() const {
   return threads;
 }
 
+std::vector<int> InstanceSets::KeepableThreads() const {
+  const std::shared_ptr<InstanceSet> set = active();
+  if (!set) return {};
+  const std::optional<std::vector<int>> share =
+      options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
+  std::vector<int> threads;
+  for (const auto& w : set->workers) {
+    if (w->alive() && InShare(*w, share)) threads.push_back(w->threads);
+  }
+  return threads;
+}
+
+int InstanceSets::FreeCpus() const {
+  const ResourceAllocator* allocator = options_.allocator;
+  if (allocator == nullptr) return -1;
+  const std::vector<int> outside = allocator->OutsideShare(options_.model_name);
+  int free = 0;
+  for (const CpuInfo& c : allocator->topology().cpus()) {
+    if (std::find(outside.begin(), outside.end(), c.cpu) == outside.end() &&
+        allocator->holders(c.cpu) == 0) {
+      ++free;
+    }
+  }
+  return free;
+}
+
 StatusOr<std::shared_ptr<InstanceSet>> InstanceSets::StartFirst(
     const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan) {
   RETURN_IF_ERROR(hooks_.prepare(groups));

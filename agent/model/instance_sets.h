@@ -94,6 +94,8 @@ class InstanceSets final : public SetSwitcher {
   std::shared_ptr<InstanceSet> active() const override;
   bool ActiveHasDeadRuntime() const override;
   std::vector<int> LiveParkedThreads() const override;
+  std::vector<int> KeepableThreads() const override;
+  int FreeCpus() const override;
   // The instance-set part of a snapshot: generation, B, groups, plan, workers and parked.
   void Fill(ServingSnapshot* snapshot) const;
 

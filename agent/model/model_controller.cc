@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agent/planning/migration.h"
+#include "agent/planning/plan_evaluator.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -131,7 +133,8 @@ void ModelController::Loop() {
 
 ControllerSnapshot ModelController::Snapshot() const {
   MutexLock lock(&mu_);
-  return {rate_, ewma_, estimate_, adaptive_, last_hold_, {moves_.begin(), moves_.end()}};
+  return {
+      rate_, rate_now_, ewma_, estimate_, adaptive_, last_hold_, {moves_.begin(), moves_.end()}};
 }
 
 std::string_view MoveStateName(MoveRecord::State state) {
@@ -200,6 +203,7 @@ void ModelController::Tick(SteadyTime now) {
     const std::optional<double> slow = load_.arrivals().Over(kRateSpan);
     const std::optional<double> fast = load_.arrivals().Over(kRiseSpan);
     if (slow || fast) rate_ = std::max(slow.value_or(0.0), fast.value_or(0.0));
+    if (fast) rate_now_ = *fast;
     ewma_ = load_.estimator().ewma();
     estimate_ = load_.estimator().Estimate();
     adaptive = adaptive_;
@@ -233,21 +237,84 @@ void ModelController::Tick(SteadyTime now) {
   autoscaler_.Applied(move, s.ok(), options_.clock->Now(), load_);
 }
 
-Status ModelController::Resize(int threads, const std::optional<Plan>& plan) {
-  autoscaler_.set_threads(threads);
+Status ModelController::Resize(const ResizeRequest& request) {
+  autoscaler_.set_threads(request.threads);
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
-  const std::string why = "node partition: " + std::to_string(threads) + " CPU(s)";
-  Status status;
-  if (plan) {
-    status = options_.sets->Switch(plan->groups, *plan, why, false);
-  } else if (optimizer_ != nullptr && active) {
-    auto solved = optimizer_->Solve(threads, static_cast<int>(std::max<int64_t>(1, active->target_rows)));
+  const std::string why = "node partition: " + std::to_string(request.threads) + " CPU(s)";
+  std::optional<Plan> next = request.plan;
+  if (!next && optimizer_ != nullptr && active) {
+    auto solved = optimizer_->Solve(request.threads,
+                                    static_cast<int>(std::max<int64_t>(1, active->target_rows)));
     if (!solved.ok()) return solved.status();
-    status = options_.sets->Switch(solved->groups, *solved, why, false);
+    next = std::move(solved).value();
   }
+  Status status;
+  if (next) status = SwitchForResize(*next, request.rate, request.at_once, why);
   if (status.ok()) autoscaler_.Reset();  // its holds and timers were for the old budget
   Changed();
   return status;
+}
+
+Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool at_once,
+                                        const std::string& why) {
+  if (planned <= 0) {
+    MutexLock lock(&mu_);
+    planned = rate_;
+  }
+  const std::optional<double> rate = planned > 0 ? std::optional<double>(planned) : std::nullopt;
+  SlowdownFn slowdown;
+  if (const SlowdownTracker* slowdowns = options_.slowdowns) {
+    slowdown = [slowdowns](int t) { return slowdowns->Get(t); };
+  }
+  const double need = autoscaler_.NeededCapacity(fresh, rate, slowdown);
+  // 0. A shrink another model waits for: the runtimes inside the smaller share alone, where
+  // they keep up, switch at once (they start nothing); the switch to fresh is asked for next.
+  if (at_once) {
+    const std::vector<int> kept = options_.sets->KeepableThreads();
+    if (std::optional<Autoscaler::OnInstances> alone =
+            autoscaler_.PlanOnInstances(kept, fresh.batch, rate, slowdown, need)) {
+      return options_.sets->Switch(alone->plan.groups, alone->plan,
+                                   why + ", at once on the runtimes inside it", false);
+    }
+  }
+  // 1. Keep the serving runtimes where that costs little: the new set then starts only on the
+  // CPUs the model gains, not beside its busy runtimes on the ones it keeps. A resize is urgent
+  // (a model waits for the CPUs, or this one for more), so the bar is kResizeMargin, wider than
+  // the autoscaler's restart margin: the autoscaler still moves to a faster plan later, at its
+  // own margin, once the load has settled.
+  // 2. Otherwise migrate in stages (migration.h), each starting runtimes only on free CPUs and
+  // keeping up at least as well as the serving set — until a plan keeping what serves then
+  // passes (1), or the stages end in fresh itself.
+  const std::vector<int> target = ThreadCounts(fresh.groups);
+  auto capacity = [&](const std::vector<int>& instances) {
+    const std::optional<Autoscaler::OnInstances> on =
+        autoscaler_.PlanOnInstances(instances, fresh.batch, rate, slowdown, 0);
+    return on ? on->capacity : 0.0;
+  };
+  for (int stage = 1;; ++stage) {
+    const std::vector<int> serving = options_.sets->KeepableThreads();
+    if (std::optional<Plan> kept =
+            autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, kResizeMargin)) {
+      return options_.sets->Switch(
+          kept->groups, *kept,
+          why + ", keeping the serving runtimes (passed over " + fresh.ConfigString() + ")", false);
+    }
+    const int free = options_.sets->FreeCpus();
+    if (stage > kMaxResizeStages || free < 0 || serving.empty()) break;
+    const std::optional<MigrationStep> step =
+        NextMigrationStep(serving, free, target, capacity, need);
+    if (!step || step->final) break;
+    const std::optional<Autoscaler::OnInstances> on =
+        autoscaler_.PlanOnInstances(step->instances, fresh.batch, rate, slowdown, 0);
+    if (!on) break;
+    RETURN_IF_ERROR(options_.sets->Switch(
+        on->plan.groups, on->plan,
+        why + ", stage " + std::to_string(stage) + " towards " + fresh.ConfigString() +
+            " (starting " + std::to_string(step->started.size()) + " on free CPUs, dropping " +
+            std::to_string(step->dropped.size()) + ")",
+        false));
+  }
+  return options_.sets->Switch(fresh.groups, fresh, why, false);
 }
 
 Status ModelController::ApplyChange(const PlanChange& change) {

@@ -45,6 +45,16 @@ struct PlanChange {
   std::optional<bool> adaptive;
 };
 
+// What the node partition asks of a model (ModelController::Resize).
+struct ResizeRequest {
+  int threads = 1;           // the model's CPUs from now on: every plan is for this budget
+  std::optional<Plan> plan;  // the partition's plan for them; nullopt: the optimizer's for B
+  double rate = 0;           // rows/s it was planned for (arrivals, backlog); 0: the model's own
+  // A shrink that another model's growth waits for: serve on the runtimes inside the smaller
+  // share alone where they keep up, starting nothing; the switch to `plan` is asked for next.
+  bool at_once = false;
+};
+
 struct ModelControllerOptions {
   std::string model_name;
   Clock* clock = Clock::Real();               // not owned
@@ -78,6 +88,7 @@ struct ControllerSnapshot {
   // Rows/s arriving: the larger of the rates over the last kRateSpan and over the last
   // kRiseSpan (0 until measured), so a rise shows within a second and a fall takes kRateSpan.
   double rate = 0;
+  double rate_now = 0;  // rows/s over the last kRiseSpan alone: a fall shows at once too
   double ewma = 0;
   int64_t estimate = 0;
   bool adaptive = false;
@@ -115,11 +126,12 @@ class ModelController {
   Status ApplyChange(const PlanChange& change);
   // Control thread: one sample of the load and what follows from it (see the class comment).
   void Tick(SteadyTime now);
-  // Control thread: the node partition gave the model `threads` CPUs. Plans are for that budget
-  // from now on; the model switches to `plan` (the partition's plan for it), or to the
-  // optimizer's plan for its current B on the new budget. Stays adaptive. Blocks while the new
-  // set starts.
-  Status Resize(int threads, const std::optional<Plan>& plan);
+  // Control thread: the node partition gave the model `request.threads` CPUs. Plans are for
+  // that budget from now on; the model switches to `request.plan` (the partition's plan for
+  // it), or to the optimizer's plan for its current B on the new budget — keeping its serving
+  // runtimes, or in stages, where that avoids starting runtimes beside busy ones
+  // (SwitchForResize). Stays adaptive. Blocks while the new set starts.
+  Status Resize(const ResizeRequest& request);
 
   ControllerSnapshot Snapshot() const EXCLUDES(mu_);
   // The policy; its const methods are safe from any thread.
@@ -127,6 +139,14 @@ class ModelController {
 
  private:
   void Loop() EXCLUDES(mu_);
+  // Resize's switch to `fresh` (the partition's plan for the new budget) at `rate` rows/s:
+  // with `at_once`, the runtimes inside the share alone where they keep up; else a plan keeping
+  // the serving runtimes where it is within kResizeMargin of fresh's p99; else fresh, reached in
+  // stages that start runtimes only on free CPUs (migration.h; at most kMaxResizeStages).
+  Status SwitchForResize(const Plan& fresh, double rate, bool at_once, const std::string& why)
+      EXCLUDES(mu_);
+  static constexpr double kResizeMargin = 0.25;
+  static constexpr int kMaxResizeStages = 8;
   // Records `r` as the last hold and logs it (a quiet hold is not logged).
   void NoteHold(const Reason& r) EXCLUDES(mu_);
   // Records a move as switching, then (Done) how its switch ended.
@@ -149,6 +169,7 @@ class ModelController {
   bool stop_ GUARDED_BY(mu_) = false;
   bool adaptive_ GUARDED_BY(mu_) = false;
   double rate_ GUARDED_BY(mu_) = 0;
+  double rate_now_ GUARDED_BY(mu_) = 0;
   double ewma_ GUARDED_BY(mu_) = 0;
   int64_t estimate_ GUARDED_BY(mu_) = 0;
   static constexpr size_t kRecentMoves = 16;

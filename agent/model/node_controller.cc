@@ -10,6 +10,7 @@
 #include "agent/kserve/kserve_codec.h"
 #include "agent/model/model_controller.h"
 #include "agent/model/served_model.h"
+#include "agent/model/share_shrink.h"
 #include "agent/pool/cpu_list.h"
 #include "common/logging.h"
 
@@ -47,13 +48,34 @@ std::string CountsJson(const std::map<std::string, int>& counts) {
   return out + "}";
 }
 
-ModelDemand DemandOf(const ServedModel& model) {
+// The rate a model is planned for: its arrivals, plus its backlog spread over
+// kBacklogDrainSeconds (so that it gets the CPUs to drain its queue, not only to keep up).
+// Arrivals are the rate that rises over 1 s and falls over 5 s (hysteresis); but where
+// another model's queue grows (`urgent`), a fall shows at once: the rate over kRiseSpan where
+// it is more than three standard deviations of a Poisson count below the slow rate, so that a
+// model whose load went away gives its CPUs up to the one waiting for them, and an idle
+// model's noise (2 req/s, none in the last second) does not. With the 5-s fall alone, a shift
+// of the load from one model to another moved the CPUs in two steps, two switches each.
+constexpr double kBacklogDrainSeconds = 2.0;
+
+double PlannedRate(const ServedModel& model, bool urgent) {
+  double arrivals = model.arrival_rate();
+  if (urgent) {
+    // Over kRiseSpan the count is rate × span; its standard deviation √(rate × span).
+    const double span = std::chrono::duration<double>(ModelController::kRiseSpan).count();
+    const double now = model.arrival_rate_now();
+    if ((arrivals - now) * span > 3 * std::sqrt(arrivals * span)) arrivals = now;
+  }
+  return arrivals + static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
+}
+
+ModelDemand DemandOf(const ServedModel& model, bool urgent) {
   const ModelConfig& c = model.config();
   const AutoscalerOptions a = AutoscalerOptionsFor(c, 1, false);
   ModelDemand d;
   d.name = c.name;
   d.optimizer = model.optimizer();
-  d.rate = model.arrival_rate();
+  d.rate = PlannedRate(model, urgent);
   if (c.batching.p99_target_ms > 0) d.p99_target_ms = c.batching.p99_target_ms;
   d.weight = c.weight;
   d.min_threads = c.min_threads;
@@ -65,12 +87,11 @@ ModelDemand DemandOf(const ServedModel& model) {
   return d;
 }
 
-// Resizes `model` and waits for the outcome.
-std::future<Status> ResizeAsync(const std::shared_ptr<ServedModel>& model, int cpus,
-                                std::optional<Plan> plan) {
+// Resizes `model`; the future holds the outcome.
+std::future<Status> ResizeAsync(const std::shared_ptr<ServedModel>& model, ResizeRequest request) {
   auto promise = std::make_shared<std::promise<Status>>();
   std::future<Status> done = promise->get_future();
-  model->Resize(cpus, std::move(plan), [promise](Status s) { promise->set_value(std::move(s)); });
+  model->Resize(std::move(request), [promise](Status s) { promise->set_value(std::move(s)); });
   return done;
 }
 
@@ -176,10 +197,11 @@ Status NodeController::MakeRoom(const std::string& model, int cpus) {
     return ResourceExhausted("no CPUs to make room for model '" + model + "'");
   }
   std::vector<ModelDemand> demands;
-  for (const auto& m : models) demands.push_back(DemandOf(*m));
+  for (const auto& m : models) demands.push_back(DemandOf(*m, false));
   ASSIGN_OR_RETURN(PartitionResult result, partition_.Solve(demands, total));
   std::map<std::string, int> target;
   std::map<std::string, std::optional<Plan>> plans;
+  std::map<std::string, double> rates;
   const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
   for (size_t i = 0; i < models.size(); ++i) {
     // Only shrinks: a model without a share yet is given one of its target size here too.
@@ -187,10 +209,11 @@ Status NodeController::MakeRoom(const std::string& model, int cpus) {
     const int now = share == shares.end() ? total : static_cast<int>(share->second.size());
     target[models[i]->name()] = std::min(now, result.models[i].cpus);
     plans[models[i]->name()] = result.models[i].plan;
+    rates[models[i]->name()] = demands[i].rate;
   }
   PACKRAT_LOG(INFO) << "node partition: making room for model '" << model << "' (" << cpus
                     << " CPU(s)): " << CountsJson(target);
-  const std::chrono::milliseconds took = Move(models, target, plans, pool);
+  const std::chrono::milliseconds took = Move(models, target, plans, rates, pool);
   policy_.MoveDone(options_.clock->Now(), took);
   if (options_.metrics) options_.metrics->partition_moves("room").Increment();
   return Status::Ok();
@@ -210,8 +233,10 @@ void NodeController::Decide(SteadyTime now) {
   const std::vector<int> pool = Pool(models);
   const int total = std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget());
 
+  const bool urgent = std::any_of(models.begin(), models.end(),
+                                  [](const auto& m) { return m->backlog_rows() > 0; });
   std::vector<ModelDemand> demands;
-  for (const auto& m : models) demands.push_back(DemandOf(*m));
+  for (const auto& m : models) demands.push_back(DemandOf(*m, urgent));
   StatusOr<PartitionResult> result = partition_.Solve(demands, total);
   if (!result.ok()) {
     PACKRAT_LOG(WARNING) << "node partition: " << result.status().message();
@@ -225,6 +250,7 @@ void NodeController::Decide(SteadyTime now) {
   std::vector<PartitionModel> view;
   std::map<std::string, int> target;
   std::map<std::string, std::optional<Plan>> plans;
+  std::map<std::string, double> rates;
   for (size_t i = 0; i < models.size(); ++i) {
     const ModelShare& share = result->models[i];
     PartitionModel p;
@@ -247,6 +273,7 @@ void NodeController::Decide(SteadyTime now) {
     }
     target[p.name] = share.cpus;
     plans[p.name] = share.plan;
+    rates[p.name] = demands[i].rate;
     view.push_back(std::move(p));
   }
   const PartitionDecision decision = policy_.Decide(view, now);
@@ -289,7 +316,7 @@ void NodeController::Decide(SteadyTime now) {
   PACKRAT_LOG(INFO) << "node partition: moving CPUs (" << decision.why << "): "
                     << CountsJson(from) << " -> " << CountsJson(target)
                     << ", worst ratio " << decision.worst_now << " -> " << decision.worst_target;
-  const std::chrono::milliseconds took = Move(models, target, plans, pool);
+  const std::chrono::milliseconds took = Move(models, target, plans, rates, pool);
   policy_.MoveDone(options_.clock->Now(), took);
   if (options_.metrics) options_.metrics->partition_moves(decision.why).Increment();
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -306,10 +333,19 @@ void NodeController::Decide(SteadyTime now) {
 std::chrono::milliseconds NodeController::Move(
     const std::vector<std::shared_ptr<ServedModel>>& models,
     const std::map<std::string, int>& target,
-    const std::map<std::string, std::optional<Plan>>& plans, const std::vector<int>& pool) {
+    const std::map<std::string, std::optional<Plan>>& plans,
+    const std::map<std::string, double>& rates, const std::vector<int>& pool) {
   const SteadyTime start = std::chrono::steady_clock::now();
   ResourceAllocator* allocator = options_.allocator;
-  // 1. Shrink: each loser keeps the first CPUs of its share.
+  auto request = [&](const std::string& name, bool at_once) {
+    ResizeRequest r;
+    r.threads = target.at(name);
+    r.plan = plans.at(name);
+    r.rate = rates.at(name);
+    r.at_once = at_once;
+    return r;
+  };
+  // 1. Shrink: each loser keeps the CPUs of as many of its runtimes as fit (CpusToKeep).
   std::vector<std::pair<std::shared_ptr<ServedModel>, std::future<Status>>> shrinking;
   std::map<std::string, std::vector<int>> before;
   for (const auto& m : models) {
@@ -317,20 +353,25 @@ std::chrono::milliseconds NodeController::Move(
     const int want = target.at(m->name());
     if (!share || static_cast<int>(share->size()) <= want) continue;
     before[m->name()] = *share;
-    const std::vector<int> kept(share->begin(), share->begin() + want);
+    const std::vector<int> kept = CpusToKeep(*share, want, m->ServingCpus());
     if (Status s = allocator->SetShare(m->name(), kept); !s.ok()) {
       PACKRAT_LOG(ERROR) << "node partition: " << s.message();
       continue;
     }
-    shrinking.emplace_back(m, ResizeAsync(m, want, plans.at(m->name())));
+    shrinking.emplace_back(m, ResizeAsync(m, request(m->name(), /*at_once=*/true)));
   }
+  // The shrunk models' switches to their own plans run beside the growth (their CPUs are
+  // their own): only the shrinks themselves are on the growing models' path.
+  std::vector<std::pair<std::shared_ptr<ServedModel>, std::future<Status>>> growing;
   for (auto& [m, done] : shrinking) {
     if (Status s = done.get(); !s.ok()) {
       // Its old set still serves on the old share: give the share back.
       PACKRAT_LOG(ERROR) << "node partition: model '" << m->name()
                          << "' could not shrink: " << s.message();
       (void)allocator->SetShare(m->name(), before[m->name()]);
+      continue;
     }
+    growing.emplace_back(m, ResizeAsync(m, request(m->name(), /*at_once=*/false)));
   }
   // 2. Grow onto the CPUs no share holds now.
   std::set<int> held;
@@ -339,7 +380,6 @@ std::chrono::milliseconds NodeController::Move(
   for (int cpu : pool) {
     if (!held.count(cpu)) free.push_back(cpu);
   }
-  std::vector<std::pair<std::shared_ptr<ServedModel>, std::future<Status>>> growing;
   size_t next = 0;
   for (const auto& m : models) {
     std::vector<int> share = allocator->Share(m->name()).value_or(std::vector<int>());
@@ -358,12 +398,12 @@ std::chrono::milliseconds NodeController::Move(
       PACKRAT_LOG(ERROR) << "node partition: " << s.message();
       continue;
     }
-    growing.emplace_back(m, ResizeAsync(m, want, plans.at(m->name())));
+    growing.emplace_back(m, ResizeAsync(m, request(m->name(), /*at_once=*/false)));
   }
   for (auto& [m, done] : growing) {
     if (Status s = done.get(); !s.ok()) {
       PACKRAT_LOG(ERROR) << "node partition: model '" << m->name()
-                         << "' could not grow: " << s.message();
+                         << "' could not switch to its plan: " << s.message();
     }
   }
   for (const auto& m : models) {

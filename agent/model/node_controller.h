@@ -9,14 +9,19 @@
 // them apart.
 //
 // Each decision (every `interval`, and at once after a model is loaded or unloaded): the
-// models' demands (profile, arrival rate: ControllerSnapshot::rate, p99 target, weight,
-// floor) go to JointPartition, the target and the current partition to PartitionPolicy (the
+// models' demands (profile; rate: arrivals plus backlog, see PlannedRate; p99 target,
+// weight, floor) go to JointPartition, the target and the current partition to PartitionPolicy (the
 // hysteresis rule: partition_policy.h). A move then runs in two phases:
-//   1. shrink: every model losing CPUs gets its smaller share — a subset of its old one — and
-//      switches to its plan for it (ServedModel::Resize), all at once; each new set starts on
-//      its own CPUs beside its old set, which drains and frees the rest;
+//   1. shrink: every model losing CPUs gets its smaller share — a subset of its old one, the
+//      CPUs of as many of its runtimes as fit (CpusToKeep) — and serves on its runtimes inside
+//      it alone where they keep up (ResizeRequest::at_once: a
+//      switch that starts nothing), else switches to its plan for it; the old set drains and
+//      frees the rest;
 //   2. grow: once every shrink has finished (the freed CPUs hold no runtime any more), every
-//      model gaining CPUs gets the freed ones added to its share and switches to its plan.
+//      model gaining CPUs gets the freed ones added to its share and switches to its plan
+//      (ModelController::Resize: keeping its serving runtimes where that costs little, or in
+//      stages, so that new runtimes start on free CPUs, beside none that serve); meanwhile each
+//      shrunk model switches to its own plan on its own CPUs.
 // So a CPU belongs to at most one model's share at any time, and a runtime runs only inside its
 // model's share (InstanceSets keeps no runtime outside it), so no CPU ever runs two models'
 // runtimes. A shrink that fails leaves that model's share as it was and skips the growth into
@@ -92,10 +97,12 @@ class NodeController {
     std::string model;
     int cpus = 0;
   };
-  // Carries out the move to `target` (model -> CPUs); returns how long it took.
+  // Carries out the move to `target` (model -> CPUs), each model switching to its plan in
+  // `plans` at the rate it was planned for (`rates`); returns how long it took.
   std::chrono::milliseconds Move(const std::vector<std::shared_ptr<ServedModel>>& models,
                                  const std::map<std::string, int>& target,
                                  const std::map<std::string, std::optional<Plan>>& plans,
+                                 const std::map<std::string, double>& rates,
                                  const std::vector<int>& pool) REQUIRES(decide_mu_);
 
   // The models that take part now, and the pool of CPUs they share.

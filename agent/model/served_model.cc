@@ -483,15 +483,36 @@ double ServedModel::arrival_rate() const {
   return state() == ModelState::kReady && controller_ ? controller_->Snapshot().rate : 0.0;
 }
 
-void ServedModel::Resize(int cpus, std::optional<Plan> plan, std::function<void(Status)> done) {
+double ServedModel::arrival_rate_now() const {
+  return state() == ModelState::kReady && controller_ ? controller_->Snapshot().rate_now : 0.0;
+}
+
+int64_t ServedModel::backlog_rows() const {
+  if (generative() || state() != ModelState::kReady) return 0;
+  const std::shared_ptr<InstanceSet> active = sets_.active();
+  const int64_t running = active ? 2 * active->target_rows : 0;
+  return std::max<int64_t>(0, RowsInSystem() - running);
+}
+
+std::vector<std::vector<int>> ServedModel::ServingCpus() const {
+  std::vector<std::vector<int>> cpus;
+  if (const std::shared_ptr<InstanceSet> active = sets_.active()) {
+    for (const auto& w : active->workers) {
+      if (w->alive() && !w->placement.cpus.empty()) cpus.push_back(w->placement.cpus);
+    }
+  }
+  return cpus;
+}
+
+void ServedModel::Resize(ResizeRequest request, std::function<void(Status)> done) {
   if (state() != ModelState::kReady || !controller_) {
     return done(FailedPrecondition("model '" + config_.name + "' is not ready"));
   }
-  controller_->Post([this, cpus, plan = std::move(plan), done = std::move(done)] {
+  controller_->Post([this, request = std::move(request), done = std::move(done)] {
     if (state() != ModelState::kReady) {
       return done(Unavailable("model '" + config_.name + "' is stopping"));
     }
-    done(controller_->Resize(cpus, plan));
+    done(controller_->Resize(request));
   });
 }
 

@@ -136,12 +136,19 @@ class ServedModel {
   }
   // Rows/s arriving: ControllerSnapshot::rate (1-s rises, 5-s falls; 0 until measured).
   double arrival_rate() const;
+  // Rows/s over the last ModelController::kRiseSpan alone (ControllerSnapshot::rate_now).
+  double arrival_rate_now() const;
+  // Rows queued beyond two batches of the serving set (one running, one cut): a queue that
+  // grows because the plan cannot keep up shows here at once, in its rate only over a second.
+  // 0 for a decoder.
+  int64_t backlog_rows() const;
   // How much slower than the profile its runtimes of `threads` threads serve (measured).
   double Slowdown(int threads) const { return slowdowns_.Get(threads); }
-  // Queues on the control thread: plans are for `cpus` from now on, and the model switches to
-  // `plan` (ModelController::Resize); `done` runs there with the outcome. Never blocks.
-  // FailedPrecondition unless ready.
-  void Resize(int cpus, std::optional<Plan> plan, std::function<void(Status)> done);
+  // The CPUs of each live runtime of the serving set, in set order (empty without placement).
+  std::vector<std::vector<int>> ServingCpus() const;
+  // Queues `request` on the control thread (ModelController::Resize); `done` runs there with
+  // the outcome. Never blocks. FailedPrecondition unless ready.
+  void Resize(ResizeRequest request, std::function<void(Status)> done);
 
  private:
   // Resolves the groups to serve: the config's, or the optimizer's for `instances: auto`

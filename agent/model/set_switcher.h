@@ -25,6 +25,12 @@ class SetSwitcher {
   virtual bool ActiveHasDeadRuntime() const = 0;
   // Thread counts of the live parked runtimes. Any thread.
   virtual std::vector<int> LiveParkedThreads() const = 0;
+  // Thread counts of the live serving runtimes that a new set may keep: those inside the
+  // model's share of the node (all of them without one), in serving order. Any thread.
+  virtual std::vector<int> KeepableThreads() const = 0;
+  // How many CPUs the model may place on (its share, or the node) hold no live runtime; -1
+  // where placement is not tracked. Any thread.
+  virtual int FreeCpus() const = 0;
   // Serves `groups` as the next set (InstanceSets::Switch). One thread at a time; blocking.
   virtual Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
                         const std::string& reason, bool restart) = 0;

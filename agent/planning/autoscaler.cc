@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -127,6 +128,109 @@ bool Autoscaler::StartsRuntimes(const Plan& plan, const ServingView& view) const
 bool Autoscaler::RateMoveHeld(SteadyTime now) const {
   return last_rate_move_ &&
          now - *last_rate_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms);
+}
+
+std::optional<Autoscaler::OnInstances> Autoscaler::PlanOnInstances(
+    const std::vector<int>& instances, int64_t batch, std::optional<double> rate,
+    const SlowdownFn& slowdown, double need) const {
+  if (optimizer_ == nullptr || instances.empty()) return std::nullopt;
+  const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
+  const bool at_rate = rate.has_value() && *rate > 0;
+  const int64_t n = static_cast<int64_t>(instances.size());
+  // Other B only at a rate: at full batches a smaller B always looks faster. There, every
+  // power-of-two multiple of the instance count up to max_batch (more rows a batch, more
+  // capacity).
+  std::set<int64_t> batches = {batch};
+  if (at_rate) {
+    for (int64_t b = n; b < 2 * options_.max_batch; b *= 2) {
+      batches.insert(std::min<int64_t>(b, options_.max_batch));
+    }
+  }
+  std::optional<OnInstances> best;
+  bool best_overloaded = false;
+  for (int64_t b : batches) {
+    StatusOr<Plan> plan = optimizer_->SolveOnInstances(instances, static_cast<int>(b));
+    if (!plan.ok()) continue;
+    const double capacity = eval.Capacity(*plan);
+    if (capacity < need) continue;
+    double ms = eval.PredictedLatencyMs(*plan);
+    double batch_ms = ms;
+    if (at_rate) {
+      const BatchingSimulator::Result simulated = eval.Simulate(*plan, *rate);
+      ms = simulated.p99_ms;
+      batch_ms = simulated.mean_batch_ms;
+    }
+    if (eval.TooSlow(batch_ms)) continue;
+    // Where a plan cannot serve the rate its queue grows for as long as the simulation runs:
+    // such a p99 does not compare, capacity does.
+    const bool overloaded = at_rate && *rate >= capacity;
+    const bool better =
+        !best || (overloaded != best_overloaded
+                      ? !overloaded
+                      : (overloaded ? capacity > best->capacity : ms < best->p99_ms));
+    if (!better) continue;
+    plan->threads_total = options_.threads;
+    best = OnInstances{std::move(plan).value(), ms, capacity};
+    best_overloaded = overloaded;
+  }
+  return best;
+}
+
+double Autoscaler::NeededCapacity(const Plan& fresh, std::optional<double> rate,
+                                  const SlowdownFn& slowdown) const {
+  const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
+  double need = eval.Capacity(fresh);
+  if (rate && *rate > 0) need = std::min(need, *rate / options_.max_utilization);
+  return need;
+}
+
+std::optional<Plan> Autoscaler::KeepingPlan(const std::vector<int>& keepable, const Plan& fresh,
+                                            std::optional<double> rate, const SlowdownFn& slowdown,
+                                            double margin) const {
+  if (optimizer_ == nullptr || !options_.resizable_runtimes || options_.generative) {
+    return std::nullopt;
+  }
+  // The serving runtimes that fit the budget, in serving order.
+  std::vector<int> kept;
+  int used = 0;
+  for (int t : keepable) {
+    if (used + t > options_.threads) continue;
+    kept.push_back(t);
+    used += t;
+  }
+  if (kept.empty()) return std::nullopt;
+  const int spare = options_.threads - used;
+  // Thread counts for the runtimes on the spare CPUs: each one kept or fresh runs.
+  std::set<int> fills(kept.begin(), kept.end());
+  for (const InstanceGroup& g : fresh.groups) fills.insert(g.threads);
+
+  const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
+  const double fresh_ms =
+      rate && *rate > 0 ? eval.SimulatedP99Ms(fresh, *rate) : eval.PredictedLatencyMs(fresh);
+  // Where fresh cannot serve the rate with max_utilization to spare, p99s at the rate are of
+  // queues that grow: there the margin is on capacity (at least fresh's / (1 + margin)).
+  const bool overloaded =
+      rate && *rate > 0 && *rate >= options_.max_utilization * eval.Capacity(fresh);
+  const double need = overloaded ? NeededCapacity(fresh, rate, slowdown) / (1 + margin)
+                                 : NeededCapacity(fresh, rate, slowdown);
+  const double bar = overloaded ? std::numeric_limits<double>::infinity() : (1 + margin) * fresh_ms;
+  // A shrink that starts nothing switches at once: the kept runtimes alone, where they do.
+  if (spare > 0) {
+    std::optional<OnInstances> alone = PlanOnInstances(kept, fresh.batch, rate, slowdown, need);
+    if (alone && alone->p99_ms <= bar) return std::move(alone->plan);
+  }
+  std::optional<OnInstances> best;
+  for (int fill : fills) {
+    std::vector<int> instances = kept;
+    for (int k = 0; k < spare / fill; ++k) instances.push_back(fill);
+    if (spare % fill > 0) instances.push_back(spare % fill);
+    std::optional<OnInstances> on = PlanOnInstances(instances, fresh.batch, rate, slowdown, need);
+    if (on && (!best || (overloaded ? on->capacity > best->capacity : on->p99_ms < best->p99_ms))) {
+      best = std::move(on);
+    }
+  }
+  if (!best || best->p99_ms > bar) return std::nullopt;
+  return std::move(best->plan);
 }
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const ServingView& view,

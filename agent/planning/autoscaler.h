@@ -177,6 +177,39 @@ class Autoscaler {
   int64_t BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target,
                       const SlowdownFn& slowdown) const;
 
+  // The best plan on `instances` (thread counts; some may stay idle) for B = `batch` (at a
+  // rate also every power-of-two multiple of the instance count up to max_batch) with at
+  // least `need` rows/s of capacity: the lowest simulated p99 at `rate` (full-batch latency
+  // where the rate is unknown; the most capacity where none serves the rate); nullopt where
+  // none qualifies. For the node partition's resizes and their stages.
+  struct OnInstances {
+    Plan plan;
+    double p99_ms = 0;    // simulated at the rate, or the batch latency
+    double capacity = 0;  // rows/s at full batches
+  };
+  std::optional<OnInstances> PlanOnInstances(const std::vector<int>& instances, int64_t batch,
+                                             std::optional<double> rate, const SlowdownFn& slowdown,
+                                             double need) const;
+  // The capacity a plan replacing `fresh` must have: fresh's, or max_utilization to spare at
+  // `rate` where that is less.
+  double NeededCapacity(const Plan& fresh, std::optional<double> rate,
+                        const SlowdownFn& slowdown) const;
+  // The node partition gave the model options().threads CPUs (set_threads) and `fresh` as its
+  // plan there, which would start every runtime anew beside the serving ones. Where the
+  // runtimes are resizable: the plan that keeps `keepable` (thread counts of the serving
+  // runtimes inside the new share, KeepableThreads) and starts runtimes only on the CPUs they
+  // leave — a shrink then starts none, a growth starts only on the CPUs it gains, beside no
+  // busy runtime — if it serves `rate` rows/s (nullopt: unknown; then full batches count)
+  // within `margin` (a fraction) of fresh's p99 and keeps up with the rate as well as fresh
+  // does (where fresh itself cannot serve the rate with max_utilization to spare, p99s are of
+  // growing queues: then at least fresh's capacity / (1 + margin), whatever the p99s). Nullopt
+  // otherwise (then fresh is the plan). Tries the kept runtimes alone first (a switch that starts
+  // nothing), then each thread count of `keepable` and of fresh for the runtimes to add
+  // (PlanOnInstances each: a few dozen simulations at most).
+  std::optional<Plan> KeepingPlan(const std::vector<int>& keepable, const Plan& fresh,
+                                  std::optional<double> rate, const SlowdownFn& slowdown,
+                                  double margin) const;
+
   const AutoscalerOptions& options() const { return options_; }
   // The node partition gave the model a new CPU budget: plans from now on are for `threads`.
   void set_threads(int threads) { options_.threads = threads; }

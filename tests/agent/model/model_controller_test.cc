@@ -38,6 +38,30 @@ class FakeSwitcher final : public SetSwitcher {
   }
   bool ActiveHasDeadRuntime() const override { return dead_.load(); }
   std::vector<int> LiveParkedThreads() const override { return {}; }
+  // The model's CPUs less those its serving runtimes use; -1 (untracked) unless cpus_ is set.
+  int FreeCpus() const override {
+    if (cpus_.load() < 0) return -1;
+    int used = 0;
+    if (const auto set = active()) {
+      for (const InstanceGroup& g : set->groups) used += g.count * g.threads;
+    }
+    return cpus_.load() - used;
+  }
+  std::vector<int> KeepableThreads() const override {
+    {
+      MutexLock lock(&mu_);
+      if (keepable_) {
+        std::vector<int> kept = *keepable_;
+        keepable_.reset();  // once: the next set is all kept
+        return kept;
+      }
+    }
+    std::vector<int> threads;
+    if (const auto set = active()) {
+      for (const InstanceGroup& g : set->groups) threads.insert(threads.end(), g.count, g.threads);
+    }
+    return threads;
+  }
   Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
                 const std::string& reason, bool restart) override {
     {
@@ -48,6 +72,12 @@ class FakeSwitcher final : public SetSwitcher {
     return fail_.load() ? Unavailable("no room") : Status::Ok();
   }
 
+  // The next KeepableThreads() answers `threads` (runtimes outside a smaller share).
+  void KeepableOnce(std::vector<int> threads) {
+    MutexLock lock(&mu_);
+    keepable_ = std::move(threads);
+  }
+
   std::vector<Call> calls() const {
     MutexLock lock(&mu_);
     return calls_;
@@ -55,9 +85,13 @@ class FakeSwitcher final : public SetSwitcher {
 
   std::atomic<bool> dead_{false};
   std::atomic<bool> fail_{false};
+  std::atomic<int> cpus_{-1};
 
  private:
   mutable Mutex mu_;
+  // The next KeepableThreads() answer, where set (runtimes outside a smaller share); then every
+  // serving runtime again.
+  mutable std::optional<std::vector<int>> keepable_ GUARDED_BY(mu_);
   std::shared_ptr<InstanceSet> active_ GUARDED_BY(mu_);
   std::vector<Call> calls_ GUARDED_BY(mu_);
 };
@@ -81,10 +115,10 @@ class ModelControllerTest : public ::testing::Test {
  protected:
   // A controller of a model on SlowProfile (or none: a static plan) with 10-ms samples, a
   // decision every second and a 200-ms overload window.
-  void Make(bool with_profile) {
-    if (with_profile) optimizer_ = std::make_unique<Optimizer>(SlowProfile());
+  void Make(bool with_profile, Profile profile = SlowProfile(), int threads = 1) {
+    if (with_profile) optimizer_ = std::make_unique<Optimizer>(std::move(profile));
     AutoscalerOptions a;
-    a.threads = 1;
+    a.threads = threads;
     a.max_batch = 8;
     a.resizable_runtimes = true;
     a.window = 100;
@@ -158,6 +192,61 @@ TEST_F(ModelControllerTest, AnOverloadMoveIsCarriedOutAndReported) {
   EXPECT_EQ(s.moves[0].reason.to_batch, 8);
   EXPECT_EQ(s.moves[0].state, MoveRecord::State::kServing);
   EXPECT_GT(s.ewma, 1);
+}
+
+// One thread: 300 ms + 100 ms a row; four threads: 50 ms a row.
+Profile FourThreadsWin() {
+  Profile p;
+  for (int t : {1, 4}) {
+    for (int b = 1; b <= 8; b *= 2) {
+      ProfilePoint point;
+      point.threads = t;
+      point.batch = b;
+      point.latency_ms = t == 1 ? 300.0 + 100.0 * b : 50.0 * b;
+      EXPECT_TRUE(p.Add(point).ok());
+    }
+  }
+  return p;
+}
+
+TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) {
+  Make(true, FourThreadsWin(), 4);
+  // Four one-thread runtimes on a 4-CPU share; the partition gives 8 CPUs and 2×⟨4,4⟩.
+  sets_.Serve({{4, 1, 2}}, *optimizer_->Solve(4, 8));
+  sets_.cpus_ = 8;
+  ResizeRequest r;
+  r.threads = 8;
+  r.plan = *optimizer_->Solve(8, 8);
+  ASSERT_EQ(r.plan->groups, (std::vector<InstanceGroup>{{2, 4, 4}}));
+  ASSERT_TRUE(controller_->Resize(r).ok());
+  const std::vector<FakeSwitcher::Call> calls = sets_.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  // Stage 1: one four-thread runtime on the 4 free CPUs; the one-thread runtimes, slower than
+  // it together, go.
+  EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{1, 4, 8}}));
+  EXPECT_NE(calls[0].reason.find("stage 1"), std::string::npos) << calls[0].reason;
+  // Then the plan itself, keeping that runtime: the second starts on the CPUs freed.
+  EXPECT_EQ(calls[1].groups, (std::vector<InstanceGroup>{{2, 4, 4}}));
+  EXPECT_NE(calls[1].reason.find("keeping the serving runtimes"), std::string::npos)
+      << calls[1].reason;
+}
+
+TEST_F(ModelControllerTest, AShrinkAtOnceServesOnTheRuntimesLeftWithoutAStart) {
+  Make(true, FourThreadsWin(), 8);
+  sets_.Serve({{2, 4, 4}}, *optimizer_->Solve(8, 8));
+  sets_.cpus_ = 8;
+  ResizeRequest r;
+  r.threads = 4;
+  r.plan = *optimizer_->Solve(4, 8);
+  r.at_once = true;
+  sets_.cpus_ = 4;
+  // Of the two runtimes one lies inside the smaller share.
+  sets_.KeepableOnce({4});
+  ASSERT_TRUE(controller_->Resize(r).ok());
+  const std::vector<FakeSwitcher::Call> calls = sets_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{1, 4, 8}}));
+  EXPECT_NE(calls[0].reason.find("at once"), std::string::npos) << calls[0].reason;
 }
 
 TEST_F(ModelControllerTest, AFailedMoveLeavesTheServingSetAndIsNotAHoldOff) {

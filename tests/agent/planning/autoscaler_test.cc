@@ -5,6 +5,7 @@
 // Applied() for every move carried out.
 #include "agent/planning/autoscaler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -516,6 +517,67 @@ TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
   // No backlog hold: the next decisions are the overload path's and the estimator's again.
   const Decision d = Tick(0, 0);
   EXPECT_FALSE(d.hold && d.hold->rule == Rule::kBacklogDraining);
+}
+
+// KeepingPlan: the node partition's resize keeps the serving runtimes where that costs little.
+
+// Up to four threads; every thread count runs a row in 100 ms a thread (perfect scaling), so
+// thin instances lose nothing.
+std::optional<double> EvenScaling(int threads, int batch) {
+  if (threads == 3) return std::nullopt;
+  return 100.0 * batch / threads;
+}
+
+// Four threads run a row in 50 ms; one thread in 100 ms plus 300 ms an instance.
+std::optional<double> FatWins(int threads, int batch) {
+  if (threads == 4) return 50.0 * batch;
+  if (threads == 1) return 300.0 + 100.0 * batch;
+  return std::nullopt;
+}
+
+std::vector<int> SortedThreads(const Plan& plan) {
+  std::vector<int> t = ThreadCounts(plan.groups);
+  std::sort(t.begin(), t.end());
+  return t;
+}
+
+TEST_F(AutoscalerTest, AGrowthKeepsTheServingRuntimesAndAddsOnlyOnTheGainedCpus) {
+  SetUpModel(4, EvenScaling);
+  const Plan fresh = *optimizer_->Solve(4, 8);
+  const std::optional<Plan> kept =
+      autoscaler_->KeepingPlan({1, 1}, fresh, std::nullopt, nullptr, 0.1);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->batch, fresh.batch);
+  EXPECT_LE(kept->ThreadsUsed(), 4);
+  const std::vector<int> threads = SortedThreads(*kept);
+  EXPECT_GE(std::count(threads.begin(), threads.end(), 1), 2);  // both serving runtimes kept
+  EXPECT_LE(kept->latency_ms, 1.1 * fresh.latency_ms);
+}
+
+TEST_F(AutoscalerTest, AShrinkKeepsTheRuntimesInsideTheShareAndStartsNone) {
+  SetUpModel(4, EvenScaling);
+  autoscaler_->set_threads(2);
+  const Plan fresh = *optimizer_->Solve(2, 8);
+  // Of four serving one-thread runtimes two lie inside the smaller share.
+  const std::optional<Plan> kept = autoscaler_->KeepingPlan({1, 1}, fresh, 20.0, nullptr, 0.1);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(SortedThreads(*kept), (std::vector<int>{1, 1}));
+  EXPECT_EQ(kept->threads_total, 2);
+}
+
+TEST_F(AutoscalerTest, KeepingIsPassedOverWhereTheFreshPlanIsFasterByMoreThanTheMargin) {
+  SetUpModel(4, FatWins);
+  const Plan fresh = *optimizer_->Solve(4, 8);
+  ASSERT_EQ(SortedThreads(fresh), (std::vector<int>{4}));
+  // One one-thread runtime serves: keeping it leaves three CPUs for one-thread runtimes, whose
+  // 500 ms at b = 2 is 25% slower than the fresh plan's 400 ms.
+  EXPECT_FALSE(autoscaler_->KeepingPlan({1}, fresh, std::nullopt, nullptr, 0.1).has_value());
+}
+
+TEST_F(AutoscalerTest, KeepingNeedsResizableRuntimes) {
+  SetUpModel(4, EvenScaling, [](AutoscalerOptions* o) { o->resizable_runtimes = false; });
+  const Plan fresh = *optimizer_->Solve(4, 8);
+  EXPECT_FALSE(autoscaler_->KeepingPlan({1, 1}, fresh, std::nullopt, nullptr, 0.1).has_value());
 }
 
 TEST_F(AutoscalerTest, RuleNamesAreStable) {
