@@ -266,6 +266,10 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   if (const SlowdownTracker* slowdowns = options_.slowdowns) {
     slowdown = [slowdowns](int t) { return slowdowns->Get(t); };
   }
+  // Keeping runtimes at another b needs resizable ones (SetDiff); others switch as planned.
+  if (!autoscaler_.options().resizable_runtimes) {
+    return options_.sets->Switch(fresh.groups, fresh, why, false);
+  }
   const double need = autoscaler_.NeededCapacity(fresh, rate, slowdown);
   // 0. A shrink another model waits for: the runtimes inside the smaller share alone, where
   // they keep up, switch at once (they start nothing); the switch to fresh is asked for next.
@@ -283,7 +287,7 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   // the autoscaler's restart margin: the autoscaler still moves to a faster plan later, at its
   // own margin, once the load has settled.
   // 2. Otherwise migrate in stages (migration.h), each starting runtimes only on free CPUs and
-  // keeping up at least as well as the serving set — until a plan keeping what serves then
+  // dropping old ones only while the rest keeps up — until a plan keeping what serves then
   // passes (1), or the stages end in fresh itself.
   const std::vector<int> target = ThreadCounts(fresh.groups);
   auto capacity = [&](const std::vector<int>& instances) {
