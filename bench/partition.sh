@@ -11,7 +11,8 @@
 #
 #   bench/partition.sh [T] [PHASE_S] [SPLITS...]
 #       T: virtual CPUs (default 32); PHASE_S: seconds per phase (default 30); SPLITS: A's CPU
-#       counts of the static splits (default T/4 T/2 3T/4). JOINT_ONLY=1: only the joint run.
+#       counts of the static splits (default T/4 T/2 3T/4). JOINT_ONLY=1: only the joint run;
+#       SKIP_JOINT=1: only the splits.
 #
 # Models: A = ResNet-50, B = BERT-base, each with its published 16-core profile
 # (data/profiles/, Xeon Gold 6142) as its emulated latencies; one-row requests with a [1,4]
@@ -202,6 +203,6 @@ echo "T = $T, phases of $phase s: A busy $a_busy / B idle $idle req/s; A idle / 
 echo
 echo "| config | 1: A p99 | 1: B p99 | 1: worst | 2: A p99 | 2: B p99 | 2: worst | 3: A p99 | 3: B p99 | 3: worst | whole run: worst p99 ms | failed | max CPUs shared | partition moves |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-run joint 0 0
+[ "${SKIP_JOINT:-0}" = 1 ] || run joint 0 0
 [ "${JOINT_ONLY:-0}" = 1 ] && exit 0
 for x in "${splits[@]}"; do run "split-$x-$((T - x))" "$x" "$((T - x))"; done
