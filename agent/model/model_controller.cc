@@ -217,9 +217,7 @@ void ModelController::Tick(SteadyTime now) {
   view.groups = active->groups;
   if (active->plan) view.plan_latency_ms = active->plan->latency_ms;
   view.parked_threads = options_.sets->LiveParkedThreads();
-  if (const SlowdownTracker* slowdowns = options_.slowdowns) {
-    view.slowdown = [slowdowns](int threads) { return slowdowns->Get(threads); };
-  }
+  view.slowdown = Slowdowns();
   view.adaptive = adaptive;
   Decision d = autoscaler_.Decide(view, load_, now);
   if (d.hold) NoteHold(*d.hold);
@@ -255,6 +253,12 @@ Status ModelController::Resize(const ResizeRequest& request) {
   return status;
 }
 
+SlowdownFn ModelController::Slowdowns() const {
+  const SlowdownTracker* slowdowns = options_.slowdowns;
+  if (slowdowns == nullptr) return nullptr;
+  return [slowdowns](int threads) { return slowdowns->Get(threads); };
+}
+
 Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool at_once,
                                         const std::string& why) {
   if (planned <= 0) {
@@ -262,10 +266,7 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
     planned = rate_;
   }
   const std::optional<double> rate = planned > 0 ? std::optional<double>(planned) : std::nullopt;
-  SlowdownFn slowdown;
-  if (const SlowdownTracker* slowdowns = options_.slowdowns) {
-    slowdown = [slowdowns](int t) { return slowdowns->Get(t); };
-  }
+  const SlowdownFn slowdown = Slowdowns();
   // Keeping runtimes at another b needs resizable ones (SetDiff); others switch as planned.
   if (!autoscaler_.options().resizable_runtimes) {
     return options_.sets->Switch(fresh.groups, fresh, why, false);

@@ -139,6 +139,8 @@ class ModelController {
 
  private:
   void Loop() EXCLUDES(mu_);
+  // The measured slowdowns as the policy takes them (empty without a tracker: 1).
+  SlowdownFn Slowdowns() const;
   // Resize's switch to `fresh` (the partition's plan for the new budget) at `rate` rows/s:
   // with `at_once`, the runtimes inside the share alone where they keep up; else a plan keeping
   // the serving runtimes where it is within kResizeMargin of fresh's p99; else fresh, reached in

@@ -211,8 +211,7 @@ std::optional<Plan> Autoscaler::KeepingPlan(const std::vector<int>& keepable, co
   // queues that grow: there the margin is on capacity (at least fresh's / (1 + margin)).
   const bool overloaded =
       rate && *rate > 0 && *rate >= options_.max_utilization * eval.Capacity(fresh);
-  const double need = overloaded ? NeededCapacity(fresh, rate, slowdown) / (1 + margin)
-                                 : NeededCapacity(fresh, rate, slowdown);
+  const double need = NeededCapacity(fresh, rate, slowdown) / (overloaded ? 1 + margin : 1);
   const double bar = overloaded ? std::numeric_limits<double>::infinity() : (1 + margin) * fresh_ms;
   // A shrink that starts nothing switches at once: the kept runtimes alone, where they do.
   if (spare > 0) {
