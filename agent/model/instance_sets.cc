@@ -139,6 +139,7 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   const std::optional<std::vector<int>> share =
       options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
   auto usable = [&share](const Worker& w) { return InShare(w, share); };
+  EvictOutside(share);
   const RuntimeShape kUnusable{-1, 0, 0, false, {}};  // matches no group: dropped, not unparked
   std::vector<RuntimeShape> serving;
   for (size_t i = 0; i < old->workers.size(); ++i) {
@@ -312,6 +313,24 @@ void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
   PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': generation " << old->generation
                     << " drained" << (parking.empty() ? "" : ", parking ")
                     << (parking.empty() ? "" : std::to_string(parking.size()) + " runtime(s)");
+  Changed();
+}
+
+void InstanceSets::EvictOutside(const std::optional<std::vector<int>>& share) {
+  if (!share) return;
+  std::vector<std::shared_ptr<Worker>> evicted;
+  {
+    MutexLock lock(&mu_);
+    for (auto& w : parked_) {
+      if (!InShare(*w, share)) evicted.push_back(std::exchange(w, nullptr));
+    }
+    if (evicted.empty()) return;
+    parked_.erase(std::remove(parked_.begin(), parked_.end(), nullptr), parked_.end());
+    PublishInstancesLocked();
+  }
+  for (const auto& w : evicted) w->Stop(options_.drain_timeout);
+  PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': stopped " << evicted.size()
+                    << " parked runtime(s) outside its share";
   Changed();
 }
 

@@ -111,6 +111,10 @@ class InstanceSets final : public SetSwitcher {
   // once its batches finished (up to drain_timeout).
   void Retire(const std::shared_ptr<InstanceSet>& old,
               const std::vector<std::shared_ptr<Worker>>& kept);
+  // Stops the parked runtimes outside `share` (the node partition gave their CPUs to another
+  // model), before a switch decides anything: even a switch that changes nothing then leaves
+  // no runtime of this model on those CPUs. The switching thread only.
+  void EvictOutside(const std::optional<std::vector<int>>& share) EXCLUDES(mu_);
   void PublishInstancesLocked() REQUIRES(mu_);
   void Changed() const {
     if (options_.revision) options_.revision->Bump();

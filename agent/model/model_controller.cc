@@ -133,8 +133,8 @@ void ModelController::Loop() {
 
 ControllerSnapshot ModelController::Snapshot() const {
   MutexLock lock(&mu_);
-  return {
-      rate_, rate_now_, ewma_, estimate_, adaptive_, last_hold_, {moves_.begin(), moves_.end()}};
+  return {rate_,     rate_measured_, rate_shift_, ewma_,
+          estimate_, adaptive_,      last_hold_,  {moves_.begin(), moves_.end()}};
 }
 
 std::string_view MoveStateName(MoveRecord::State state) {
@@ -203,7 +203,8 @@ void ModelController::Tick(SteadyTime now) {
     const std::optional<double> slow = load_.arrivals().Over(kRateSpan);
     const std::optional<double> fast = load_.arrivals().Over(kRiseSpan);
     if (slow || fast) rate_ = std::max(slow.value_or(0.0), fast.value_or(0.0));
-    if (fast) rate_now_ = *fast;
+    rate_measured_ = rate_measured_ || fast.has_value();
+    rate_shift_ = load_.arrivals().Shift(rate_, kShiftMinSpan, kRiseSpan, kShiftSigmas);
     ewma_ = load_.estimator().ewma();
     estimate_ = load_.estimator().Estimate();
     adaptive = adaptive_;
@@ -285,8 +286,8 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   // 1. Keep the serving runtimes where that costs little: the new set then starts only on the
   // CPUs the model gains, not beside its busy runtimes on the ones it keeps. A resize is urgent
   // (a model waits for the CPUs, or this one for more), so the bar is kResizeMargin, wider than
-  // the autoscaler's restart margin: the autoscaler still moves to a faster plan later, at its
-  // own margin, once the load has settled.
+  // the autoscaler's restart margin (kBehindResizeMargin while the model is behind): the
+  // autoscaler still moves to a faster plan later, at its own margin, once the load has settled.
   // 2. Otherwise migrate in stages (migration.h), each starting runtimes only on free CPUs and
   // dropping old ones only while the rest keeps up — until a plan keeping what serves then
   // passes (1), or the stages end in fresh itself.
@@ -296,10 +297,16 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
         autoscaler_.PlanOnInstances(instances, fresh.batch, rate, slowdown, 0);
     return on ? on->capacity : 0.0;
   };
+  // While the model is behind (rows queued beyond two batches of its set), capacity now is
+  // worth more than a better p99 one more stage's start later: the bar is kBehindResizeMargin.
+  const std::shared_ptr<InstanceSet> active = options_.sets->active();
+  const bool behind =
+      active && options_.rows_in_system() > 2 * std::max<int64_t>(1, active->target_rows);
+  const double margin = behind ? kBehindResizeMargin : kResizeMargin;
   for (int stage = 1;; ++stage) {
     const std::vector<int> serving = options_.sets->KeepableThreads();
     if (std::optional<Plan> kept =
-            autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, kResizeMargin)) {
+            autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, margin)) {
       return options_.sets->Switch(
           kept->groups, *kept,
           why + ", keeping the serving runtimes (passed over " + fresh.ConfigString() + ")", false);

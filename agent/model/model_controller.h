@@ -88,7 +88,11 @@ struct ControllerSnapshot {
   // Rows/s arriving: the larger of the rates over the last kRateSpan and over the last
   // kRiseSpan (0 until measured), so a rise shows within a second and a fall takes kRateSpan.
   double rate = 0;
-  double rate_now = 0;  // rows/s over the last kRiseSpan alone: a fall shows at once too
+  bool rate_measured = false;  // the samples cover kRiseSpan: `rate` means something
+  // Where the arrivals stepped away from `rate` beyond Poisson noise, the rate since the step
+  // (ArrivalRate::Shift over kShiftMinSpan to kRiseSpan): a step up or down shows within
+  // kShiftMinSpan at nearly its full size. Nullopt: no step.
+  std::optional<double> rate_shift;
   double ewma = 0;
   int64_t estimate = 0;
   bool adaptive = false;
@@ -104,6 +108,8 @@ class ModelController {
   // them for kRateSpan.
   static constexpr std::chrono::seconds kRateSpan{5};
   static constexpr std::chrono::seconds kRiseSpan{1};
+  static constexpr std::chrono::milliseconds kShiftMinSpan{200};
+  static constexpr double kShiftSigmas = 3;
 
   // `optimizer`: the model's profile for `instances: auto` (null for a static plan); not owned.
   ModelController(ModelControllerOptions options, Autoscaler autoscaler, LoadTracker load,
@@ -133,6 +139,13 @@ class ModelController {
   // (SwitchForResize). Stays adaptive. Blocks while the new set starts.
   Status Resize(const ResizeRequest& request);
 
+  // How much slower (p99, a fraction) than the partition's plan a resize may serve to keep its
+  // serving runtimes (SwitchForResize).
+  static constexpr double kResizeMargin = 0.25;
+  // The same while the model is behind (a queue beyond two batches): a growth that would
+  // otherwise migrate in stages, each a start, serves on a plan within 2× of the partition's.
+  static constexpr double kBehindResizeMargin = 1.0;
+
   ControllerSnapshot Snapshot() const EXCLUDES(mu_);
   // The policy; its const methods are safe from any thread.
   const Autoscaler& autoscaler() const { return autoscaler_; }
@@ -147,7 +160,6 @@ class ModelController {
   // stages that start runtimes only on free CPUs (migration.h; at most kMaxResizeStages).
   Status SwitchForResize(const Plan& fresh, double rate, bool at_once, const std::string& why)
       EXCLUDES(mu_);
-  static constexpr double kResizeMargin = 0.25;
   static constexpr int kMaxResizeStages = 8;
   // Records `r` as the last hold and logs it (a quiet hold is not logged).
   void NoteHold(const Reason& r) EXCLUDES(mu_);
@@ -171,7 +183,8 @@ class ModelController {
   bool stop_ GUARDED_BY(mu_) = false;
   bool adaptive_ GUARDED_BY(mu_) = false;
   double rate_ GUARDED_BY(mu_) = 0;
-  double rate_now_ GUARDED_BY(mu_) = 0;
+  bool rate_measured_ GUARDED_BY(mu_) = false;
+  std::optional<double> rate_shift_ GUARDED_BY(mu_);
   double ewma_ GUARDED_BY(mu_) = 0;
   int64_t estimate_ GUARDED_BY(mu_) = 0;
   static constexpr size_t kRecentMoves = 16;

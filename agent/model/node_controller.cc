@@ -50,32 +50,27 @@ std::string CountsJson(const std::map<std::string, int>& counts) {
 
 // The rate a model is planned for: its arrivals, plus its backlog spread over
 // kBacklogDrainSeconds (so that it gets the CPUs to drain its queue, not only to keep up).
-// Arrivals are the rate that rises over 1 s and falls over 5 s (hysteresis); but where
-// another model's queue grows (`urgent`), a fall shows at once: the rate over kRiseSpan where
-// it is more than three standard deviations of a Poisson count below the slow rate, so that a
-// model whose load went away gives its CPUs up to the one waiting for them, and an idle
-// model's noise (2 req/s, none in the last second) does not. With the 5-s fall alone, a shift
-// of the load from one model to another moved the CPUs in two steps, two switches each.
-constexpr double kBacklogDrainSeconds = 2.0;
+// Arrivals are the rate that rises over 1 s and falls over 5 s (the model's own hysteresis),
+// except where they stepped beyond Poisson noise (ControllerSnapshot::rate_shift, 3σ): then
+// the rate since the step counts at once, up or down, within about 300 ms of it. An idle
+// model's noise (2 req/s, none in the last second) is no step. With the 5-s fall, a shift of
+// the load from one model to another moved the CPUs in two steps, two switches each; with 1-s
+// rises, the first move came up to a second late and planned for part of the new rate; and a
+// fall that counted only while another model's queue grew gave the CPUs back once it drained.
+constexpr double kBacklogDrainSeconds = 5.0;
 
-double PlannedRate(const ServedModel& model, bool urgent) {
-  double arrivals = model.arrival_rate();
-  if (urgent) {
-    // Over kRiseSpan the count is rate × span; its standard deviation √(rate × span).
-    const double span = std::chrono::duration<double>(ModelController::kRiseSpan).count();
-    const double now = model.arrival_rate_now();
-    if ((arrivals - now) * span > 3 * std::sqrt(arrivals * span)) arrivals = now;
-  }
+double PlannedRate(const ServedModel& model) {
+  const double arrivals = model.arrival_rate_shift().value_or(model.arrival_rate());
   return arrivals + static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
 }
 
-ModelDemand DemandOf(const ServedModel& model, bool urgent) {
+ModelDemand DemandOf(const ServedModel& model) {
   const ModelConfig& c = model.config();
   const AutoscalerOptions a = AutoscalerOptionsFor(c, 1, false);
   ModelDemand d;
   d.name = c.name;
   d.optimizer = model.optimizer();
-  d.rate = PlannedRate(model, urgent);
+  d.rate = PlannedRate(model);
   if (c.batching.p99_target_ms > 0) d.p99_target_ms = c.batching.p99_target_ms;
   d.weight = c.weight;
   d.min_threads = c.min_threads;
@@ -126,13 +121,44 @@ void NodeController::Loop() {
     {
       MutexLock lock(&mu_);
       const SteadyTime deadline = options_.clock->Now() + options_.interval;
-      while (!stop_ && !changed_ && options_.clock->WaitUntil(&cv_, &mu_, deadline)) {
+      bool stepped = false;
+      while (!stop_ && !changed_) {
+        const SteadyTime watch = std::min(deadline, options_.clock->Now() + options_.watch);
+        if (options_.clock->WaitUntil(&cv_, &mu_, watch)) continue;  // notified (or spurious)
+        if (options_.clock->Now() >= deadline) break;
+        // A step decides one watch period after it is seen: each model samples its arrivals on
+        // its own clock, and a load moving from one model to another shows in the other's
+        // rate up to a sample period later (deciding on the rise alone once moved CPUs to an
+        // overloaded model that the falling one still held).
+        if (stepped) break;
+        mu_.Unlock();
+        stepped = Stepped();
+        mu_.Lock();
       }
       if (stop_) return;
       changed_ = false;
     }
     Decide(options_.clock->Now());
   }
+}
+
+bool NodeController::Stepped() const {
+  const std::vector<std::shared_ptr<ServedModel>> models = Participants();
+  if (models.size() < 2) return false;
+  std::vector<std::pair<std::string, double>> rates;
+  for (const auto& m : models) rates.emplace_back(m->name(), PlannedRate(*m));
+  MutexLock lock(&mu_);
+  for (const auto& [name, rate] : rates) {
+    const auto found = planned_.find(name);
+    const double planned = found == planned_.end() ? 0.0 : found->second;
+    // Beyond a fraction kWatchRise − 1 of the planned rate, and beyond Poisson noise over a
+    // second at it (an idle model's 2 req/s that read 4 is no step).
+    const double moved = std::abs(rate - planned);
+    if (moved > (kWatchRise - 1) * planned && moved > 3 * std::sqrt(std::max(planned, 1.0))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<std::shared_ptr<ServedModel>> NodeController::Participants() const {
@@ -197,7 +223,7 @@ Status NodeController::MakeRoom(const std::string& model, int cpus) {
     return ResourceExhausted("no CPUs to make room for model '" + model + "'");
   }
   std::vector<ModelDemand> demands;
-  for (const auto& m : models) demands.push_back(DemandOf(*m, false));
+  for (const auto& m : models) demands.push_back(DemandOf(*m));
   ASSIGN_OR_RETURN(PartitionResult result, partition_.Solve(demands, total));
   std::map<std::string, int> target;
   std::map<std::string, std::optional<Plan>> plans;
@@ -228,15 +254,18 @@ void NodeController::Decide(SteadyTime now) {
             (last_move_json_.empty() ? std::string() : ",\"last_move\":" + last_move_json_) + "}";
     return;
   }
+  // A model whose rate is not measured yet (it became ready less than a second ago) would plan
+  // for none and be left its floor: wait for it (its share holds meanwhile).
+  for (const auto& m : models) {
+    if (!m->arrival_rate_measured()) return;
+  }
   // The pool: every CPU no other model's share holds.
   const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
   const std::vector<int> pool = Pool(models);
   const int total = std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget());
 
-  const bool urgent = std::any_of(models.begin(), models.end(),
-                                  [](const auto& m) { return m->backlog_rows() > 0; });
   std::vector<ModelDemand> demands;
-  for (const auto& m : models) demands.push_back(DemandOf(*m, urgent));
+  for (const auto& m : models) demands.push_back(DemandOf(*m));
   StatusOr<PartitionResult> result = partition_.Solve(demands, total);
   if (!result.ok()) {
     PACKRAT_LOG(WARNING) << "node partition: " << result.status().message();
@@ -276,7 +305,14 @@ void NodeController::Decide(SteadyTime now) {
     rates[p.name] = demands[i].rate;
     view.push_back(std::move(p));
   }
-  const PartitionDecision decision = policy_.Decide(view, now);
+  PartitionDecision decision = policy_.Decide(view, now);
+  if (decision.move && decision.why == "gain") {
+    HoldRestartingShrink(models, target, plans, rates, &decision);
+  }
+  {
+    MutexLock lock(&mu_);
+    planned_ = rates;
+  }
 
   std::string json = "{\"active\":true,\"cpus\":" + std::to_string(total) +
                      ",\"objective\":{\"worst_ratio\":" + Number(result->worst_ratio) +
@@ -309,13 +345,27 @@ void NodeController::Decide(SteadyTime now) {
     MutexLock lock(&mu_);
     json_ = json + (last_move_json_.empty() ? "" : ",\"last_move\":" + last_move_json_) + "}";
   }
-  if (!decision.move) return;
+  if (!decision.move) {
+    // A hold is logged when its reason or target changes, not at every decision.
+    const std::string hold = decision.why + " " + CountsJson(target);
+    if (hold != last_hold_ && decision.why != "no change") {
+      std::string at;
+      for (const PartitionModel& p : view) at += " " + p.name + "@" + Number(p.rate);
+      PACKRAT_LOG(INFO) << "node partition: holding (" << decision.why << ") at "
+                        << CountsJson(target) << ", rows/s" << at;
+    }
+    last_hold_ = hold;
+    return;
+  }
+  last_hold_.clear();
 
   std::map<std::string, int> from;
   for (const PartitionModel& p : view) from[p.name] = p.current_cpus;
-  PACKRAT_LOG(INFO) << "node partition: moving CPUs (" << decision.why << "): "
-                    << CountsJson(from) << " -> " << CountsJson(target)
-                    << ", worst ratio " << decision.worst_now << " -> " << decision.worst_target;
+  std::string at;
+  for (const PartitionModel& p : view) at += " " + p.name + "@" + Number(p.rate);
+  PACKRAT_LOG(INFO) << "node partition: moving CPUs (" << decision.why << "): " << CountsJson(from)
+                    << " -> " << CountsJson(target) << ", worst ratio " << decision.worst_now
+                    << " -> " << decision.worst_target << ", rows/s" << at;
   const std::chrono::milliseconds took = Move(models, target, plans, rates, pool);
   policy_.MoveDone(options_.clock->Now(), took);
   if (options_.metrics) options_.metrics->partition_moves(decision.why).Increment();
@@ -328,6 +378,26 @@ void NodeController::Decide(SteadyTime now) {
            ",\"to\":" + CountsJson(target) + "}";
   MutexLock lock(&mu_);
   last_move_json_ = moved;
+  changed_ = true;  // decide again at once: on the new shares (and show them)
+}
+
+void NodeController::HoldRestartingShrink(const std::vector<std::shared_ptr<ServedModel>>& models,
+                                          const std::map<std::string, int>& target,
+                                          const std::map<std::string, std::optional<Plan>>& plans,
+                                          const std::map<std::string, double>& rates,
+                                          PartitionDecision* decision) const {
+  for (const auto& m : models) {
+    const std::optional<std::vector<int>> share = options_.allocator->Share(m->name());
+    const int want = target.at(m->name());
+    const std::optional<Plan>& plan = plans.at(m->name());
+    if (!share || static_cast<int>(share->size()) <= want || !plan) continue;
+    const std::vector<int> kept = CpusToKeep(*share, want, m->ServingCpus());
+    if (!m->ShrinkKeeps(kept, *plan, rates.at(m->name()))) {
+      decision->move = false;
+      decision->why = "shrink restarts '" + m->name() + "'";
+      return;
+    }
+  }
 }
 
 std::chrono::milliseconds NodeController::Move(

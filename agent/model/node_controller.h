@@ -8,7 +8,9 @@
 // have no share and place anywhere: give them `auto_threads` or a repository folder to keep
 // them apart.
 //
-// Each decision (every `interval`, and at once after a model is loaded or unloaded): the
+// Each decision (every `interval`, at once after a model is loaded or unloaded, and at once when
+// a model's arrivals step away from what the last decision planned for: `watch`; none until
+// every model's rate is measured, a second after it is ready): the
 // models' demands (profile; rate: arrivals plus backlog, see PlannedRate; p99 target,
 // weight, floor) go to JointPartition, the target and the current partition to PartitionPolicy (the
 // hysteresis rule: partition_policy.h). A move then runs in two phases:
@@ -57,6 +59,10 @@ struct NodeControllerOptions {
   metrics::AgentMetrics* metrics = nullptr; // not owned; null: no metrics
   Clock* clock = Clock::Real();             // not owned
   std::chrono::milliseconds interval{1000};
+  // How often, between decisions, it looks for a model whose planned rate moved away from the
+  // one the last decision planned for it (Stepped); such a step decides one watch period later,
+  // not at the next interval.
+  std::chrono::milliseconds watch{100};
   PartitionPolicyOptions policy;
 };
 
@@ -93,6 +99,11 @@ class NodeController {
 
  private:
   void Loop() EXCLUDES(mu_);
+  // Whether a participant's planned rate (arrivals, a step in them at once, and its backlog)
+  // moved away from the one the last decision planned for it (0 where none has yet), up or
+  // down, by more than a fraction kWatchRise − 1 of it and than Poisson noise.
+  bool Stepped() const EXCLUDES(mu_);
+  static constexpr double kWatchRise = 1.2;
   struct Moved {
     std::string model;
     int cpus = 0;
@@ -105,6 +116,17 @@ class NodeController {
                                  const std::map<std::string, double>& rates,
                                  const std::vector<int>& pool) REQUIRES(decide_mu_);
 
+  // A move for gain alone (PartitionPolicy's rule 2) waits while a model it shrinks would not
+  // keep serving on its runtimes inside the smaller share (ServedModel::ShrinkKeeps): that
+  // shrink would start a new set beside its busy runtimes, a cost the policy's switch time
+  // does not bound, and its own autoscaler would soon move again. Sets `decision` to a hold
+  // ("shrink restarts 'NAME'") then. Correctness moves (rule 1) go ahead regardless.
+  void HoldRestartingShrink(const std::vector<std::shared_ptr<ServedModel>>& models,
+                            const std::map<std::string, int>& target,
+                            const std::map<std::string, std::optional<Plan>>& plans,
+                            const std::map<std::string, double>& rates,
+                            PartitionDecision* decision) const;
+
   // The models that take part now, and the pool of CPUs they share.
   std::vector<std::shared_ptr<ServedModel>> Participants() const;
   std::vector<int> Pool(const std::vector<std::shared_ptr<ServedModel>>& models) const;
@@ -114,6 +136,7 @@ class NodeController {
   Mutex decide_mu_ ACQUIRED_BEFORE(mu_);
   JointPartition partition_ GUARDED_BY(decide_mu_);
   PartitionPolicy policy_ GUARDED_BY(decide_mu_);
+  std::string last_hold_ GUARDED_BY(decide_mu_);  // the last hold logged: why and target
 
   mutable Mutex mu_;
   CondVar cv_;
@@ -121,6 +144,7 @@ class NodeController {
   bool changed_ GUARDED_BY(mu_) = false;
   std::string json_ GUARDED_BY(mu_) = "{\"active\":false}";
   std::string last_move_json_ GUARDED_BY(mu_);
+  std::map<std::string, double> planned_ GUARDED_BY(mu_);  // the last decision's rates
   std::thread thread_;
 };
 

@@ -483,8 +483,13 @@ double ServedModel::arrival_rate() const {
   return state() == ModelState::kReady && controller_ ? controller_->Snapshot().rate : 0.0;
 }
 
-double ServedModel::arrival_rate_now() const {
-  return state() == ModelState::kReady && controller_ ? controller_->Snapshot().rate_now : 0.0;
+bool ServedModel::arrival_rate_measured() const {
+  return state() == ModelState::kReady && controller_ && controller_->Snapshot().rate_measured;
+}
+
+std::optional<double> ServedModel::arrival_rate_shift() const {
+  if (state() != ModelState::kReady || !controller_) return std::nullopt;
+  return controller_->Snapshot().rate_shift;
 }
 
 int64_t ServedModel::backlog_rows() const {
@@ -502,6 +507,27 @@ std::vector<std::vector<int>> ServedModel::ServingCpus() const {
     }
   }
   return cpus;
+}
+
+bool ServedModel::ShrinkKeeps(const std::vector<int>& cpus, const Plan& plan, double rate) const {
+  if (state() != ModelState::kReady || !controller_) return false;
+  const Autoscaler& policy = controller_->autoscaler();
+  if (!policy.options().resizable_runtimes) return true;
+  std::vector<int> keepable;
+  if (const std::shared_ptr<InstanceSet> active = sets_.active()) {
+    for (const auto& w : active->workers) {
+      const std::vector<int>& on = w->placement.cpus;
+      const bool inside = !on.empty() && std::all_of(on.begin(), on.end(), [&cpus](int c) {
+        return std::find(cpus.begin(), cpus.end(), c) != cpus.end();
+      });
+      if (w->alive() && inside) keepable.push_back(w->threads);
+    }
+  }
+  const std::optional<double> at = rate > 0 ? std::optional<double>(rate) : std::nullopt;
+  const SlowdownFn slowdown = [this](int threads) { return slowdowns_.Get(threads); };
+  const int budget = static_cast<int>(cpus.size());
+  return policy.KeepingPlan(keepable, plan, at, slowdown, ModelController::kResizeMargin, budget)
+      .has_value();
 }
 
 void ServedModel::Resize(ResizeRequest request, std::function<void(Status)> done) {

@@ -136,8 +136,11 @@ class ServedModel {
   }
   // Rows/s arriving: ControllerSnapshot::rate (1-s rises, 5-s falls; 0 until measured).
   double arrival_rate() const;
-  // Rows/s over the last ModelController::kRiseSpan alone (ControllerSnapshot::rate_now).
-  double arrival_rate_now() const;
+  // Whether arrival_rate() is measured yet (ControllerSnapshot::rate_measured): false for about
+  // a second after the model became ready.
+  bool arrival_rate_measured() const;
+  // Where the arrivals stepped, the rate since the step (ControllerSnapshot::rate_shift).
+  std::optional<double> arrival_rate_shift() const;
   // Rows queued beyond two batches of the serving set (one running, one cut): a queue that
   // grows because the plan cannot keep up shows here at once, in its rate only over a second.
   // 0 for a decoder.
@@ -146,6 +149,11 @@ class ServedModel {
   double Slowdown(int threads) const { return slowdowns_.Get(threads); }
   // The CPUs of each live runtime of the serving set, in set order (empty without placement).
   std::vector<std::vector<int>> ServingCpus() const;
+  // Whether a shrink to `cpus` (a subset of its share) would keep serving on its runtimes inside
+  // them, within ModelController::kResizeMargin of `plan`'s p99 at `rate` rows/s (0: unknown)
+  // — Autoscaler::KeepingPlan — rather than start a new set beside its busy runtimes. True
+  // where its runtimes are not resizable (every resize restarts those). Any thread.
+  bool ShrinkKeeps(const std::vector<int>& cpus, const Plan& plan, double rate) const;
   // Queues `request` on the control thread (ModelController::Resize); `done` runs there with
   // the outcome. Never blocks. FailedPrecondition unless ready.
   void Resize(ResizeRequest request, std::function<void(Status)> done);

@@ -1,6 +1,8 @@
 #include "agent/planning/arrival_rate.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace packrat {
 
@@ -28,6 +30,45 @@ std::optional<double> ArrivalRate::Over(Duration span) const {
     }
   }
   return std::nullopt;
+}
+
+std::optional<double> ArrivalRate::Shift(double baseline, Duration min_span, Duration max_span,
+                                         double sigmas) const {
+  if (samples_.size() < 3) return std::nullopt;
+  const auto& [newest_time, newest_total] = samples_.back();
+  // A baseline of 0 (nothing measured yet) makes any arrival infinitely likelier: a floor keeps
+  // the ratio finite without changing which stretch is likeliest.
+  const double base = std::max(baseline, 1e-3);
+  double best = 0;
+  auto step = samples_.rend();  // the sample where the likeliest stretch starts
+  for (auto it = samples_.rbegin() + 1; it != samples_.rend(); ++it) {
+    const Duration span = newest_time - it->first;
+    if (span > max_span) break;
+    const double seconds = std::chrono::duration<double>(span).count();
+    const double count = static_cast<double>(newest_total - it->second);
+    const double rate = count / seconds;
+    const double llr = (count > 0 ? count * std::log(rate / base) : 0) - (rate - base) * seconds;
+    if (llr > best) {
+      best = llr;
+      step = it;
+    }
+  }
+  if (step == samples_.rend()) return std::nullopt;
+  const double seconds = std::chrono::duration<double>(newest_time - step->first).count();
+  const double count = static_cast<double>(newest_total - step->second);
+  const double expected = baseline * seconds;
+  if (std::abs(count - expected) <= sigmas * std::sqrt(std::max(expected, 1.0))) {
+    return std::nullopt;
+  }
+  const auto since = step - 1;  // one sample newer: the stretch after the step's interval
+  if (since == samples_.rbegin() || newest_time - since->first < min_span) return std::nullopt;
+  // One standard deviation of the count toward the baseline: a short stretch's count is noisy,
+  // and a plan sized on a high draw takes CPUs another model needs.
+  const double after = static_cast<double>(newest_total - since->second);
+  const double after_s = std::chrono::duration<double>(newest_time - since->first).count();
+  const double sd = std::sqrt(std::max(after, 1.0));
+  return after > baseline * after_s ? std::max(baseline, (after - sd) / after_s)
+                                    : std::min(baseline, (after + sd) / after_s);
 }
 
 std::optional<double> ArrivalRate::PeakOver(Duration window, Duration span) const {

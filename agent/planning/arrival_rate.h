@@ -42,6 +42,20 @@ class ArrivalRate {
   // Over(span) is the mean. Nullopt while no stretch of `window` fits.
   std::optional<double> PeakOver(Duration window, Duration span) const;
 
+  // Where the arrivals have stepped away from `baseline` rows/s, the rate since the step.
+  //   - Where: of the stretches ending at the newest sample and at most `max_span` long, the one
+  //     whose own rate is likeliest against the baseline (the Poisson log-likelihood ratio; it
+  //     grows with each sample after a step and falls with each before it, so it is the stretch
+  //     since the step), provided its count differs from baseline × its length by more than
+  //     `sigmas` standard deviations of a Poisson count (√(baseline × seconds), at least 1).
+  //   - The rate since: over that stretch less its oldest interval (which may hold the step
+  //     partway), once that is at least `min_span` long, moved one standard deviation of its
+  //     count (√count) toward the baseline: what the arrivals show with some confidence.
+  // So a large step shows about `min_span` plus a sample period after it, at its full size, and a
+  // small one once it is beyond noise. Nullopt: no step, or one too recent to measure.
+  std::optional<double> Shift(double baseline, Duration min_span, Duration max_span,
+                              double sigmas) const;
+
   // Forgets every sample (as after construction).
   void Restart() { samples_.clear(); }
 

@@ -186,20 +186,21 @@ double Autoscaler::NeededCapacity(const Plan& fresh, std::optional<double> rate,
 
 std::optional<Plan> Autoscaler::KeepingPlan(const std::vector<int>& keepable, const Plan& fresh,
                                             std::optional<double> rate, const SlowdownFn& slowdown,
-                                            double margin) const {
+                                            double margin, int budget) const {
   if (optimizer_ == nullptr || !options_.resizable_runtimes || options_.generative) {
     return std::nullopt;
   }
+  const int threads = budget > 0 ? budget : options_.threads;
   // The serving runtimes that fit the budget, in serving order.
   std::vector<int> kept;
   int used = 0;
   for (int t : keepable) {
-    if (used + t > options_.threads) continue;
+    if (used + t > threads) continue;
     kept.push_back(t);
     used += t;
   }
   if (kept.empty()) return std::nullopt;
-  const int spare = options_.threads - used;
+  const int spare = threads - used;
   // Thread counts for the runtimes on the spare CPUs: each one kept or fresh runs.
   std::set<int> fills(kept.begin(), kept.end());
   for (const InstanceGroup& g : fresh.groups) fills.insert(g.threads);
@@ -211,7 +212,9 @@ std::optional<Plan> Autoscaler::KeepingPlan(const std::vector<int>& keepable, co
   // queues that grow: there the margin is on capacity (at least fresh's / (1 + margin)).
   const bool overloaded =
       rate && *rate > 0 && *rate >= options_.max_utilization * eval.Capacity(fresh);
-  const double need = NeededCapacity(fresh, rate, slowdown) / (overloaded ? 1 + margin : 1);
+  // Capacity short of the rate is never traded for time: at most kKeepCapacityMargin less.
+  const double need = NeededCapacity(fresh, rate, slowdown) /
+                      (overloaded ? 1 + std::min(margin, kKeepCapacityMargin) : 1);
   const double bar = overloaded ? std::numeric_limits<double>::infinity() : (1 + margin) * fresh_ms;
   // A shrink that starts nothing switches at once: the kept runtimes alone, where they do.
   if (spare > 0) {

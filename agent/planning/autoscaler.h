@@ -202,13 +202,18 @@ class Autoscaler {
   // busy runtime — if it serves `rate` rows/s (nullopt: unknown; then full batches count)
   // within `margin` (a fraction) of fresh's p99 and keeps up with the rate as well as fresh
   // does (where fresh itself cannot serve the rate with max_utilization to spare, p99s are of
-  // growing queues: then at least fresh's capacity / (1 + margin), whatever the p99s). Nullopt
+  // growing queues: then at least fresh's capacity / (1 + min(margin, kKeepCapacityMargin)),
+  // whatever the p99s). Nullopt
   // otherwise (then fresh is the plan). Tries the kept runtimes alone first (a switch that starts
   // nothing), then each thread count of `keepable` and of fresh for the runtimes to add
   // (PlanOnInstances each: a few dozen simulations at most).
+  // `budget`: the CPUs planned for, where not options().threads (0): the node controller asks
+  // before a move whether a shrink to `budget` CPUs would keep its runtimes.
   std::optional<Plan> KeepingPlan(const std::vector<int>& keepable, const Plan& fresh,
                                   std::optional<double> rate, const SlowdownFn& slowdown,
-                                  double margin) const;
+                                  double margin, int budget = 0) const;
+
+  static constexpr double kKeepCapacityMargin = 0.25;
 
   const AutoscalerOptions& options() const { return options_; }
   // The node partition gave the model a new CPU budget: plans from now on are for `threads`.

@@ -58,11 +58,20 @@ PartitionDecision PartitionPolicy::Decide(const std::vector<PartitionModel>& mod
   // CPU it gets: grow it, unless that leaves another model unsustained.
   if (Unsustained(models, true) <= Unsustained(models, false)) {
     for (const PartitionModel& m : models) {
-      if (m.rate > 0 && std::isinf(m.p99_now_ms) && m.target_cpus > m.current_cpus) {
+      if (m.rate > 0 && std::isinf(m.p99_now_ms) && std::isinf(m.p99_target_ms) &&
+          m.target_cpus > m.current_cpus) {
         d.move = true;
         d.why = "overloaded";
         return d;
       }
+    }
+  }
+  // 2: never at the expense of a model that would then not keep up (its p99 at the target is
+  // infinite, and so would be its switch's cost).
+  for (const PartitionModel& m : models) {
+    if (m.rate > 0 && m.target_cpus < m.current_cpus && std::isinf(m.p99_target_ms)) {
+      d.why = "starves '" + m.name + "'";
+      return d;
     }
   }
   // 2a.

@@ -12,7 +12,8 @@
 //      model sustains its rate neither now nor at the target and the target gives it more CPUs
 //      (an overload: JointPartition hands such a model the CPUs no one else needs, and each
 //      adds capacity), unless that leaves more models unsustained.
-//   2. Otherwise move only if all of:
+//   2. Otherwise move only if no model it shrinks would then fall behind (sustain its rate
+//      on the target CPUs: a move for gain never costs another model its rate), and all of:
 //      a. the target's worst ratio is at most (1 − min_gain) × the current one's (noise in the
 //         measured rates moves a ratio by a few percent; min_gain = 10% keeps that still);
 //      b. the gain over the horizon exceeds the switch's cost, in request-milliseconds:
@@ -62,8 +63,9 @@ struct PartitionModel {
 
 struct PartitionDecision {
   bool move = false;
-  // Why: "unsustained" / "overloaded" / "floor" / "gain" for a move; for a hold, the condition that held it:
-  // "no change", "gain below min_gain", "cost exceeds gain", "unconfirmed", "cooldown".
+  // Why: "unsustained" / "overloaded" / "floor" / "gain" for a move; for a hold, the condition that
+  // held it: "no change", "starves 'NAME'", "gain below min_gain", "cost exceeds gain",
+  // "unconfirmed", "cooldown".
   std::string why;
   double worst_now = 0;
   double worst_target = 0;

@@ -344,6 +344,31 @@ TEST_F(VirtualNodeTest, TheNodePartitionMovesCpusToTheBusyModelAndNeverSharesOne
   EXPECT_NE(scrape.body.find("packrat_model_cpus{model=\"b\"}"), std::string::npos);
 }
 
+// A step in a model's arrivals decides at once (NodeControllerOptions::watch), not at the next
+// interval: with an hour between decisions, the CPUs still move to the model whose load began.
+TEST_F(VirtualNodeTest, AStepInTheLoadMovesCpusWithoutWaitingForTheInterval) {
+  agent_ = std::make_unique<AgentProcess>(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "virtual_cpus: 16, partition_interval_ms: 3600000}\nmodels:\n" +
+          Model("a", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto") +
+          Model("b", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto"));
+  ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
+  HttpClient management("127.0.0.1", agent_->management_port());
+  ClosedLoop load(agent_->http_port(), "a", 16);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  NodeView view;
+  while (std::chrono::steady_clock::now() < deadline) {
+    view = ReadNode(&management, {"a", "b"});
+    if (view.cpus["a"] > 0 && view.cpus["a"] >= 3 * view.cpus["b"]) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling, not ordering
+  }
+  EXPECT_GE(view.cpus["a"], 3 * view.cpus["b"]) << view.body << agent_->Digest();
+  EXPECT_GT(view.cpus["a"], 0) << view.body;
+  load.Stop();
+  EXPECT_EQ(load.failed(), 0) << load.Describe();
+}
+
 TEST_F(VirtualNodeTest, ARealModelOnAVirtualNodeIsAConfigError) {
   AgentProcess agent(PACKRAT_AGENT_PATH,
                      "server: {http: 127.0.0.1:0, virtual_cpus: 16}\nmodels:\n"

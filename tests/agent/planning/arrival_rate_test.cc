@@ -1,6 +1,7 @@
 #include "agent/planning/arrival_rate.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "gtest/gtest.h"
 
@@ -35,6 +36,45 @@ TEST(ArrivalRateTest, SlopeOverTheNewestSamplesThatCoverTheSpan) {
   rate.Sample(t, total);
   EXPECT_DOUBLE_EQ(*rate.Over(2s), 40);
   EXPECT_NEAR(*rate.Over(4s), (80 + 20) / 4.0, 1e-9);
+}
+
+TEST(ArrivalRateTest, AStepShowsOverTheShortestStretchBeyondNoise) {
+  ArrivalRate rate(10s);
+  // 2 rows/s for 5 s (one row every 500 ms), then 500 rows/s (50 per 100-ms sample) for 300 ms.
+  int64_t total = 0;
+  SteadyTime t = kT0;
+  for (int i = 0; i <= 50; ++i, t += 100ms) rate.Sample(t, total += (i % 5 == 0 ? 1 : 0));
+  EXPECT_FALSE(rate.Shift(2, 200ms, 1s, 3));  // steady: nothing beyond noise
+  for (int i = 0; i < 2; ++i, t += 100ms) rate.Sample(t, total += 50);
+  // 200 ms after the step the stretch since is one interval long after the step's own one:
+  // too short to measure.
+  EXPECT_FALSE(rate.Shift(2, 200ms, 1s, 3));
+  rate.Sample(t, total += 50);
+  t += 100ms;
+  // Nearly the full rate, not the 1-s mean (about 150): 100 rows in 200 ms less one standard
+  // deviation (10).
+  EXPECT_DOUBLE_EQ(*rate.Shift(2, 200ms, 1s, 3), 450);
+  // A fall shows the same way: from 500 rows/s, 300 ms at none.
+  ArrivalRate fall(10s);
+  total = 0;
+  t = kT0;
+  for (int i = 0; i <= 20; ++i, t += 100ms) fall.Sample(t, total += 50);
+  EXPECT_FALSE(fall.Shift(500, 200ms, 1s, 3));
+  for (int i = 0; i < 3; ++i, t += 100ms) fall.Sample(t, total);
+  EXPECT_DOUBLE_EQ(*fall.Shift(500, 200ms, 1s, 3), 5);  // none, plus one row of doubt
+}
+
+TEST(ArrivalRateTest, ASmallStepShowsOnlyOverALongerStretch) {
+  ArrivalRate rate(10s);
+  // 100 rows/s, then 140: over 500 ms 70 rows against 50 is within 3σ (21.2); over 600 ms, 84
+  // against 60 is not (3σ = 23.2).
+  int64_t total = 0;
+  SteadyTime t = kT0;
+  for (int i = 0; i <= 50; ++i, t += 100ms) rate.Sample(t, total += 10);
+  for (int i = 0; i < 20; ++i, t += 100ms) rate.Sample(t, total += 14);
+  EXPECT_FALSE(rate.Shift(100, 200ms, 500ms, 3));
+  // The 900 ms after the step's interval: 126 rows, less √126.
+  EXPECT_NEAR(*rate.Shift(100, 200ms, 1s, 3), (126 - std::sqrt(126.0)) / 0.9, 1e-9);
 }
 
 TEST(ArrivalRateTest, PeakOverTheWindowsWithinTheSpan) {

@@ -565,6 +565,19 @@ TEST_F(AutoscalerTest, AShrinkKeepsTheRuntimesInsideTheShareAndStartsNone) {
   EXPECT_EQ(kept->threads_total, 2);
 }
 
+// Before a move the node controller asks about a shrink to a budget the autoscaler does not
+// plan for yet: the answer is for that budget, and the autoscaler's own is left as it was.
+TEST_F(AutoscalerTest, AShrinkAskedAboutBeforeAMoveIsJudgedOnItsBudget) {
+  SetUpModel(4, FatWins);
+  const Plan fresh = *optimizer_->Solve(2, 8);
+  ASSERT_EQ(SortedThreads(fresh), (std::vector<int>{1, 1}));
+  // Two one-thread runtimes lie inside the two CPUs left: they are the fresh plan itself.
+  EXPECT_TRUE(autoscaler_->KeepingPlan({1, 1}, fresh, std::nullopt, nullptr, 0.1, 2).has_value());
+  // The one four-thread runtime fits no two-CPU share: nothing is kept, a shrink restarts.
+  EXPECT_FALSE(autoscaler_->KeepingPlan({4}, fresh, std::nullopt, nullptr, 0.1, 2).has_value());
+  EXPECT_EQ(autoscaler_->options().threads, 4);
+}
+
 TEST_F(AutoscalerTest, KeepingIsPassedOverWhereTheFreshPlanIsFasterByMoreThanTheMargin) {
   SetUpModel(4, FatWins);
   const Plan fresh = *optimizer_->Solve(4, 8);

@@ -116,6 +116,33 @@ TEST(PartitionPolicyTest, AnOverloadedModelGrowsAtOnceUnlessThatStarvesAnother) 
   EXPECT_FALSE(d.move);
 }
 
+// A move that would only swap which model falls behind is no overload growth: a keeps up on
+// 12 CPUs but b not on 4, as a does not on 8 now. (The load was moving from b to a, and b's
+// rate had not fallen yet: the move gave b one CPU.)
+TEST(PartitionPolicyTest, AMoveThatOnlySwapsWhichModelFallsBehindHolds) {
+  PartitionPolicy policy;
+  std::vector<PartitionModel> models = Shift(kInf, 40, 20, kInf);
+  models[0].ratio_now = kInf;
+  models[1].ratio_target = kInf;
+  const PartitionDecision d = policy.Decide(models, At(0));
+  EXPECT_FALSE(d.move);
+}
+
+// Both models fall behind now (b's queue grows, a's too); a gains by taking CPUs from b, which
+// would then fall further behind. With b's p99 infinite both ways, its switch would count no
+// cost and the gain would always win: such a move is never for gain. (At T = 64 one gave an
+// idle model 8 CPUs of one that served 1000 req/s.)
+TEST(PartitionPolicyTest, AGainNeverShrinksAModelThatThenFallsBehind) {
+  PartitionPolicy policy;
+  std::vector<PartitionModel> models = Shift(60, 40, kInf, kInf);
+  models[1].ratio_now = models[1].ratio_target = kInf;
+  for (int i = 0; i < 3; ++i) {
+    const PartitionDecision d = policy.Decide(models, At(20000 + 1000 * i));
+    EXPECT_FALSE(d.move);
+    EXPECT_EQ(d.why, "starves 'b'");
+  }
+}
+
 TEST(PartitionPolicyTest, ANewModelGetsItsFloorAtOnce) {
   PartitionPolicy policy;
   std::vector<PartitionModel> models = Shift(20, 20, 20, 20, 0);
