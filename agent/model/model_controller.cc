@@ -203,7 +203,7 @@ void ModelController::Tick(SteadyTime now) {
     const std::optional<double> slow = load_.arrivals().Over(kRateSpan);
     const std::optional<double> fast = load_.arrivals().Over(kRiseSpan);
     if (slow || fast) rate_ = std::max(slow.value_or(0.0), fast.value_or(0.0));
-    rate_measured_ = rate_measured_ || fast.has_value();
+    rate_measured_ = rate_measured_ || slow.has_value();
     rate_shift_ = load_.arrivals().Shift(rate_, kShiftMinSpan, kRiseSpan, kShiftSigmas);
     ewma_ = load_.estimator().ewma();
     estimate_ = load_.estimator().Estimate();

@@ -88,7 +88,9 @@ struct ControllerSnapshot {
   // Rows/s arriving: the larger of the rates over the last kRateSpan and over the last
   // kRiseSpan (0 until measured), so a rise shows within a second and a fall takes kRateSpan.
   double rate = 0;
-  bool rate_measured = false;  // the samples cover kRiseSpan: `rate` means something
+  // The samples cover kRateSpan: `rate` is a measurement, not the 0 of a model just started
+  // (whose traffic may not have begun, or not been seen, in its first second).
+  bool rate_measured = false;
   // Where the arrivals stepped away from `rate` beyond Poisson noise, the rate since the step
   // (ArrivalRate::Shift over kShiftMinSpan to kRiseSpan): a step up or down shows within
   // kShiftMinSpan at nearly its full size. Nullopt: no step.
@@ -142,7 +144,7 @@ class ModelController {
   // How much slower (p99, a fraction) than the partition's plan a resize may serve to keep its
   // serving runtimes (SwitchForResize).
   static constexpr double kResizeMargin = 0.25;
-  // The same while the model is behind (a queue beyond two batches): a growth that would
+  // The same while the model is behind (a queue beyond two batches): a resize that would
   // otherwise migrate in stages, each a start, serves on a plan within 2× of the partition's.
   static constexpr double kBehindResizeMargin = 1.0;
 

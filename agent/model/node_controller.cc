@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "agent/kserve/kserve_codec.h"
 #include "agent/model/model_controller.h"
@@ -145,11 +146,17 @@ void NodeController::Loop() {
 bool NodeController::Stepped() const {
   const std::vector<std::shared_ptr<ServedModel>> models = Participants();
   if (models.size() < 2) return false;
-  std::vector<std::pair<std::string, double>> rates;
-  for (const auto& m : models) rates.emplace_back(m->name(), PlannedRate(*m));
+  // A model counts where its arrivals stepped (arrival_rate_shift), or where no decision has
+  // planned for it yet; not where only its 1-s rate is climbing, which would decide on part of a
+  // step before its size is known.
+  std::vector<std::tuple<std::string, bool, double>> rates;
+  for (const auto& m : models) {
+    rates.emplace_back(m->name(), m->arrival_rate_shift().has_value(), PlannedRate(*m));
+  }
   MutexLock lock(&mu_);
-  for (const auto& [name, rate] : rates) {
+  for (const auto& [name, shifted, rate] : rates) {
     const auto found = planned_.find(name);
+    if (found != planned_.end() && !shifted) continue;
     const double planned = found == planned_.end() ? 0.0 : found->second;
     // Beyond a fraction kWatchRise − 1 of the planned rate, and beyond Poisson noise over a
     // second at it (an idle model's 2 req/s that read 4 is no step).
@@ -254,8 +261,9 @@ void NodeController::Decide(SteadyTime now) {
             (last_move_json_.empty() ? std::string() : ",\"last_move\":" + last_move_json_) + "}";
     return;
   }
-  // A model whose rate is not measured yet (it became ready less than a second ago) would plan
-  // for none and be left its floor: wait for it (its share holds meanwhile).
+  // A model whose rate is not measured yet (it became ready less than kRateSpan ago) would
+  // plan for none and be left its floor: wait for it (its share holds meanwhile). Deciding on
+  // a first second without arrivals once left an idle model 1 CPU for its burst.
   for (const auto& m : models) {
     if (!m->arrival_rate_measured()) return;
   }
@@ -266,6 +274,10 @@ void NodeController::Decide(SteadyTime now) {
 
   std::vector<ModelDemand> demands;
   for (const auto& m : models) demands.push_back(DemandOf(*m));
+  {
+    MutexLock lock(&mu_);
+    for (const ModelDemand& d : demands) planned_[d.name] = d.rate;  // what this decision saw
+  }
   StatusOr<PartitionResult> result = partition_.Solve(demands, total);
   if (!result.ok()) {
     PACKRAT_LOG(WARNING) << "node partition: " << result.status().message();
@@ -308,10 +320,6 @@ void NodeController::Decide(SteadyTime now) {
   PartitionDecision decision = policy_.Decide(view, now);
   if (decision.move && decision.why == "gain") {
     HoldRestartingShrink(models, target, plans, rates, &decision);
-  }
-  {
-    MutexLock lock(&mu_);
-    planned_ = rates;
   }
 
   std::string json = "{\"active\":true,\"cpus\":" + std::to_string(total) +

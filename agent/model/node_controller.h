@@ -99,9 +99,10 @@ class NodeController {
 
  private:
   void Loop() EXCLUDES(mu_);
-  // Whether a participant's planned rate (arrivals, a step in them at once, and its backlog)
-  // moved away from the one the last decision planned for it (0 where none has yet), up or
-  // down, by more than a fraction kWatchRise − 1 of it and than Poisson noise.
+  // Whether a participant's arrivals stepped (ServedModel::arrival_rate_shift) so that its
+  // planned rate moved away from the one the last decision planned for it, up or down, by more
+  // than a fraction kWatchRise − 1 of it and than Poisson noise; or, for a model no decision has
+  // planned for yet, whether its planned rate is beyond noise.
   bool Stepped() const EXCLUDES(mu_);
   static constexpr double kWatchRise = 1.2;
   struct Moved {

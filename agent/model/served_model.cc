@@ -512,7 +512,7 @@ std::vector<std::vector<int>> ServedModel::ServingCpus() const {
 bool ServedModel::ShrinkKeeps(const std::vector<int>& cpus, const Plan& plan, double rate) const {
   if (state() != ModelState::kReady || !controller_) return false;
   const Autoscaler& policy = controller_->autoscaler();
-  if (!policy.options().resizable_runtimes) return true;
+  if (!policy.options().resizable_runtimes || RowsInSystem() == 0) return true;
   std::vector<int> keepable;
   if (const std::shared_ptr<InstanceSet> active = sets_.active()) {
     for (const auto& w : active->workers) {

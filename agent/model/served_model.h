@@ -136,8 +136,8 @@ class ServedModel {
   }
   // Rows/s arriving: ControllerSnapshot::rate (1-s rises, 5-s falls; 0 until measured).
   double arrival_rate() const;
-  // Whether arrival_rate() is measured yet (ControllerSnapshot::rate_measured): false for about
-  // a second after the model became ready.
+  // Whether arrival_rate() is measured yet (ControllerSnapshot::rate_measured): false for the
+  // first ModelController::kRateSpan after the model became ready.
   bool arrival_rate_measured() const;
   // Where the arrivals stepped, the rate since the step (ControllerSnapshot::rate_shift).
   std::optional<double> arrival_rate_shift() const;
@@ -152,7 +152,8 @@ class ServedModel {
   // Whether a shrink to `cpus` (a subset of its share) would keep serving on its runtimes inside
   // them, within ModelController::kResizeMargin of `plan`'s p99 at `rate` rows/s (0: unknown)
   // — Autoscaler::KeepingPlan — rather than start a new set beside its busy runtimes. True
-  // where its runtimes are not resizable (every resize restarts those). Any thread.
+  // where its runtimes are not resizable (every resize restarts those) and where nothing is in
+  // the system (a start beside idle runtimes costs no request anything). Any thread.
   bool ShrinkKeeps(const std::vector<int>& cpus, const Plan& plan, double rate) const;
   // Queues `request` on the control thread (ModelController::Resize); `done` runs there with
   // the outcome. Never blocks. FailedPrecondition unless ready.

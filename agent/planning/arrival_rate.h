@@ -53,6 +53,9 @@ class ArrivalRate {
   //     count (√count) toward the baseline: what the arrivals show with some confidence.
   // So a large step shows about `min_span` plus a sample period after it, at its full size, and a
   // small one once it is beyond noise. Nullopt: no step, or one too recent to measure.
+  // Limits: the noise is that of a Poisson count of rows; requests of k rows each spread √k
+  // times more, and the likeliest of up to horizon / sample period stretches is tested, so a
+  // caller with many-row requests should ask for more `sigmas`.
   std::optional<double> Shift(double baseline, Duration min_span, Duration max_span,
                               double sigmas) const;
 
