@@ -9,12 +9,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
-#include <mutex>
-#include <thread>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/pool/cpu_list.h"
@@ -295,35 +297,46 @@ NodeView ReadNode(HttpClient* management, const std::vector<std::string>& models
   return view;
 }
 
+// An agent on 16 virtual CPUs with two `instances: auto` models, a and b, sharing them
+// (server.node_partition), deciding every `interval_ms`.
+std::unique_ptr<AgentProcess> StartPartitionedPair(const std::string& profile, int interval_ms) {
+  const std::string batching = "{max_batch: 16, max_delay_us: 1000}";
+  return std::make_unique<AgentProcess>(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "virtual_cpus: 16, partition_interval_ms: " +
+          std::to_string(interval_ms) + "}\nmodels:\n" + Model("a", profile, batching, "auto") +
+          Model("b", profile, batching, "auto"));
+}
+
+// Polls the node until `done` holds (false after 90 s, a test failure), checking at every read
+// that no CPU holds runtimes of both models and that the shares add up to at most the node.
+bool AwaitNode(AgentProcess* agent, HttpClient* management, const char* what,
+               const std::function<bool(NodeView&)>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  NodeView view;
+  while (std::chrono::steady_clock::now() < deadline) {
+    view = ReadNode(management, {"a", "b"});
+    for (int cpu : view.runtime_cpus["a"]) {
+      EXPECT_EQ(view.runtime_cpus["b"].count(cpu), 0u) << "CPU " << cpu << " " << view.body;
+    }
+    EXPECT_LE(view.cpus["a"] + view.cpus["b"], 16) << view.body;
+    if (done(view)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling, not ordering
+  }
+  ADD_FAILURE() << "no " << what << " within 90 s: " << view.body << agent->Digest();
+  return false;
+}
+
 // Two `instances: auto` models on one node of 16 CPUs (server.node_partition): the CPUs follow
 // the load, from A while B idles to B while A idles, and the two models' runtimes are never on
 // one CPU. Every request of both phases is answered.
 TEST_F(VirtualNodeTest, TheNodePartitionMovesCpusToTheBusyModelAndNeverSharesOne) {
-  agent_ = std::make_unique<AgentProcess>(
-      PACKRAT_AGENT_PATH,
-      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
-      "virtual_cpus: 16, partition_interval_ms: 200}\nmodels:\n" +
-          Model("a", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto") +
-          Model("b", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto"));
+  agent_ = StartPartitionedPair(profile_, 200);
   ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
   HttpClient management("127.0.0.1", agent_->management_port());
-  const std::vector<std::string> models = {"a", "b"};
-  // Polls the node until `done` holds (false after 90 s), checking at every read that no CPU
-  // holds runtimes of both models and that the shares add up to at most the node.
-  auto await = [&](const char* what, auto done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-    NodeView view;
-    while (std::chrono::steady_clock::now() < deadline) {
-      view = ReadNode(&management, models);
-      for (int cpu : view.runtime_cpus["a"]) {
-        EXPECT_EQ(view.runtime_cpus["b"].count(cpu), 0u) << "CPU " << cpu << " " << view.body;
-      }
-      EXPECT_LE(view.cpus["a"] + view.cpus["b"], 16) << view.body;
-      if (done(view)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling, not ordering
-    }
-    ADD_FAILURE() << "no " << what << " within 90 s: " << view.body << agent_->Digest();
-    return false;
+  auto await = [&](const char* what, const std::function<bool(NodeView&)>& done) {
+    return AwaitNode(agent_.get(), &management, what, done);
   };
   ASSERT_TRUE(await("partition", [](NodeView& v) { return v.cpus["a"] > 0 && v.cpus["b"] > 0; }));
   {
@@ -347,24 +360,13 @@ TEST_F(VirtualNodeTest, TheNodePartitionMovesCpusToTheBusyModelAndNeverSharesOne
 // A step in a model's arrivals decides at once (NodeControllerOptions::watch), not at the next
 // interval: with an hour between decisions, the CPUs still move to the model whose load began.
 TEST_F(VirtualNodeTest, AStepInTheLoadMovesCpusWithoutWaitingForTheInterval) {
-  agent_ = std::make_unique<AgentProcess>(
-      PACKRAT_AGENT_PATH,
-      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
-      "virtual_cpus: 16, partition_interval_ms: 3600000}\nmodels:\n" +
-          Model("a", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto") +
-          Model("b", profile_, "{max_batch: 16, max_delay_us: 1000}", "auto"));
+  agent_ = StartPartitionedPair(profile_, 3'600'000);
   ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
   HttpClient management("127.0.0.1", agent_->management_port());
   ClosedLoop load(agent_->http_port(), "a", 16);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  NodeView view;
-  while (std::chrono::steady_clock::now() < deadline) {
-    view = ReadNode(&management, {"a", "b"});
-    if (view.cpus["a"] > 0 && view.cpus["a"] >= 3 * view.cpus["b"]) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling, not ordering
-  }
-  EXPECT_GE(view.cpus["a"], 3 * view.cpus["b"]) << view.body << agent_->Digest();
-  EXPECT_GT(view.cpus["a"], 0) << view.body;
+  EXPECT_TRUE(AwaitNode(agent_.get(), &management, "move to a", [](NodeView& v) {
+    return v.cpus["a"] > 0 && v.cpus["a"] >= 3 * v.cpus["b"];
+  }));
   load.Stop();
   EXPECT_EQ(load.failed(), 0) << load.Describe();
 }
