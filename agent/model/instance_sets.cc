@@ -69,13 +69,16 @@ std::vector<int> InstanceSets::LiveParkedThreads() const {
 }
 
 std::vector<int> InstanceSets::KeepableThreads() const {
+  return ThreadsInside(options_.allocator ? options_.allocator->Share(options_.model_name)
+                                          : std::nullopt);
+}
+
+std::vector<int> InstanceSets::ThreadsInside(const std::optional<std::vector<int>>& cpus) const {
   const std::shared_ptr<InstanceSet> set = active();
   if (!set) return {};
-  const std::optional<std::vector<int>> share =
-      options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
   std::vector<int> threads;
   for (const auto& w : set->workers) {
-    if (w->alive() && InShare(*w, share)) threads.push_back(w->threads);
+    if (w->alive() && InShare(*w, cpus)) threads.push_back(w->threads);
   }
   return threads;
 }

@@ -95,6 +95,9 @@ class InstanceSets final : public SetSwitcher {
   bool ActiveHasDeadRuntime() const override;
   std::vector<int> LiveParkedThreads() const override;
   std::vector<int> KeepableThreads() const override;
+  // Thread counts of the live serving runtimes whose CPUs all lie in `cpus` (sorted; nullopt:
+  // all of them), in serving order: KeepableThreads for a share not given yet. Any thread.
+  std::vector<int> ThreadsInside(const std::optional<std::vector<int>>& cpus) const;
   int FreeCpus() const override;
   // The instance-set part of a snapshot: generation, B, groups, plan, workers and parked.
   void Fill(ServingSnapshot* snapshot) const;

@@ -513,16 +513,9 @@ bool ServedModel::ShrinkKeeps(const std::vector<int>& cpus, const Plan& plan, do
   if (state() != ModelState::kReady || !controller_) return false;
   const Autoscaler& policy = controller_->autoscaler();
   if (!policy.options().resizable_runtimes || RowsInSystem() == 0) return true;
-  std::vector<int> keepable;
-  if (const std::shared_ptr<InstanceSet> active = sets_.active()) {
-    for (const auto& w : active->workers) {
-      const std::vector<int>& on = w->placement.cpus;
-      const bool inside = !on.empty() && std::all_of(on.begin(), on.end(), [&cpus](int c) {
-        return std::find(cpus.begin(), cpus.end(), c) != cpus.end();
-      });
-      if (w->alive() && inside) keepable.push_back(w->threads);
-    }
-  }
+  std::vector<int> sorted = cpus;
+  std::sort(sorted.begin(), sorted.end());
+  const std::vector<int> keepable = sets_.ThreadsInside(sorted);
   const std::optional<double> at = rate > 0 ? std::optional<double>(rate) : std::nullopt;
   const SlowdownFn slowdown = [this](int threads) { return slowdowns_.Get(threads); };
   const int budget = static_cast<int>(cpus.size());
