@@ -649,6 +649,8 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
       current, decision, peak_window_ms, options_.max_utilization,
       [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
       [&](int64_t b) -> std::optional<double> {
+        // The serving plan's own capacity: what runs, not a fresh plan for its B.
+        if (b == current) return capacities[b] = Evaluator(view).Capacity(ServingPlan(view));
         auto planned = PlanFor(b, view, arriving);
         if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
         return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;

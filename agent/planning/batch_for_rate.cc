@@ -66,11 +66,17 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
   for (int64_t b : LargerBatches(wanted_b, current_b)) {
     if (b < current_b) candidates.push_back(b);
   }
+  if (candidates.empty()) return std::nullopt;
+  // What the serving plan serves: a candidate serving at least as much cannot fare worse at
+  // the peak than it (unknown: no candidate passes on that count).
+  const double serving = capacity(current_b).value_or(std::numeric_limits<double>::infinity());
   std::vector<std::pair<int64_t, std::optional<double>>> passed;  // b and its p99, ascending b
   for (int64_t b : candidates) {
     const std::optional<double> c = capacity(b);
     if (!c || *c <= 0) continue;
-    if (!OverloadedRate(window_ms, max_utilization * *c, peak_over)) passed.emplace_back(b, p99(b));
+    if (*c >= serving || !OverloadedRate(window_ms, max_utilization * *c, peak_over)) {
+      passed.emplace_back(b, p99(b));
+    }
   }
   if (passed.empty()) return std::nullopt;
   double lowest = std::numeric_limits<double>::infinity();
