@@ -226,7 +226,7 @@ void ModelController::Tick(SteadyTime now) {
   const Move& move = *d.move;
   NoteMove(move.reason);
   if (d.restart_arrivals) load_.arrivals().Restart();
-  const Status s = options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false);
+  const Status s = SwitchForMove(move);
   NoteMoveDone(s);
   if (!s.ok()) {
     PACKRAT_LOG(ERROR) << "model '" << options_.model_name
@@ -234,6 +234,20 @@ void ModelController::Tick(SteadyTime now) {
                        << s.message();
   }
   autoscaler_.Applied(move, s.ok(), options_.clock->Now(), load_);
+}
+
+Status ModelController::SwitchForMove(const Move& move) {
+  const AutoscalerOptions& o = autoscaler_.options();
+  if (!o.resizable_runtimes || o.generative) {
+    return options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false);
+  }
+  std::optional<double> rate = move.reason.rate;
+  if (!rate) {
+    MutexLock lock(&mu_);
+    if (rate_ > 0) rate = rate_;
+  }
+  const double need = autoscaler_.NeededCapacity(move.plan, rate, Slowdowns());
+  return Migrate(move.plan, rate, need, std::nullopt, move.reason.text);
 }
 
 Status ModelController::Resize(const ResizeRequest& request) {
@@ -286,27 +300,32 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   // 1. Keep the serving runtimes where that costs little: the new set then starts only on the
   // CPUs the model gains, not beside its busy runtimes on the ones it keeps. A resize is urgent
   // (a model waits for the CPUs, or this one for more), so the bar is kResizeMargin, wider than
-  // the autoscaler's restart margin (kBehindResizeMargin while the model is behind): the
-  // autoscaler still moves to a faster plan later, at its own margin, once the load has settled.
-  // 2. Otherwise migrate in stages (migration.h), each starting runtimes only on free CPUs and
-  // dropping old ones only while the rest keeps up — until a plan keeping what serves then
-  // passes (1), or the stages end in fresh itself.
+  // the autoscaler's restart margin: the autoscaler still moves to a faster plan later, at its
+  // own margin, once the load has settled.
+  // 2. Otherwise migrate in stages (Migrate) until a plan keeping what serves then passes (1),
+  // or the stages end in fresh itself.
+  // While the model is behind (rows queued beyond two batches of its set), capacity now is
+  // worth more than a better p99 one more stage's start later: the bar is kBehindResizeMargin.
+  const std::shared_ptr<InstanceSet> active = options_.sets->active();
+  const bool behind =
+      active && options_.rows_in_system() > 2 * std::max<int64_t>(1, active->target_rows);
+  return Migrate(fresh, rate, need, behind ? kBehindResizeMargin : kResizeMargin, why);
+}
+
+Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, double need,
+                                std::optional<double> keep_margin, const std::string& why) {
+  const SlowdownFn slowdown = Slowdowns();
   const std::vector<int> target = ThreadCounts(fresh.groups);
   auto capacity = [&](const std::vector<int>& instances) {
     const std::optional<Autoscaler::OnInstances> on =
         autoscaler_.PlanOnInstances(instances, fresh.batch, rate, slowdown, 0);
     return on ? on->capacity : 0.0;
   };
-  // While the model is behind (rows queued beyond two batches of its set), capacity now is
-  // worth more than a better p99 one more stage's start later: the bar is kBehindResizeMargin.
-  const std::shared_ptr<InstanceSet> active = options_.sets->active();
-  const bool behind =
-      active && options_.rows_in_system() > 2 * std::max<int64_t>(1, active->target_rows);
-  const double margin = behind ? kBehindResizeMargin : kResizeMargin;
   for (int stage = 1;; ++stage) {
     const std::vector<int> serving = options_.sets->KeepableThreads();
-    if (std::optional<Plan> kept =
-            autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, margin)) {
+    std::optional<Plan> kept;
+    if (keep_margin) kept = autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, *keep_margin);
+    if (kept) {
       return options_.sets->Switch(
           kept->groups, *kept,
           why + ", keeping the serving runtimes (passed over " + fresh.ConfigString() + ")", false);

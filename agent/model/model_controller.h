@@ -162,6 +162,20 @@ class ModelController {
   // stages that start runtimes only on free CPUs (migration.h; at most kMaxResizeStages).
   Status SwitchForResize(const Plan& fresh, double rate, bool at_once, const std::string& why)
       EXCLUDES(mu_);
+  // The switch to `fresh` in stages (migration.h), each starting runtimes only on the model's
+  // free CPUs and dropping old ones only while the rest serves min(`need` rows/s, what it served
+  // before the drop), at most kMaxResizeStages; then fresh itself, at once. With `keep_margin`,
+  // before each stage: a plan keeping the serving runtimes within that margin of fresh's p99
+  // at `rate` ends it instead (Autoscaler::KeepingPlan). Where nothing is free to start on and
+  // nothing can go (an overloaded model), fresh at once: its new runtimes start beside the busy
+  // ones. Blocks while each stage's set starts.
+  Status Migrate(const Plan& fresh, std::optional<double> rate, double need,
+                 std::optional<double> keep_margin, const std::string& why) EXCLUDES(mu_);
+  // Tick's switch for the autoscaler's `move`: a batch model with resizable runtimes migrates
+  // (Migrate, no keeping plan: the policy chose the plan), so that a move on a model holding
+  // all its CPUs hands them over instead of starting the new set beside the busy one; others
+  // switch at once.
+  Status SwitchForMove(const Move& move) EXCLUDES(mu_);
   static constexpr int kMaxResizeStages = 8;
   // Records `r` as the last hold and logs it (a quiet hold is not logged).
   void NoteHold(const Reason& r) EXCLUDES(mu_);

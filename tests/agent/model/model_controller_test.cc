@@ -231,6 +231,36 @@ TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) 
       << calls[1].reason;
 }
 
+TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOver) {
+  Make(true, FourThreadsWin(), 8);
+  // Eight one-thread runtimes on all 8 CPUs (20 rows/s at b=1 each) at 10 rows/s: the
+  // estimator's step down to B=2 on 2×⟨4,1⟩ must not start its runtimes beside the busy ones.
+  sets_.Serve({{8, 1, 1}}, *optimizer_->SolveOnInstances(std::vector<int>(8, 1), 8));
+  sets_.cpus_ = 8;
+  in_system_ = 3;
+  SteadyTime now = clock_.Now();
+  for (int i = 0; i < 400 && sets_.calls().empty(); ++i) {
+    now += milliseconds(10);
+    arrived_ += i % 10 < 1 ? 1 : 0;  // 10 rows/s
+    controller_->Tick(now);
+  }
+  const std::vector<FakeSwitcher::Call> calls = sets_.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  // Stage 1 starts nothing (no CPU is free) and drops half the runtimes, the rest serving the
+  // load; stage 2 starts a four-thread runtime on the CPUs freed and drops the others; then the
+  // plan itself starts its second runtime on the CPUs those freed.
+  EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{4, 1, 2}}));
+  EXPECT_NE(calls[0].reason.find("stage 1"), std::string::npos) << calls[0].reason;
+  EXPECT_EQ(calls[1].groups, (std::vector<InstanceGroup>{{1, 4, 1}}));
+  EXPECT_NE(calls[1].reason.find("stage 2"), std::string::npos) << calls[1].reason;
+  EXPECT_EQ(calls[2].groups, (std::vector<InstanceGroup>{{2, 4, 1}}));
+  EXPECT_EQ(calls[2].reason.find("stage"), std::string::npos) << calls[2].reason;
+  const ControllerSnapshot s = controller_->Snapshot();
+  ASSERT_EQ(s.moves.size(), 1u);
+  EXPECT_EQ(s.moves[0].reason.rule, Rule::kEstimatorStepDown);
+  EXPECT_EQ(s.moves[0].state, MoveRecord::State::kServing);
+}
+
 TEST_F(ModelControllerTest, AShrinkAtOnceServesOnTheRuntimesLeftWithoutAStart) {
   Make(true, FourThreadsWin(), 8);
   sets_.Serve({{2, 4, 4}}, *optimizer_->Solve(8, 8));
