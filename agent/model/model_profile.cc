@@ -35,8 +35,22 @@ StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
 }
 
 StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, int threads) {
-  const int batch = static_cast<int>(model.batching.max_batch);
-  ASSIGN_OR_RETURN(Plan plan, optimizer.Solve(threads, batch));
+  const int max_batch = static_cast<int>(model.batching.max_batch);
+  const double limit = model.batching.max_batch_latency_ms;
+  Plan plan;
+  if (limit > 0) {
+    // The load is unknown: the most capacity whose batches keep within the limit, else the
+    // fastest plan. (B = max_batch here would run batches far beyond it until the estimator's
+    // first decision.)
+    ASSIGN_OR_RETURN(std::vector<Plan> plans, optimizer.SolveAll(threads, max_batch));
+    plan = plans.front();
+    for (const Plan& p : plans) {
+      if (p.latency_ms <= limit) plan = p;
+    }
+  } else {
+    ASSIGN_OR_RETURN(plan, optimizer.Solve(threads, max_batch));
+  }
+  const int batch = plan.batch;
   PACKRAT_LOG(INFO) << "model '" << model.name << "': plan for T=" << threads << ", B=" << batch
                     << ": " << plan.ConfigString() << ", predicted " << plan.latency_ms
                     << " ms per batch"

@@ -36,8 +36,9 @@ StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
                                    const std::string& profile_dir, ProcessLauncher* launcher,
                                    ProfilingProgress* progress);
 
-// The optimizer's plan for T = `threads`, B = batching.max_batch; logged with its predicted
-// latency and the fat instance's.
+// The optimizer's plan for T = `threads` to start serving on: B = batching.max_batch, or with
+// batching.max_batch_latency_ms the largest B whose plan's batch latency keeps within it (the
+// smallest B where none does); logged with its predicted latency and the fat instance's.
 StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, int threads);
 
 }  // namespace packrat
