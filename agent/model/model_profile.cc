@@ -44,8 +44,13 @@ StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, i
     // first decision.)
     ASSIGN_OR_RETURN(std::vector<Plan> plans, optimizer.SolveAll(threads, max_batch));
     plan = plans.front();
+    double best = 0;  // rows/s
     for (const Plan& p : plans) {
-      if (p.latency_ms <= limit) plan = p;
+      const double capacity = p.batch / p.latency_ms;
+      if (p.latency_ms <= limit && capacity > best) {
+        plan = p;
+        best = capacity;
+      }
     }
   } else {
     ASSIGN_OR_RETURN(plan, optimizer.Solve(threads, max_batch));
