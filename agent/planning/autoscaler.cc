@@ -10,6 +10,7 @@
 
 #include "agent/planning/batch_for_rate.h"
 #include "agent/planning/loaded_latency.h"
+#include "agent/planning/migration.h"
 
 namespace packrat {
 namespace {
@@ -79,6 +80,8 @@ std::string_view RuleName(Rule rule) {
       return "rate_move_held";
     case Rule::kWithinRestartMargin:
       return "within_restart_margin";
+    case Rule::kNoHandover:
+      return "no_handover";
   }
   return "unknown";
 }
@@ -333,11 +336,70 @@ Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTi
   const std::optional<double> arriving = load.arrivals().Over(window);
   // Where a plan serves the rate, the rate decides B and the plan; elsewhere the estimator B,
   // and where it keeps B, the plan for B may still change with the rate.
-  if (PlanAtRate(view, arriving, now, &d)) return d;
-  if (!decision || !FollowEstimate(view, load, *decision, arriving, window, now, &d)) {
+  if (!PlanAtRate(view, arriving, now, &d) &&
+      (!decision || !FollowEstimate(view, load, *decision, arriving, window, now, &d))) {
     ReplanAtRate(view, arriving, now, &d);
   }
+  HoldMoveWithoutHandover(view, arriving, &d);
   return d;
+}
+
+void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
+                                         Decision* d) const {
+  if (!d->move || !arriving || *arriving <= 0 || !options_.resizable_runtimes ||
+      options_.generative || !StartsRuntimes(d->move->plan, view)) {
+    return;
+  }
+  // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
+  // (as the overload rule counts it).
+  const PlanEvaluator eval = Evaluator(view);
+  double capacity = eval.Capacity(ServingPlan(view));
+  if (view.backlog_batch > view.batch) {
+    capacity = std::max(
+        capacity, eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch).value_or(0));
+  }
+  // At most half busy, the serving set keeps up at the half speed it runs at beside the new
+  // runtimes' threads; beyond max_utilization it no longer serves the rate, and the move is
+  // what relieves it.
+  if (capacity <= 0 || *arriving <= kHandoverUtilization * capacity ||
+      *arriving > options_.max_utilization * capacity) {
+    return;
+  }
+  if (HandsOver(ThreadCounts(view.groups), d->move->plan, arriving, view.slowdown)) return;
+  Reason r = std::move(d->move->reason);
+  d->move.reset();
+  r.rule = Rule::kNoHandover;
+  r.rate = arriving;
+  r.serving_capacity = capacity;
+  r.quiet = true;  // recurs at each decision while the load stays
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(0) << "held: " << r.text << " would start runtimes beside"
+       << " the busy ones (no hand-over of CPUs) at " << 100 * *arriving / capacity
+       << "% of the serving plan's " << capacity << " rows/s";
+  r.text = text.str();
+  d->hold = std::move(r);
+}
+
+bool Autoscaler::HandsOver(const std::vector<int>& serving, const Plan& fresh,
+                           std::optional<double> rate, const SlowdownFn& slowdown) const {
+  const std::vector<int> target = ThreadCounts(fresh.groups);
+  const double need = NeededCapacity(fresh, rate, slowdown);
+  auto capacity = [&](const std::vector<int>& instances) {
+    const std::optional<OnInstances> on =
+        PlanOnInstances(instances, fresh.batch, rate, slowdown, 0);
+    return on ? on->capacity : 0.0;
+  };
+  std::vector<int> now = serving;
+  for (int stage = 1; stage <= kMaxHandoverStages + 1; ++stage) {
+    int used = 0;
+    for (int t : now) used += t;
+    const std::optional<MigrationStep> step =
+        NextMigrationStep(now, std::max(0, options_.threads - used), target, capacity, need);
+    if (!step) return false;
+    if (step->final) return true;
+    now = step->instances;
+  }
+  return false;
 }
 
 void Autoscaler::Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load) {

@@ -22,6 +22,15 @@
 //         near the lowest (StepDownBatch);
 //      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms).
+//   3. A move of 2 that would start runtimes on CPUs the serving set keeps busy — no staged
+//      hand-over (migration.h) gets there: nothing is free to start on and no runtime can go
+//      while the rest keeps up — is held while the serving plan is between
+//      kHandoverUtilization and max_utilization busy at the rate: both sets' threads would
+//      share those CPUs until the new set serves, each at about half speed (the emulator's
+//      contention model), and a set more than half busy falls behind for that long — a p99
+//      spike the move's gain does not repay (the 16-core switch that took 10.9 s). Less busy,
+//      it keeps up at half speed; busier, it no longer serves the rate and the move relieves
+//      it, as an overload move (1) does.
 //   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
 //   the best plan on the serving runtimes where the optimizer's would start runtimes and is not
 //   better by more than restart_margin (runtimes of parked shapes start nothing); none whose
@@ -95,6 +104,7 @@ enum class Rule {
   kIdleDecodeSlots,       // a decoder's step down with the same thread counts changes nothing
   kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one
   kWithinRestartMargin,   // a better plan at the rate, but not by more than restart_margin
+  kNoHandover,            // a move would start runtimes beside a busy set (see class comment)
 };
 // "overload", "plan_at_rate", ... (for logs and the management API).
 std::string_view RuleName(Rule rule);
@@ -214,6 +224,18 @@ class Autoscaler {
                                   double margin, int budget = 0) const;
 
   static constexpr double kKeepCapacityMargin = 0.25;
+  // Rule 3: above this share of the serving plan's capacity at the rate arriving, a move
+  // without a hand-over waits.
+  static constexpr double kHandoverUtilization = 0.5;
+  // The stages a hand-over may take (ModelController carries out at most as many).
+  static constexpr int kMaxHandoverStages = 8;
+
+  // Whether the switch from the serving runtimes (thread counts `serving`, on options().threads
+  // CPUs) to `fresh` can go in stages that each start runtimes only on free CPUs
+  // (NextMigrationStep, at most kMaxHandoverStages, each keeping min(NeededCapacity, its
+  // capacity before the drop) at `rate`). Pure; a few PlanOnInstances per stage.
+  bool HandsOver(const std::vector<int>& serving, const Plan& fresh, std::optional<double> rate,
+                 const SlowdownFn& slowdown) const;
 
   const AutoscalerOptions& options() const { return options_; }
   // The node partition gave the model a new CPU budget: plans from now on are for `threads`.
@@ -226,6 +248,9 @@ class Autoscaler {
   // Whether serving `plan` after `view` starts runtimes (see AutoscalerOptions).
   bool StartsRuntimes(const Plan& plan, const ServingView& view) const;
   bool RateMoveHeld(SteadyTime now) const;
+  // Rule 3: turns d's move into a kNoHandover hold where it applies.
+  void HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
+                               Decision* d) const;
 
   // The rules (see the class comment). Each returns true where it decided (moved or held for
   // good); *d holds the move or hold.

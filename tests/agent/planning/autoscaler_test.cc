@@ -401,6 +401,7 @@ TEST_F(AutoscalerTest, AtAKnownRatePlanAtRateTakesTheLowestSimulatedP99) {
   });
   Serve(1);
   ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
+  view_.parked_threads = {1, 1};  // thin runtimes to go back to: the move starts none
   // 6.5 rows/s, one row at a time in the system.
   const std::optional<Decision> d = TickUntil(Rule::kPlanAtRate, 1, 6.5);
   ASSERT_TRUE(d.has_value());
@@ -415,13 +416,43 @@ TEST_F(AutoscalerTest, MovesAtARateWaitForTheScaleDownDelay) {
     o->overload_window_ms = 0;
   });
   Serve(1);
+  view_.parked_threads = {1, 1};
   const std::optional<Decision> d = TickUntil(Rule::kPlanAtRate, 1, 6.5);
   ASSERT_TRUE(d.has_value());
   // Back on the fat plan by hand: the rate would move again, but not within the delay.
   Serve(1);
+  view_.parked_threads = {1, 1};
   const std::optional<Decision> held = TickUntil(Rule::kRateMoveHeld, 1, 6.5);
   ASSERT_TRUE(held.has_value());
   EXPECT_FALSE(held->move.has_value());
+}
+
+TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
+  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
+    o->plan_at_rate = true;
+    o->overload_window_ms = 0;
+  });
+  Serve(1);
+  // The fat runtime holds both CPUs and cannot go while it serves the load: the thin plan's
+  // runtimes could only start beside it, which at 6.5 of its 11.1 rows/s (59 % busy) it
+  // cannot afford.
+  const std::optional<Decision> held = TickUntil(Rule::kNoHandover, 1, 6.5);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_FALSE(held->move.has_value());
+  EXPECT_NEAR(*held->hold->serving_capacity, 1000.0 / 90, 1e-6);
+  // Three CPUs: a thin runtime starts on the free one first, then the fat one goes and the
+  // others start on its CPUs: that hands the CPUs over.
+  SetUpModel(3, ThinAtModerateRates, [](AutoscalerOptions* o) {
+    o->plan_at_rate = true;
+    o->overload_window_ms = 0;
+  });
+  Serve(1);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
+  EXPECT_TRUE(autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 6.5,
+                                     view_.slowdown));
+  // ... but not past the load the one-thread runtimes alone could carry while the fat one goes.
+  EXPECT_FALSE(autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 11,
+                                      view_.slowdown));
 }
 
 TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {
