@@ -359,12 +359,9 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
         capacity, eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch).value_or(0));
   }
   // At most half busy, the serving set keeps up at the half speed it runs at beside the new
-  // runtimes' threads; beyond max_utilization it no longer serves the rate, and the move is
-  // what relieves it.
-  if (capacity <= 0 || *arriving <= kHandoverUtilization * capacity ||
-      *arriving > options_.max_utilization * capacity) {
-    return;
-  }
+  // runtimes' threads. Beyond its capacity rows pile up, and the overload rule (never held)
+  // moves.
+  if (capacity <= 0 || *arriving <= kHandoverUtilization * capacity) return;
   if (HandsOver(ThreadCounts(view.groups), d->move->plan, arriving, view.slowdown)) return;
   Reason r = std::move(d->move->reason);
   d->move.reset();

@@ -24,13 +24,13 @@
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms).
 //   3. A move of 2 that would start runtimes on CPUs the serving set keeps busy — no staged
 //      hand-over (migration.h) gets there: nothing is free to start on and no runtime can go
-//      while the rest keeps up — is held while the serving plan is between
-//      kHandoverUtilization and max_utilization busy at the rate: both sets' threads would
-//      share those CPUs until the new set serves, each at about half speed (the emulator's
-//      contention model), and a set more than half busy falls behind for that long — a p99
-//      spike the move's gain does not repay (the 16-core switch that took 10.9 s). Less busy,
-//      it keeps up at half speed; busier, it no longer serves the rate and the move relieves
-//      it, as an overload move (1) does.
+//      while the rest keeps up — is held while the serving plan is more than
+//      kHandoverUtilization busy at the rate (its capacity in the batches it cuts from a
+//      backlog): both sets' threads would share those CPUs until the new set serves, each at
+//      about half speed (the emulator's contention model), and a set more than half busy falls
+//      behind for that long — a p99 spike the move's gain does not repay (the 16-core switch
+//      that took 10.9 s). Less busy, it keeps up at half speed. Where rows pile up beyond its
+//      capacity the overload rule (1), never held, moves at once.
 //   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
 //   the best plan on the serving runtimes where the optimizer's would start runtimes and is not
 //   better by more than restart_margin (runtimes of parked shapes start nothing); none whose

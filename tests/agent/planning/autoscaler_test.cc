@@ -440,6 +440,13 @@ TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
   ASSERT_TRUE(held.has_value());
   EXPECT_FALSE(held->move.has_value());
   EXPECT_NEAR(*held->hold->serving_capacity, 1000.0 / 90, 1e-6);
+  // Busier than max_utilization but still within its capacity (no overload): held as well.
+  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
+    o->plan_at_rate = true;
+    o->overload_window_ms = 0;
+  });
+  Serve(1);
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 10).has_value());
   // Three CPUs: a thin runtime starts on the free one first, then the fat one goes and the
   // others start on its CPUs: that hands the CPUs over.
   SetUpModel(3, ThinAtModerateRates, [](AutoscalerOptions* o) {
