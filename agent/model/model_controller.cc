@@ -316,11 +316,7 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
                                 std::optional<double> keep_margin, const std::string& why) {
   const SlowdownFn slowdown = Slowdowns();
   const std::vector<int> target = ThreadCounts(fresh.groups);
-  auto capacity = [&](const std::vector<int>& instances) {
-    const std::optional<Autoscaler::OnInstances> on =
-        autoscaler_.PlanOnInstances(instances, fresh.batch, rate, slowdown, 0);
-    return on ? on->capacity : 0.0;
-  };
+  const auto capacity = autoscaler_.StageCapacity(fresh, rate, slowdown);
   for (int stage = 1;; ++stage) {
     const std::vector<int> serving = options_.sets->KeepableThreads();
     std::optional<Plan> kept;

@@ -176,7 +176,7 @@ class ModelController {
   // all its CPUs hands them over instead of starting the new set beside the busy one; others
   // switch at once.
   Status SwitchForMove(const Move& move) EXCLUDES(mu_);
-  static constexpr int kMaxResizeStages = 8;
+  static constexpr int kMaxResizeStages = Autoscaler::kMaxHandoverStages;
   // Records `r` as the last hold and logs it (a quiet hold is not logged).
   void NoteHold(const Reason& r) EXCLUDES(mu_);
   // Records a move as switching, then (Done) how its switch ended.

@@ -377,15 +377,20 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
   d->hold = std::move(r);
 }
 
+std::function<double(const std::vector<int>&)> Autoscaler::StageCapacity(
+    const Plan& fresh, std::optional<double> rate, SlowdownFn slowdown) const {
+  return [this, batch = fresh.batch, rate, slowdown = std::move(slowdown)](
+             const std::vector<int>& instances) {
+    const std::optional<OnInstances> on = PlanOnInstances(instances, batch, rate, slowdown, 0);
+    return on ? on->capacity : 0.0;
+  };
+}
+
 bool Autoscaler::HandsOver(const std::vector<int>& serving, const Plan& fresh,
                            std::optional<double> rate, const SlowdownFn& slowdown) const {
   const std::vector<int> target = ThreadCounts(fresh.groups);
   const double need = NeededCapacity(fresh, rate, slowdown);
-  auto capacity = [&](const std::vector<int>& instances) {
-    const std::optional<OnInstances> on =
-        PlanOnInstances(instances, fresh.batch, rate, slowdown, 0);
-    return on ? on->capacity : 0.0;
-  };
+  const auto capacity = StageCapacity(fresh, rate, slowdown);
   std::vector<int> now = serving;
   for (int stage = 1; stage <= kMaxHandoverStages + 1; ++stage) {
     int used = 0;

@@ -41,6 +41,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -236,6 +237,12 @@ class Autoscaler {
   // capacity before the drop) at `rate`). Pure; a few PlanOnInstances per stage.
   bool HandsOver(const std::vector<int>& serving, const Plan& fresh, std::optional<double> rate,
                  const SlowdownFn& slowdown) const;
+  // The capacity of a hand-over stage towards `fresh` (NextMigrationStep's `capacity`): the
+  // rows/s of the best plan for fresh's B on the stage's runtimes at `rate`, 0 where none.
+  // Refers to *this; call while it lives.
+  std::function<double(const std::vector<int>&)> StageCapacity(const Plan& fresh,
+                                                                 std::optional<double> rate,
+                                                                 SlowdownFn slowdown) const;
 
   const AutoscalerOptions& options() const { return options_; }
   // The node partition gave the model a new CPU budget: plans from now on are for `threads`.
