@@ -355,8 +355,8 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
   const PlanEvaluator eval = Evaluator(view);
   double capacity = eval.Capacity(ServingPlan(view));
   if (view.backlog_batch > view.batch) {
-    capacity = std::max(
-        capacity, eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch).value_or(0));
+    capacity = std::max(capacity,
+                        eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch).value_or(0));
   }
   // At most half busy, the serving set keeps up at the half speed it runs at beside the new
   // runtimes' threads. Beyond its capacity rows pile up, and the overload rule (never held)
@@ -379,8 +379,8 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
 
 std::function<double(const std::vector<int>&)> Autoscaler::StageCapacity(
     const Plan& fresh, std::optional<double> rate, SlowdownFn slowdown) const {
-  return [this, batch = fresh.batch, rate, slowdown = std::move(slowdown)](
-             const std::vector<int>& instances) {
+  return [this, batch = fresh.batch, rate,
+          slowdown = std::move(slowdown)](const std::vector<int>& instances) {
     const std::optional<OnInstances> on = PlanOnInstances(instances, batch, rate, slowdown, 0);
     return on ? on->capacity : 0.0;
   };

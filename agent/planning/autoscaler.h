@@ -241,8 +241,8 @@ class Autoscaler {
   // rows/s of the best plan for fresh's B on the stage's runtimes at `rate`, 0 where none.
   // Refers to *this; call while it lives.
   std::function<double(const std::vector<int>&)> StageCapacity(const Plan& fresh,
-                                                                 std::optional<double> rate,
-                                                                 SlowdownFn slowdown) const;
+                                                               std::optional<double> rate,
+                                                               SlowdownFn slowdown) const;
 
   const AutoscalerOptions& options() const { return options_; }
   // The node partition gave the model a new CPU budget: plans from now on are for `threads`.

@@ -458,8 +458,8 @@ TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
   EXPECT_TRUE(autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 6.5,
                                      view_.slowdown));
   // ... but not past the load the one-thread runtimes alone could carry while the fat one goes.
-  EXPECT_FALSE(autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 11,
-                                      view_.slowdown));
+  EXPECT_FALSE(
+      autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 11, view_.slowdown));
 }
 
 TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {
