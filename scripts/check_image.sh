@@ -243,21 +243,38 @@ for path in /src /usr/bin/g++ /usr/bin/gcc /usr/bin/c++ /usr/bin/cc /usr/bin/cma
   [[ -e $mnt$path || -L $mnt$path ]] && fail "the image has $path"
 done
 [[ -z $(ls -A "$mnt/mnt") ]] || fail "/mnt (the build's ccache mount point) is not empty"
-found=$(buildah run --isolation=chroot "$ctr" -- sh -c \
+# `buildah run` in the container, its stdout on stdout. buildah's chroot isolation copies its own
+# binary into a sealed memfd first, and sealing now and then fails with EBUSY ("Close_Fd sealing
+# memfd copy: Device or resource busy": seen once in CI, the command never ran): that failure of
+# buildah's, and only that one, is tried again, up to three times.
+in_image() {
+  local err rc try
+  err=$(mktemp)
+  for try in 1 2 3; do
+    rc=0
+    buildah run --isolation=chroot "$ctr" -- "$@" 2>"$err" || rc=$?
+    if ((rc == 0)) || ! grep -q 'sealing memfd' "$err"; then break; fi
+    note "buildah run failed before running $1 (sealing its memfd copy, try $try of 3)" >&2
+  done
+  cat "$err" >&2
+  rm -f "$err"
+  return "$rc"
+}
+found=$(in_image sh -c \
   'for t in g++ gcc c++ cc clang cmake ninja ccache python3 python pip gdb; do command -v "$t"; done' || true)
 [[ -z $found ]] || fail "the image has build or test tools: $found"
-devs=$(buildah run --isolation=chroot "$ctr" -- dpkg-query -W -f '${Package}\n' |
+devs=$(in_image dpkg-query -W -f '${Package}\n' |
        grep -E -- '-dev$|^(g\+\+|gcc|cpp|python3)(-[0-9.]+)?$' || true)
 [[ -z $devs ]] || fail "the image has build packages: $(echo $devs)"
 for b in packrat-agent packrat-runtime packrat packrat-forward; do
   [[ -x $mnt/opt/packrat/bin/$b ]] || fail "/opt/packrat/bin/$b is missing"
-  out=$(buildah run --isolation=chroot "$ctr" -- ldd "/opt/packrat/bin/$b") ||
+  out=$(in_image ldd "/opt/packrat/bin/$b") ||
     fail "ldd /opt/packrat/bin/$b failed"
   if grep -q 'not found' <<<"$out"; then
     fail "$b misses libraries in the image: $(grep 'not found' <<<"$out" | tr -s ' \t\n' ' ')"
   fi
 done
-blas=$(buildah run --isolation=chroot "$ctr" -- readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
+blas=$(in_image readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
 [[ $blas == *openblas* ]] || fail "libblas.so.3 is $blas, not OpenBLAS"
 [[ -s $mnt/opt/packrat/models/resnet18.pt ]] || fail "/opt/packrat/models/resnet18.pt is missing"
 cmp -s "$mnt/etc/packrat/packrat.yaml" deploy/config/packrat.yaml ||
@@ -364,12 +381,18 @@ print(json.dumps({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [
 EOF
 
 phase "starting packrat-agent in the image (${agent_args[*]})"
-buildah run --isolation=chroot --volume "$share:/check" \
-  --volume "$profiles:/var/lib/packrat/profiles" "$ctr" -- \
-  /opt/packrat/bin/packrat-agent "${agent_args[@]}" >"$work/image-agent.log" 2>&1 &
-image_agent_pid=$!
-wait_ports "$share/ports.json" "$image_agent_pid" ||
-  { tail -20 "$work/image-agent.log" >&2; fail "the agent in the image did not start (log above)"; }
+for try in 1 2 3; do  # the memfd failure of in_image's comment, tried again the same way
+  buildah run --isolation=chroot --volume "$share:/check" \
+    --volume "$profiles:/var/lib/packrat/profiles" "$ctr" -- \
+    /opt/packrat/bin/packrat-agent "${agent_args[@]}" >"$work/image-agent.log" 2>&1 &
+  image_agent_pid=$!
+  wait_ports "$share/ports.json" "$image_agent_pid" && break
+  if ((try == 3)) || ! grep -q 'sealing memfd' "$work/image-agent.log"; then
+    tail -20 "$work/image-agent.log" >&2
+    fail "the agent in the image did not start (log above)"
+  fi
+  note "buildah run failed before running packrat-agent (sealing its memfd copy, try $try of 3)"
+done
 [[ $(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$http/v2/health/live") == 200 ]] ||
   fail "/v2/health/live is not 200"
 wait_ready "$http" "$image_agent_pid" "$work/image-agent.log"
