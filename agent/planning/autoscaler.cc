@@ -72,6 +72,8 @@ std::string_view RuleName(Rule rule) {
       return "peak_guard";
     case Rule::kServingP99Lowest:
       return "serving_p99_lowest";
+    case Rule::kMinCapacity:
+      return "min_capacity";
     case Rule::kNoPlan:
       return "no_plan";
     case Rule::kIdleDecodeSlots:
@@ -248,8 +250,10 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
   // A batch model's plans are compared at the batches the rate cuts, where it is known.
   const bool at_rate = rate.has_value() && !options_.generative;
   if (at_rate) {
+    // Among the plans that would run min_capacity at most max_utilization busy, where they do.
+    const double bar = std::max(*rate, options_.min_capacity * options_.max_utilization);
     if (auto faster = FasterAtRate(
-            *optimizer_, options_.threads, static_cast<int>(b), choice.plan, *rate,
+            *optimizer_, options_.threads, static_cast<int>(b), choice.plan, bar,
             options_.max_utilization, [&](int t) { return eval.Slowdown(t); },
             [&](const Plan& plan) { return eval.SimulatedP99Ms(plan, *rate); })) {
       choice.plan = *std::move(faster);
@@ -270,7 +274,10 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
       std::optional<BatchingSimulator::Result> kept_simulated;
       if (at_rate) kept_simulated = eval.Simulate(*kept, *rate);
       const double kept_latency = at_rate ? kept_simulated->p99_ms : eval.PredictedLatencyMs(*kept);
-      if (kept_latency <= (1 + options_.restart_margin) * latency) {
+      // Not for capacity held in reserve (min_capacity) that the optimizer's plan has.
+      const double kept_capacity = eval.Capacity(*kept);
+      if (kept_latency <= (1 + options_.restart_margin) * latency &&
+          (kept_capacity >= options_.min_capacity || kept_capacity >= eval.Capacity(choice.plan))) {
         choice.passed_over = std::move(choice.plan);
         choice.plan = std::move(kept).value();
         choice.simulated = kept_simulated;
@@ -571,6 +578,10 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
   if (RateMoveHeld(now)) return;
   const auto planned = PlanFor(view.batch, view, arriving);
   if (!planned || planned->plan.groups == view.groups) return;
+  if (planned->capacity < options_.min_capacity &&
+      planned->capacity < Evaluator(view).Capacity(ServingPlan(view))) {
+    return;  // a faster plan for B, but one that gives up capacity held in reserve
+  }
   const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
   const double next_ms = planned->simulated->p99_ms;
   Reason r;
@@ -709,13 +720,25 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
   const ArrivalRate& arrivals = load.arrivals();
   std::map<int64_t, std::optional<double>> capacities;
   std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
+  // A candidate below min_capacity is no candidate, unless it runs what the serving plan does.
+  double serving_capacity = 0;
+  bool below_minimum = false;  // a candidate was left out for it
   const std::optional<int64_t> b = StepDownBatch(
       current, decision, peak_window_ms, options_.max_utilization,
       [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
       [&](int64_t b) -> std::optional<double> {
         // The serving plan's own capacity: what runs, not a fresh plan for its B.
-        if (b == current) return capacities[b] = Evaluator(view).Capacity(ServingPlan(view));
+        if (b == current) {
+          serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
+          return capacities[b] = serving_capacity;
+        }
         auto planned = PlanFor(b, view, arriving);
+        if (planned && planned->capacity < options_.min_capacity &&
+            planned->capacity < serving_capacity) {
+          below_minimum = true;
+          capacities[b] = planned->capacity;
+          return std::nullopt;
+        }
         if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
         return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
       },
@@ -744,6 +767,16 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
     }
     r.rule = Rule::kServingP99Lowest;
     r.target_p99_ms = p99_of(decision);
+    r.text = text.str();
+    return std::nullopt;
+  }
+  if (!b && below_minimum) {
+    std::ostringstream text;
+    text << "keeping B=" << current << ": every smaller plan the recent arrivals allow runs"
+         << " less than reconfiguration.min_capacity (" << options_.min_capacity << " rows/s)";
+    r.rule = Rule::kMinCapacity;
+    r.target_capacity = capacities[decision];
+    r.quiet = true;  // recurs at each decision while the load stays low
     r.text = text.str();
     return std::nullopt;
   }

@@ -18,10 +18,11 @@
 //         below the serving plan's, at most once per scale_down_delay_ms;
 //      b. else the estimator's B̃ (packrat-paper §3.8): a step up only as far as capacity
 //         still grows (StepUpBatch); a step down not within scale_down_delay_ms of an overload
-//         move, only as far as the recent peak arrivals allow, to the smallest B whose p99 is
-//         near the lowest (StepDownBatch);
+//         move, only as far as the recent peak arrivals allow and to plans that run
+//         min_capacity, to the smallest B whose p99 is near the lowest (StepDownBatch);
 //      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
-//         than restart_margin below the serving plan's (at most once per scale_down_delay_ms).
+//         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
+//         and it runs min_capacity or what the serving plan does.
 //   3. A move of 2 that would start runtimes on CPUs the serving set keeps busy — no staged
 //      hand-over (migration.h) gets there: nothing is free to start on and no runtime can go
 //      while the rest keeps up — is held while the serving plan is more than
@@ -72,6 +73,9 @@ struct AutoscalerOptions {
   int64_t scale_down_delay_ms = 30'000;
   double restart_margin = 0.1;
   bool plan_at_rate = false;
+  // reconfiguration.min_capacity: rows/s a step down's plan (2b) and a plan for the same B (2c)
+  // must run fully busy, unless it runs at least what the serving plan does (0: none).
+  double min_capacity = 0;
 };
 
 // What serves now.
@@ -101,6 +105,7 @@ enum class Rule {
   kScaleDownDelay,        // a step down within scale_down_delay_ms of an overload move
   kPeakGuard,             // every smaller plan would have been overloaded by a recent peak
   kServingP99Lowest,      // the serving plan's simulated p99 is lowest among the smaller ones
+  kMinCapacity,           // every smaller plan runs less than min_capacity
   kNoPlan,                // no plan for the estimate within the batch-latency limit
   kIdleDecodeSlots,       // a decoder's step down with the same thread counts changes nothing
   kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one

@@ -256,11 +256,12 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   EXPECT_EQ(config->models[0].reconfiguration.restart_margin, 0.1);
   EXPECT_FALSE(config->models[0].reconfiguration.plan_at_rate);
   EXPECT_EQ(config->models[0].reconfiguration.slowdown_floor, 0.8);
+  EXPECT_EQ(config->models[0].reconfiguration.min_capacity, 0);
   config =
       Parse(OneModel("    reconfiguration: {timeout_ms: 5000, max_utilization: 1, "
                      "skip_warmup_on_busy_cpus: false, overload_window_ms: 0, "
                      "scale_down_delay_ms: 5000, restart_margin: 0, plan_at_rate: true, "
-                     "slowdown_floor: 1}\n"));
+                     "slowdown_floor: 1, min_capacity: 215.5}\n"));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const ReconfigurationConfig& r = config->models[0].reconfiguration;
   EXPECT_EQ(r.timeout_ms, 5000);
@@ -271,6 +272,9 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   EXPECT_EQ(r.restart_margin, 0);
   EXPECT_TRUE(r.plan_at_rate);
   EXPECT_EQ(r.slowdown_floor, 1);
+  EXPECT_EQ(r.min_capacity, 215.5);
+  EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {min_capacity: -1}\n")).find("min_capacity"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {plan_at_rate: 2}\n")).find("plan_at_rate"),
             std::string::npos);
   EXPECT_NE(

@@ -496,6 +496,26 @@ TEST_F(AutoscalerTest, AStepDownGoesOnlyAsFarAsTheRecentPeakAllows) {
   EXPECT_EQ(view_.batch, 8);
 }
 
+TEST_F(AutoscalerTest, AStepDownStopsAtThePlanThatRunsTheMinimumCapacity) {
+  // B = 1 and 2 run 10 rows/s, B = 4 13.3, B = 8 20: capacity for 12 rows/s is held in reserve.
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) {
+    o->scale_down_delay_ms = 1000;
+    o->min_capacity = 12;
+  });
+  Serve(8);
+  // Idle: the estimator wants B = 1 (where it steps down without a minimum: the test of the
+  // scale-down delay), and steps down only to 4.
+  const std::optional<Decision> down = TickUntil(Rule::kEstimatorStepDown, 0, 0);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->move->reason.estimate, 1);
+  EXPECT_EQ(down->move->reason.to_batch, 4) << down->move->reason.text;
+  // From there every smaller plan runs less: it stays.
+  const std::optional<Decision> held = TickUntil(Rule::kMinCapacity, 0, 0);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_FALSE(held->move.has_value());
+  EXPECT_EQ(view_.batch, 4);
+}
+
 // One thread whose rows cost more in larger slices (ResNet-50 on one core serves 18 rows/s in
 // slices of 4, 13 in slices of 64): B = 8 serves 10 rows/s, every smaller B 20.
 std::optional<double> DearerLargeSlices(int, int batch) {
