@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -49,43 +50,16 @@ int64_t LargestEstimate(int64_t max_batch) {
 }  // namespace
 
 std::string_view RuleName(Rule rule) {
-  switch (rule) {
-    case Rule::kOverload:
-      return "overload";
-    case Rule::kPlanAtRate:
-      return "plan_at_rate";
-    case Rule::kEstimatorStepUp:
-      return "estimator_step_up";
-    case Rule::kEstimatorStepDown:
-      return "estimator_step_down";
-    case Rule::kReplanAtRate:
-      return "replan_at_rate";
-    case Rule::kBacklogDraining:
-      return "backlog_draining";
-    case Rule::kBacklogDrained:
-      return "backlog_drained";
-    case Rule::kStepUpGainsTooLittle:
-      return "step_up_gains_too_little";
-    case Rule::kScaleDownDelay:
-      return "scale_down_delay";
-    case Rule::kPeakGuard:
-      return "peak_guard";
-    case Rule::kServingP99Lowest:
-      return "serving_p99_lowest";
-    case Rule::kMinCapacity:
-      return "min_capacity";
-    case Rule::kNoPlan:
-      return "no_plan";
-    case Rule::kIdleDecodeSlots:
-      return "idle_decode_slots";
-    case Rule::kRateMoveHeld:
-      return "rate_move_held";
-    case Rule::kWithinRestartMargin:
-      return "within_restart_margin";
-    case Rule::kNoHandover:
-      return "no_handover";
-  }
-  return "unknown";
+  // In the order of the enum's members.
+  static constexpr std::string_view kNames[] = {
+      "overload",         "plan_at_rate",      "estimator_step_up",  "estimator_step_down",
+      "replan_at_rate",   "backlog_draining",  "backlog_drained",    "step_up_gains_too_little",
+      "scale_down_delay", "peak_guard",        "serving_p99_lowest", "min_capacity",
+      "no_plan",          "idle_decode_slots", "rate_move_held",     "within_restart_margin",
+      "no_handover"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Rule::kNoHandover) + 1);
+  const auto i = static_cast<size_t>(rule);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 bool IsMove(Rule rule) {
@@ -286,11 +260,10 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
   }
   // At a rate, the batches it cuts: simulated for a batch model; for a decoder the slots the
   // rate fills (LoadedLatencyMs).
-  const double batch_ms =
-      at_rate ? choice.simulated->mean_batch_ms
-      : rate  ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
-                                [&](int t) { return eval.Slowdown(t); })
-              : eval.PredictedLatencyMs(choice.plan);
+  const double batch_ms = at_rate ? choice.simulated->mean_batch_ms
+                          : rate  ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
+                                                    [&](int t) { return eval.Slowdown(t); })
+                                  : eval.PredictedLatencyMs(choice.plan);
   if (eval.TooSlow(batch_ms)) return std::nullopt;
   choice.capacity = eval.Capacity(choice.plan);
   return choice;
@@ -456,8 +429,8 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   const int64_t backlog_b = std::max(current, view.backlog_batch);
   double serving = *at_b;
   if (backlog_b > current) {
-    serving = std::max(serving,
-                       Evaluator(view).CapacityOn(ThreadCounts(view.groups), backlog_b).value_or(0));
+    serving = std::max(
+        serving, Evaluator(view).CapacityOn(ThreadCounts(view.groups), backlog_b).value_or(0));
   }
   // The arrivals over the window, and over twice and four times it (a smaller excess takes
   // longer to tell from chance), against what the set serves fully busy: a burst the set rides
@@ -510,8 +483,8 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   return true;
 }
 
-bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriving,
-                            SteadyTime now, Decision* d) const {
+bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
+                            Decision* d) const {
   if (!options_.plan_at_rate || options_.generative || !arriving || *arriving <= 0) return false;
   const auto hold = std::chrono::milliseconds(options_.scale_down_delay_ms);
   if (last_overload_move_ && now - *last_overload_move_ < hold) return false;
@@ -610,10 +583,9 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
   d->move = Move{planned->plan, std::move(r), now};
 }
 
-bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load,
-                                int64_t decision, std::optional<double> arriving,
-                                std::chrono::milliseconds window, SteadyTime now,
-                                Decision* d) const {
+bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load, int64_t decision,
+                                std::optional<double> arriving, std::chrono::milliseconds window,
+                                SteadyTime now, Decision* d) const {
   const int64_t current = view.batch;
   Step step;
   step.reason.from_batch = current;
@@ -658,8 +630,7 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
   r.passed_over = planned->passed_over;
   r.text = "estimator: B " + std::to_string(current) + " -> " + std::to_string(*b) +
            " (load EWMA " + std::to_string(r.ewma) + step.capped + ")" +
-           PassedOverNote(plan, planned->passed_over, options_.restart_margin,
-                          options_.generative);
+           PassedOverNote(plan, planned->passed_over, options_.restart_margin, options_.generative);
   d->move = Move{plan, std::move(r), now};
   return true;
 }
@@ -682,8 +653,8 @@ std::optional<int64_t> Autoscaler::StepUp(const ServingView& view, int64_t decis
     r.target_capacity = capacities[decision];
     r.text = "keeping B=" + std::to_string(current) + " (" + rows_per_s(current) +
              "): up to the estimate B=" + std::to_string(decision) + " no plan serves " +
-             std::to_string(std::lround((kBatchForRateMinGain - 1) * 100)) + "% more (B=" +
-             std::to_string(decision) + ": " + rows_per_s(decision) + ")";
+             std::to_string(std::lround((kBatchForRateMinGain - 1) * 100)) +
+             "% more (B=" + std::to_string(decision) + ": " + rows_per_s(decision) + ")";
     return std::nullopt;
   }
   if (*b != decision) {
@@ -729,8 +700,7 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
       [&](int64_t b) -> std::optional<double> {
         // The serving plan's own capacity: what runs, not a fresh plan for its B.
         if (b == current) {
-          serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
-          return capacities[b] = serving_capacity;
+          return capacities[b] = serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
         }
         auto planned = PlanFor(b, view, arriving);
         if (planned && planned->capacity < options_.min_capacity &&
@@ -771,20 +741,19 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
     return std::nullopt;
   }
   if (!b && below_minimum) {
-    std::ostringstream text;
-    text << "keeping B=" << current << ": every smaller plan the recent arrivals allow runs"
-         << " less than reconfiguration.min_capacity (" << options_.min_capacity << " rows/s)";
     r.rule = Rule::kMinCapacity;
     r.target_capacity = capacities[decision];
     r.quiet = true;  // recurs at each decision while the load stays low
-    r.text = text.str();
+    r.text = "keeping B=" + std::to_string(current) + ": every smaller plan the recent arrivals" +
+             " allow runs less than reconfiguration.min_capacity (" +
+             CapacityText(options_.min_capacity) + ")";
     return std::nullopt;
   }
   if (!b) {
     r.rule = Rule::kPeakGuard;
     r.target_capacity = capacities[decision];
-    r.text = "keeping B=" + std::to_string(current) + ": from the estimate B=" +
-             std::to_string(decision) + " (" + rows_per_s(decision) +
+    r.text = "keeping B=" + std::to_string(current) +
+             ": from the estimate B=" + std::to_string(decision) + " (" + rows_per_s(decision) +
              ") up, every smaller plan would have been overloaded by the recent arrivals (a "
              "peak of " +
              peak + " rows/s over " + std::to_string(peak_window_ms) + " ms)";

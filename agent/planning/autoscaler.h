@@ -111,6 +111,7 @@ enum class Rule {
   kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one
   kWithinRestartMargin,   // a better plan at the rate, but not by more than restart_margin
   kNoHandover,            // a move would start runtimes beside a busy set (see class comment)
+  // Keep kNoHandover last, or change RuleName's table, which counts to it.
 };
 // "overload", "plan_at_rate", ... (for logs and the management API).
 std::string_view RuleName(Rule rule);

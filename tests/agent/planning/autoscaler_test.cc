@@ -676,6 +676,8 @@ TEST_F(AutoscalerTest, KeepingNeedsResizableRuntimes) {
 TEST_F(AutoscalerTest, RuleNamesAreStable) {
   EXPECT_EQ(RuleName(Rule::kOverload), "overload");
   EXPECT_EQ(RuleName(Rule::kScaleDownDelay), "scale_down_delay");
+  EXPECT_EQ(RuleName(Rule::kMinCapacity), "min_capacity");
+  EXPECT_EQ(RuleName(Rule::kNoHandover), "no_handover");
   EXPECT_TRUE(IsMove(Rule::kReplanAtRate));
   EXPECT_FALSE(IsMove(Rule::kPeakGuard));
 }
