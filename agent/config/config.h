@@ -173,14 +173,14 @@ struct ReconfigurationConfig {
   // machine's drift of the others' near the knee (docs/architecture.md). false: the
   // estimator's B (packrat-paper §3.8).
   bool plan_at_rate = false;
-  // rows/s every automatic plan must run fully busy, at its own B (0: none): capacity held in
-  // reserve for a burst that reaction cannot meet, as a minimum replica count does for a
-  // Kubernetes autoscaler. A step of the load beyond what the serving plan runs is found only
-  // after seconds of a growing queue (the overload path's windows) and a switch; a plan that
-  // already runs it keeps up from the first second, at the price of the lower load's latency
-  // (the plan for a larger B). The estimator's steps down stop at the smallest B whose plan
-  // runs this much, and no plan for the same B replaces the serving one with less; the
-  // overload path and the starting plan are as before.
+  // rows/s that the plans the estimator steps down to must run fully busy, at their own B (0:
+  // none; batched models): capacity held in reserve for a burst that reaction cannot meet, as
+  // a minimum replica count does for a Kubernetes autoscaler. A step of the load beyond what
+  // the serving plan runs is found only after seconds of a growing queue (the overload path's
+  // windows) and a switch; a plan that already runs it keeps up from the first second, at the
+  // price of the lower load's latency (the plan for a larger B). The estimator's steps down
+  // stop at the smallest B whose plan runs this much, and no plan for the same B replaces the
+  // serving one with less; the overload path and the starting plan are as before.
   double min_capacity = 0;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
