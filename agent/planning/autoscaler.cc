@@ -104,6 +104,10 @@ bool Autoscaler::StartsRuntimes(const Plan& plan, const ServingView& view) const
   return !std::includes(available.begin(), available.end(), needed.begin(), needed.end());
 }
 
+bool Autoscaler::GivesUpReserve(double capacity, double instead) const {
+  return capacity < options_.min_capacity && capacity < instead;
+}
+
 bool Autoscaler::RateMoveHeld(SteadyTime now) const {
   return last_rate_move_ &&
          now - *last_rate_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms);
@@ -248,10 +252,8 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
       std::optional<BatchingSimulator::Result> kept_simulated;
       if (at_rate) kept_simulated = eval.Simulate(*kept, *rate);
       const double kept_latency = at_rate ? kept_simulated->p99_ms : eval.PredictedLatencyMs(*kept);
-      // Not for capacity held in reserve (min_capacity) that the optimizer's plan has.
-      const double kept_capacity = eval.Capacity(*kept);
       if (kept_latency <= (1 + options_.restart_margin) * latency &&
-          (kept_capacity >= options_.min_capacity || kept_capacity >= eval.Capacity(choice.plan))) {
+          !GivesUpReserve(eval.Capacity(*kept), eval.Capacity(choice.plan))) {
         choice.passed_over = std::move(choice.plan);
         choice.plan = std::move(kept).value();
         choice.simulated = kept_simulated;
@@ -551,10 +553,7 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
   if (RateMoveHeld(now)) return;
   const auto planned = PlanFor(view.batch, view, arriving);
   if (!planned || planned->plan.groups == view.groups) return;
-  if (planned->capacity < options_.min_capacity &&
-      planned->capacity < Evaluator(view).Capacity(ServingPlan(view))) {
-    return;  // a faster plan for B, but one that gives up capacity held in reserve
-  }
+  if (GivesUpReserve(planned->capacity, Evaluator(view).Capacity(ServingPlan(view)))) return;
   const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
   const double next_ms = planned->simulated->p99_ms;
   Reason r;
@@ -691,7 +690,7 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
   const ArrivalRate& arrivals = load.arrivals();
   std::map<int64_t, std::optional<double>> capacities;
   std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
-  // A candidate below min_capacity is no candidate, unless it runs what the serving plan does.
+  // A candidate that gives up capacity held in reserve is no candidate.
   double serving_capacity = 0;
   bool below_minimum = false;  // a candidate was left out for it
   const std::optional<int64_t> b = StepDownBatch(
@@ -703,8 +702,7 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
           return capacities[b] = serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
         }
         auto planned = PlanFor(b, view, arriving);
-        if (planned && planned->capacity < options_.min_capacity &&
-            planned->capacity < serving_capacity) {
+        if (planned && GivesUpReserve(planned->capacity, serving_capacity)) {
           below_minimum = true;
           capacities[b] = planned->capacity;
           return std::nullopt;

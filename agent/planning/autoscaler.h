@@ -261,6 +261,9 @@ class Autoscaler {
   // Whether serving `plan` after `view` starts runtimes (see AutoscalerOptions).
   bool StartsRuntimes(const Plan& plan, const ServingView& view) const;
   bool RateMoveHeld(SteadyTime now) const;
+  // Whether a plan running `capacity` rows/s in place of one running `instead` gives up
+  // capacity held in reserve: it runs less than min_capacity, and less than the other.
+  bool GivesUpReserve(double capacity, double instead) const;
   // Rule 3: turns d's move into a kNoHandover hold where it applies.
   void HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
                                Decision* d) const;
