@@ -232,6 +232,10 @@ struct ModelConfig {
   std::vector<InstanceGroup> instances;
   bool auto_instances = false;
   int auto_threads = 0;  // T for auto plans; 0 = every core the agent may use
+  // A profile measured elsewhere (`packrat profile` on a node of the same kind), absolute after
+  // loading: `instances: auto` plans on it as it is and measures nothing. Empty: the agent's
+  // stored profile, measured at start where there is none.
+  std::string profile;
   // The joint partition of the node's CPUs (agent/planning/joint_partition.h): the fewest CPUs
   // the model keeps, even without traffic, and how much its p99 ratio counts against others'.
   int min_threads = 1;

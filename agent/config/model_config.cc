@@ -346,6 +346,29 @@ Status ParseEmulate(const Reader& r, const YAML::Node& model, const YAML::Node& 
   return Status::Ok();
 }
 
+// `profile:` a profile measured elsewhere, for `instances: auto` (called after `instances`,
+// `generation` and `emulate` are parsed).
+Status ParseProfile(const Reader& r, const YAML::Node& node, const std::string& key,
+                    const std::string& base_dir, ModelConfig* m) {
+  const std::string k = key + ".profile";
+  RETURN_IF_ERROR(r.GetString(node, k, &m->profile));
+  std::filesystem::path p(m->profile);
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  m->profile = p.lexically_normal().string();
+  if (!m->auto_instances) {
+    return r.Error(node, k, "is the profile `instances: auto` plans on; a static plan has none");
+  }
+  if (m->emulate.enabled) {
+    return r.Error(node, k, "an emulated model's profile is emulate.profile");
+  }
+  if (m->generation.enabled) {
+    return r.Error(node, k, "generative models are profiled in decode steps by the agent");
+  }
+  StatusOr<Profile> profile = Profile::LoadCsv(m->profile);
+  if (!profile.ok()) return r.Error(node, k, profile.status().message());
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& key,
@@ -354,7 +377,7 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
       node, key,
       {"name", "path", "inputs", "outputs", "batching", "instances", "warmup_iterations",
        "startup_timeout_s", "slice_timeout_s", "auto_threads", "reconfiguration", "optimize",
-       "accuracy", "generation", "emulate", "min_threads", "weight"}));
+       "accuracy", "generation", "emulate", "min_threads", "weight", "profile"}));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {
@@ -414,6 +437,7 @@ Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& ke
   if (const YAML::Node e = node["emulate"]) {
     RETURN_IF_ERROR(ParseEmulate(r, node, e, key, base_dir, m));
   }
+  if (const YAML::Node p = node["profile"]) RETURN_IF_ERROR(ParseProfile(r, p, key, base_dir, m));
   return Status::Ok();
 }
 

@@ -25,11 +25,22 @@ StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
     if (progress) progress->Finish(profile.ok());
     return profile;
   }
-  StatusOr<Profile> profile = LoadOrMeasureModelProfile(
-      model, threads, cores, runtime_path, profile_dir, launcher,
-      [progress](const ProfileProgress& p) {
-        if (progress) progress->Update(p);
-      });
+  if (!model.profile.empty()) {
+    // Measured elsewhere (`profile:`): the operator vouches that it fits this node.
+    StatusOr<Profile> profile = Profile::LoadCsv(model.profile);
+    if (profile.ok()) {
+      PACKRAT_LOG(INFO) << "model '" << model.name << "': profile " << model.profile << " ("
+                        << profile->size() << " points, up to " << profile->MaxThreads()
+                        << " threads), as configured; nothing measured";
+    }
+    if (progress) progress->Finish(profile.ok());
+    return profile;
+  }
+  StatusOr<Profile> profile =
+      LoadOrMeasureModelProfile(model, threads, cores, runtime_path, profile_dir, launcher,
+                                [progress](const ProfileProgress& p) {
+                                  if (progress) progress->Update(p);
+                                });
   if (progress) progress->Finish(profile.ok());
   return profile;
 }

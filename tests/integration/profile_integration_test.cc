@@ -199,5 +199,40 @@ TEST(ProfileIntegrationTest, AutoInstancesProfilePlanAndServe) {
   EXPECT_EQ(csv, 1);
 }
 
+// `profile:` ships a profile measured elsewhere: the agent plans on it and measures nothing.
+TEST(ProfileIntegrationTest, AutoInstancesPlanOnAShippedProfile) {
+  TempDir dir;
+  const std::string store = dir.path() + "/store";
+  // Only one-thread points, the two-row batch cheap: plans of ⟨t=1, b=2⟩ instances (one, or
+  // two for B = 4 where two cores are usable), predicted 12 ms.
+  std::ofstream(dir.path() + "/shipped.csv")
+      << "threads,batch,latency_ms\n1,1,11\n1,2,12\n1,4,30\n";
+  testing::AgentProcess agent(PACKRAT_AGENT_PATH,
+                              CnnConfig(store) + "    profile: " + dir.path() + "/shipped.csv\n");
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  testing::HttpClient management("127.0.0.1", agent.management_port());
+  const auto meta = management.Get("/v2/models/cnn");
+  ASSERT_EQ(meta.status, 200);
+  EXPECT_NE(meta.body.find("\"predicted_batch_latency_ms\":12"), std::string::npos) << meta.body;
+  EXPECT_NE(meta.body.find("\"threads\":1,\"batch\":2"), std::string::npos) << meta.body;
+  testing::HttpClient client("127.0.0.1", agent.http_port());
+  std::string data = "[";
+  for (int i = 0; i < 3 * 32 * 32; ++i) data += (i ? ",0.5" : "0.5");
+  data += "]";
+  const auto r = client.Post(
+      "/v2/models/cnn/infer",
+      R"({"inputs":[{"name":"image","shape":[1,3,32,32],"datatype":"FP32","data":)" + data + "}]}");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(agent.Stop(SIGTERM).has_value());
+  // Nothing was measured, so nothing was stored.
+  int csv = 0;
+  if (std::filesystem::exists(store)) {
+    for (const auto& e : std::filesystem::directory_iterator(store)) {
+      csv += e.path().extension() == ".csv" ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(csv, 0);
+}
+
 }  // namespace
 }  // namespace packrat

@@ -557,6 +557,15 @@ class ConfigFileTest : public ::testing::Test {
     return path;
   }
 
+  // The error of loading `text` from a file, less the file's path (so ":LINE: KEY: ...").
+  std::string LoadError(const std::string& text) {
+    const std::string path = Write("bad.yaml", text);
+    auto c = LoadConfig(path);
+    EXPECT_FALSE(c.ok()) << text;
+    std::string m = c.ok() ? "" : c.status().message();
+    return m.rfind(path, 0) == 0 ? m.substr(path.size()) : m;
+  }
+
   std::string dir_;
 };
 
@@ -618,13 +627,7 @@ TEST_F(ConfigFileTest, VirtualCpusAndEmulatedModels) {
   EXPECT_DOUBLE_EQ(config->models[0].emulate.neighbour_slowdown, 0.0);
   EXPECT_FALSE(Parse(OneModel())->models[0].emulate.enabled);
 
-  auto error = [&](const std::string& text) {
-    const std::string path = Write("bad.yaml", text);
-    auto c = LoadConfig(path);
-    EXPECT_FALSE(c.ok()) << text;
-    std::string m = c.ok() ? "" : c.status().message();
-    return m.rfind(path, 0) == 0 ? m.substr(path.size()) : m;
-  };
+  auto error = [&](const std::string& text) { return LoadError(text); };
   EXPECT_EQ(error("server: {virtual_cpus: 0}\nmodels:\n" + emulated),
             ":1: server.virtual_cpus: must be between 1 and 1024");
   EXPECT_EQ(error("server: {virtual_cpus: 1025}\nmodels:\n" + emulated),
@@ -664,6 +667,40 @@ TEST_F(ConfigFileTest, VirtualCpusAndEmulatedModels) {
             "use batching.mode: batched");
 }
 
+// `profile:` a profile measured on another node, for `instances: auto` only.
+TEST_F(ConfigFileTest, ShippedProfileForAutoInstances) {
+  Write("prof.csv", "threads,batch,latency_ms\n1,1,10\n2,1,6\n");
+  Write("empty.csv", "threads,batch,latency_ms\n");
+  const std::string model =
+      "models:\n"                                                   // 1
+      "  - name: m\n"                                               // 2
+      "    path: m.pt\n"                                            // 3
+      "    inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]\n"   // 4
+      "    outputs: [{name: y, datatype: FP32, shape: [-1, 1]}]\n"  // 5
+      "    batching: {max_batch: 8}\n"                              // 6
+      "    instances: auto\n";                                      // 7
+  auto config = LoadConfig(Write("p.yaml", model + "    profile: prof.csv\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].profile,
+            (std::filesystem::path(dir_) / "prof.csv").lexically_normal().string());
+  EXPECT_TRUE(Parse(OneModel("    batching: {max_batch: 8}\n", "auto"))->models[0].profile.empty());
+
+  auto error = [&](const std::string& text) { return LoadError(text); };
+  EXPECT_NE(error(model + "    profile: absent.csv\n").find(":8: models[0].profile: cannot"),
+            std::string::npos);
+  EXPECT_NE(error(model + "    profile: empty.csv\n").find("profile has no data rows"),
+            std::string::npos);
+  std::string text = model;
+  text.replace(text.find("auto"), 4, "[{count: 1, threads: 1, batch: 4}]");
+  EXPECT_EQ(error(text + "    profile: prof.csv\n"),
+            ":8: models[0].profile: is the profile `instances: auto` plans on; a static plan has "
+            "none");
+  text = model;
+  text.replace(text.find("    path: m.pt"), 14, "    emulate: {profile: prof.csv}");
+  EXPECT_EQ(error(text + "    profile: prof.csv\n"),
+            ":8: models[0].profile: an emulated model's profile is emulate.profile");
+}
+
 }  // namespace
 }  // namespace packrat
 
@@ -671,8 +708,8 @@ namespace packrat {
 namespace {
 
 TEST(RepositoryConfigTest, ARepositoryMakesModelsOptionalAndResolvesAgainstTheBaseDir) {
-  auto config = ParseConfig("server: {model_repository: repo, model_control: explicit}\n",
-                            "x.yaml", "/srv/conf");
+  auto config = ParseConfig("server: {model_repository: repo, model_control: explicit}\n", "x.yaml",
+                            "/srv/conf");
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->server.model_repository, "/srv/conf/repo");
   EXPECT_FALSE(config->server.load_all_models);
