@@ -99,18 +99,35 @@ class NeighbourLoad {
                 const DecodedRequest& decoded) {
     for (const auto& instance : instances) {
       threads_.emplace_back([this, runtime = instance.get(), &decoded] {
+        bool first = true;
         while (!stopping_.load(std::memory_order_relaxed)) {
           StatusOr<double> took = TimeOneBatch(runtime, decoded);
+          MutexLock lock(&mu_);
           if (!took.ok()) {
-            MutexLock lock(&mu_);
             if (failed_.ok()) failed_ = took.status();
+            warmed_.NotifyAll();
             return;
+          }
+          if (first) {
+            first = false;
+            ++warm_;
+            warmed_.NotifyAll();
           }
         }
       });
     }
   }
   ~NeighbourLoad() { Join(); }
+
+  // Blocks until every neighbour has finished its first batch of this size: a runtime's first
+  // batch of a new shape builds its kernels (oneDNN primitives, JIT code) on the CPU without
+  // streaming the weights, so timing beside it would see neighbours lighter than serving ones.
+  // Returns the first error a neighbour met.
+  Status WaitUntilWarm() {
+    MutexLock lock(&mu_);
+    while (warm_ < threads_.size() && failed_.ok()) warmed_.Wait(&mu_);
+    return failed_;
+  }
 
   // Blocks until every neighbour finished its batch in flight. Returns the first error a
   // neighbour met (it stopped there), or OK.
@@ -131,6 +148,8 @@ class NeighbourLoad {
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
   Mutex mu_;
+  CondVar warmed_;
+  size_t warm_ GUARDED_BY(mu_) = 0;  // neighbours past their first batch
   Status failed_ GUARDED_BY(mu_);
 };
 
@@ -150,17 +169,19 @@ class BatchMeter : public PointMeter {
   StatusOr<std::vector<double>> Measure(int b) override {
     ASSIGN_OR_RETURN(DecodedRequest decoded, SyntheticRequest(options_.model.inputs, b));
     NeighbourLoad load(neighbours_, decoded);
-    ASSIGN_OR_RETURN(std::vector<double> ms, TimeBatches(decoded));
+    ASSIGN_OR_RETURN(std::vector<double> ms, TimeBatches(decoded, &load));
     RETURN_IF_ERROR(load.Stop());
     return ms;
   }
 
  private:
-  StatusOr<std::vector<double>> TimeBatches(const DecodedRequest& decoded) {
-    const auto start = Clock::now();
+  // Warms the measured instance up, waits for `load`'s neighbours to warm up too, then times.
+  StatusOr<std::vector<double>> TimeBatches(const DecodedRequest& decoded, NeighbourLoad* load) {
     for (int i = 0; i < options_.warmup_iterations; ++i) {
       RETURN_IF_ERROR(TimeOneBatch(instance_.get(), decoded).status());
     }
+    RETURN_IF_ERROR(load->WaitUntilWarm());
+    const auto start = Clock::now();
     std::vector<double> ms;
     while (true) {
       ASSIGN_OR_RETURN(double one, TimeOneBatch(instance_.get(), decoded));
