@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/planning/batching_simulator.h"
 #include "agent/cli/command.h"
+#include "agent/planning/batching_simulator.h"
 #include "agent/planning/optimizer.h"
 #include "agent/planning/plan_evaluator.h"
 #include "agent/planning/profile.h"
@@ -20,7 +20,8 @@ struct PeerResult {
   const char* peer;
   std::vector<InstanceGroup> groups;
   std::optional<double> batch_ms;    // the slowest group's full-slice latency
-  std::optional<double> rows_per_s;  // nullopt: the profile lacks a group's thread count
+  std::optional<double> rows_per_s;  // nullopt: the profile lacks a group's point, or (no
+                                     // groups) the optimizer found no plan of its points
 
   std::string Config() const {
     Plan plan;
@@ -41,7 +42,8 @@ PeerResult Simulate(const char* peer, std::vector<InstanceGroup> groups, int bat
   PeerResult result{peer, std::move(groups), std::nullopt, std::nullopt};
   double slowest = 0;
   for (const InstanceGroup& g : result.groups) {
-    const std::optional<double> latency = evaluator.profile().InterpolatedLatency(g.threads, g.batch);
+    const std::optional<double> latency =
+        evaluator.profile().InterpolatedLatency(g.threads, g.batch);
     if (!latency.has_value()) return result;
     slowest = std::max(slowest, *latency);
   }
@@ -99,8 +101,7 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
                  "threads (cores) to plan for [default: the profile's largest thread count]")
       ->check(AtLeast(1))
       ->type_name("T");
-  app.add_option("--max-delay-us", max_delay_us,
-                 "the longest a row waits for its batch to fill")
+  app.add_option("--max-delay-us", max_delay_us, "the longest a row waits for its batch to fill")
       ->capture_default_str()
       ->check(AtLeast(0))
       ->type_name("US");
@@ -109,8 +110,9 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
       ->check(AtLeast(100))
       ->type_name("N");
   app.add_flag("--json", json, "print one JSON object per line instead of a table");
-  app.footer("example: packrat capacity --profile data/profiles/resnet50-xeon6142-16c.csv "
-             "--batch 8,32 --p99-ms 1000");
+  app.footer(
+      "example: packrat capacity --profile data/profiles/resnet50-xeon6142-16c.csv "
+      "--batch 8,32 --p99-ms 1000");
   if (std::optional<int> exit = ParseCommandLine(app, args, "packrat capacity", out, err)) {
     return *exit;
   }
@@ -124,15 +126,21 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
   options.max_delay = std::chrono::microseconds(max_delay_us);
   const PlanEvaluator evaluator(optimizer, simulator, options);  // the profile's latencies
 
+  // A batch size the profile's points cannot make a plan of (a sparse or shipped profile) has
+  // no optimizer's row; the command fails only if no batch size has one.
   std::vector<std::vector<PeerResult>> rows;
+  Status no_plan;
+  bool planned = false;
   for (int batch : batches) {
     StatusOr<Plan> plan = optimizer.Solve(threads, batch);
-    if (!plan.ok()) return CommandFailure(err, plan.status());
-    rows.push_back(
-        {Simulate("fat", {{1, threads, batch}}, batch, evaluator, p99_ms),
-         Simulate("per_core", PerCoreGroups(threads, batch), batch, evaluator, p99_ms),
-         Simulate("packrat", plan->groups, batch, evaluator, p99_ms)});
+    if (!plan.ok() && no_plan.ok()) no_plan = plan.status();
+    planned = planned || plan.ok();
+    rows.push_back({Simulate("fat", {{1, threads, batch}}, batch, evaluator, p99_ms),
+                    Simulate("per_core", PerCoreGroups(threads, batch), batch, evaluator, p99_ms),
+                    plan.ok() ? Simulate("packrat", plan->groups, batch, evaluator, p99_ms)
+                              : PeerResult{"packrat", {}, std::nullopt, std::nullopt}});
   }
+  if (!planned) return CommandFailure(err, no_plan);
 
   if (json) {
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -144,7 +152,9 @@ int RunCapacityCommand(std::span<const std::string_view> args, std::ostream& out
     for (size_t i = 0; i < rows.size(); ++i) {
       for (const PeerResult& p : rows[i]) {
         out << "B=" << batches[i] << "  " << p.peer << "  " << p.Config() << "  "
-            << (p.rows_per_s ? FormatFixed(*p.rows_per_s, 2) + " rows/s" : "not in the profile")
+            << (p.rows_per_s       ? FormatFixed(*p.rows_per_s, 2) + " rows/s"
+                : p.groups.empty() ? "no plan of the profile's points"
+                                   : "not in the profile")
             << "\n";
       }
     }

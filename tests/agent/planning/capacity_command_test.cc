@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -96,6 +98,25 @@ TEST(CapacityCommandTest, APlanTheProfileCannotTimeHasNoRate) {
             std::string::npos)
       << r.out;
   EXPECT_GT(Parse(r.out)[4]["packrat"].rows_per_s, 0);
+}
+
+TEST(CapacityCommandTest, ABatchSizeNoPlanCoversHasNoOptimizerRow) {
+  // A sparse profile (as `bench/virtual --real` measures): no plan of its points for B = 8 on
+  // two threads, one for B = 4.
+  const std::string path = ::testing::TempDir() + "capacity_sparse.csv";
+  std::ofstream(path) << "threads,batch,latency_ms\n1,1,10\n1,2,18\n2,1,6\n2,2,10\n2,4,19\n";
+  Result r = RunCapacity({"--profile", path, "--batch", "4,8", "--p99-ms", "1000", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  auto rows = Parse(r.out);
+  EXPECT_GT(rows[4]["packrat"].rows_per_s, 0);
+  EXPECT_EQ(rows[8]["packrat"].config, "");
+  EXPECT_EQ(rows[8]["packrat"].rows_per_s, -1);
+  EXPECT_GT(rows[8]["per_core"].rows_per_s, 0);  // <2,1,4>, b = 4 timed proportionally to b = 2
+  // No batch size with a plan: the optimizer's reason.
+  r = RunCapacity({"--profile", path, "--batch", "8", "--p99-ms", "1000", "--json"});
+  EXPECT_EQ(r.code, kExitError);
+  EXPECT_NE(r.err.find("no plan for threads=2 and batch=8"), std::string::npos) << r.err;
+  std::remove(path.c_str());
 }
 
 TEST(CapacityCommandTest, UsageErrorsExitWithTwo) {
