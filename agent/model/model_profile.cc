@@ -14,24 +14,16 @@ StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
                                    const std::string& profile_dir, ProcessLauncher* launcher,
                                    ProfilingProgress* progress) {
   RETURN_IF_ERROR(CheckEmulated(model));
-  if (model.emulate.enabled) {
-    // Emulated runtimes last the profile's latencies: it is the model's profile as it is.
-    StatusOr<Profile> profile = Profile::LoadCsv(model.emulate.profile);
+  const std::string& given = model.emulate.enabled ? model.emulate.profile : model.profile;
+  if (!given.empty()) {
+    // Emulated runtimes last the profile's latencies; a `profile:` was measured on another node
+    // (the operator vouches that it fits this one): either is the model's profile as it is.
+    StatusOr<Profile> profile = Profile::LoadCsv(given);
     if (profile.ok()) {
-      PACKRAT_LOG(INFO) << "model '" << model.name << "': emulated, profile "
-                        << model.emulate.profile << " (" << profile->size() << " points, up to "
+      PACKRAT_LOG(INFO) << "model '" << model.name
+                        << "': " << (model.emulate.enabled ? "emulated, profile " : "profile ")
+                        << given << " (" << profile->size() << " points, up to "
                         << profile->MaxThreads() << " threads); nothing measured";
-    }
-    if (progress) progress->Finish(profile.ok());
-    return profile;
-  }
-  if (!model.profile.empty()) {
-    // Measured elsewhere (`profile:`): the operator vouches that it fits this node.
-    StatusOr<Profile> profile = Profile::LoadCsv(model.profile);
-    if (profile.ok()) {
-      PACKRAT_LOG(INFO) << "model '" << model.name << "': profile " << model.profile << " ("
-                        << profile->size() << " points, up to " << profile->MaxThreads()
-                        << " threads), as configured; nothing measured";
     }
     if (progress) progress->Finish(profile.ok());
     return profile;
