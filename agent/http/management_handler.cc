@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "agent/kserve/kserve_codec.h"
 #include "agent/pool/cpu_list.h"
@@ -81,6 +81,7 @@ void AppendReason(std::string& out, const Reason& r, const MoveRecord* move = nu
   number("target_p99_ms", r.target_p99_ms);
   if (r.backlog_batch > 0) out += ",\"backlog_batch\":" + std::to_string(r.backlog_batch);
   if (r.busy_only) out += ",\"busy_only\":true";
+  if (r.exploring) out += ",\"exploring\":true";
   if (r.passed_over) {
     out += ",\"passed_over\":";
     AppendJsonString(out, r.passed_over->ConfigString());
@@ -259,8 +260,7 @@ StatusOr<std::string> ReadManagementToken(const std::string& path) {
 
 bool BearerMatches(std::string_view authorization, std::string_view token) {
   constexpr std::string_view kScheme = "Bearer ";
-  if (authorization.size() < kScheme.size() ||
-      authorization.substr(0, kScheme.size()) != kScheme) {
+  if (authorization.size() < kScheme.size() || authorization.substr(0, kScheme.size()) != kScheme) {
     return false;
   }
   const std::string_view given = authorization.substr(kScheme.size());

@@ -83,6 +83,11 @@ std::vector<int> InstanceSets::ThreadsInside(const std::optional<std::vector<int
   return threads;
 }
 
+SetSwitcher::StartTimes InstanceSets::start_times() const {
+  MutexLock lock(&mu_);
+  return start_times_;
+}
+
 int InstanceSets::FreeCpus() const {
   const ResourceAllocator* allocator = options_.allocator;
   if (allocator == nullptr) return -1;
@@ -105,8 +110,14 @@ StatusOr<std::shared_ptr<InstanceSet>> InstanceSets::StartFirst(
     for (int k = 0; k < g.count; ++k) shapes.emplace_back(g.threads, g.batch);
   }
   const uint64_t generation = next_generation_++;
+  const auto began = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Worker>> workers,
                    starter_->Start(shapes, {}, generation));
+  {
+    MutexLock lock(&mu_);
+    start_times_.first =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  }
   return hooks_.make_set(generation, groups, plan, std::move(workers), {});
 }
 
@@ -215,6 +226,10 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   hooks_.switched(*next);
   Changed();
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
+  if (fresh > 0) {
+    MutexLock lock(&mu_);
+    start_times_.last = took.count();
+  }
   if (metrics::ModelMetrics* m = options_.metrics) {
     if (restart) {
       m->runtime_restarts().Increment(static_cast<double>(fresh + unparked.size()));
@@ -225,8 +240,8 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   }
   PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': generation " << generation
                     << " serving " << GroupsString(groups) << ", B=" << next->target_rows
-                    << BacklogNote(*next) << " after "
-                    << static_cast<int64_t>(took.count() * 1000) << " ms";
+                    << BacklogNote(*next) << " after " << static_cast<int64_t>(took.count() * 1000)
+                    << " ms";
   Retire(old, kept);
   return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
 }
@@ -271,9 +286,9 @@ void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
   bool idle = true;
   if (old->dispatcher && !old->dispatcher->WaitIdle(deadline)) {
     idle = false;
-    PACKRAT_LOG(WARNING) << "model '" << options_.model_name << "': generation "
-                         << old->generation << " did not finish its batches within "
-                         << options_.drain_timeout.count() << " s; stopping it anyway";
+    PACKRAT_LOG(WARNING) << "model '" << options_.model_name << "': generation " << old->generation
+                         << " did not finish its batches within " << options_.drain_timeout.count()
+                         << " s; stopping it anyway";
   }
   const size_t limit = options_.park_limit;
   // A runtime outside the model's share (the node partition took those CPUs) neither parks nor

@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
+#include "agent/metrics/agent_metrics.h"
 #include "agent/model/instance_set.h"
 #include "agent/model/serving_snapshot.h"
 #include "agent/model/set_diff.h"
 #include "agent/model/set_switcher.h"
 #include "agent/model/worker_starter.h"
-#include "agent/metrics/agent_metrics.h"
 #include "agent/planning/slowdown_tracker.h"
 #include "common/mutex.h"
 #include "common/revision.h"
@@ -45,10 +45,10 @@ struct InstanceSetsOptions {
   bool resizable = false;
   size_t park_limit = 0;  // reconfiguration.parked_runtimes, resolved
   std::chrono::seconds drain_timeout{60};
-  ResourceAllocator* allocator = nullptr;     // not owned; null: no CPU leases
-  metrics::ModelMetrics* metrics = nullptr;   // not owned; null: no metrics
-  SlowdownTracker* slowdowns = nullptr;       // not owned; switches are bracketed in it
-  Revision* revision = nullptr;               // not owned; bumped by every visible change
+  ResourceAllocator* allocator = nullptr;    // not owned; null: no CPU leases
+  metrics::ModelMetrics* metrics = nullptr;  // not owned; null: no metrics
+  SlowdownTracker* slowdowns = nullptr;      // not owned; switches are bracketed in it
+  Revision* revision = nullptr;              // not owned; bumped by every visible change
 };
 
 // What the served model does for a set (it owns the scheduler and the batching modes).
@@ -99,6 +99,7 @@ class InstanceSets final : public SetSwitcher {
   // all of them), in serving order: KeepableThreads for a share not given yet. Any thread.
   std::vector<int> ThreadsInside(const std::optional<std::vector<int>>& cpus) const;
   int FreeCpus() const override;
+  StartTimes start_times() const override;
   // The instance-set part of a snapshot: generation, B, groups, plan, workers and parked.
   void Fill(ServingSnapshot* snapshot) const;
 
@@ -133,6 +134,7 @@ class InstanceSets final : public SetSwitcher {
   std::vector<std::shared_ptr<InstanceSet>> draining_ GUARDED_BY(mu_);
   // Parked runtimes, oldest first; changed by the switching thread (and StopAll) only.
   std::vector<std::shared_ptr<Worker>> parked_ GUARDED_BY(mu_);
+  StartTimes start_times_ GUARDED_BY(mu_);
 };
 
 // For logs: "2×⟨t=1,b=4⟩ + 1×⟨t=2,b=8⟩".

@@ -48,10 +48,10 @@ LoadTracker LoadTrackerFor(const ModelConfig& config) {
   e.min_batch = 1;
   e.max_batch = FloorPowerOfTwo(config.batching.max_batch > 0 ? config.batching.max_batch : 1024);
   // Long enough for the estimator's window, the overload windows and the scale-down span.
-  const auto horizon = std::chrono::milliseconds(
-      std::max({rc.window * rc.sample_period_ms, 4 * rc.overload_window_ms,
-                rc.scale_down_delay_ms}) +
-      rc.sample_period_ms);
+  const auto horizon =
+      std::chrono::milliseconds(std::max({rc.window * rc.sample_period_ms,
+                                          4 * rc.overload_window_ms, rc.scale_down_delay_ms}) +
+                                rc.sample_period_ms);
   return LoadTracker(e, horizon);
 }
 
@@ -192,8 +192,8 @@ void ModelController::Tick(SteadyTime now) {
     if (Status s =
             options_.sets->Switch(active->groups, active->plan, "restarting dead runtimes", true);
         !s.ok()) {
-      PACKRAT_LOG(ERROR) << "model '" << options_.model_name << "': restart failed: "
-                         << s.message();
+      PACKRAT_LOG(ERROR) << "model '" << options_.model_name
+                         << "': restart failed: " << s.message();
     }
     return;
   }
@@ -220,6 +220,10 @@ void ModelController::Tick(SteadyTime now) {
   if (active->plan) view.plan_latency_ms = active->plan->latency_ms;
   view.parked_threads = options_.sets->LiveParkedThreads();
   view.slowdown = Slowdowns();
+  view.exploring = Slowdowns(/*exploring=*/true);
+  const SetSwitcher::StartTimes starts = options_.sets->start_times();
+  view.first_start_s = starts.first;
+  view.last_start_s = starts.last;
   view.adaptive = adaptive;
   Decision d = autoscaler_.Decide(view, load_, now);
   if (d.hold) NoteHold(*d.hold);
@@ -247,8 +251,10 @@ Status ModelController::SwitchForMove(const Move& move) {
     MutexLock lock(&mu_);
     if (rate_ > 0) rate = rate_;
   }
-  const double need = autoscaler_.NeededCapacity(move.plan, rate, Slowdowns());
-  return Migrate(move.plan, rate, need, std::nullopt, move.reason.text);
+  // An exploring move is judged, and staged, at the slowdowns it was decided at.
+  const SlowdownFn slowdown = Slowdowns(move.reason.exploring);
+  const double need = autoscaler_.NeededCapacity(move.plan, rate, slowdown);
+  return Migrate(move.plan, rate, need, slowdown, std::nullopt, move.reason.text);
 }
 
 Status ModelController::Resize(const ResizeRequest& request) {
@@ -269,9 +275,14 @@ Status ModelController::Resize(const ResizeRequest& request) {
   return status;
 }
 
-SlowdownFn ModelController::Slowdowns() const {
+SlowdownFn ModelController::Slowdowns(bool exploring) const {
   const SlowdownTracker* slowdowns = options_.slowdowns;
   if (slowdowns == nullptr) return nullptr;
+  if (exploring) {
+    return [slowdowns, budget = autoscaler_.options().threads](int threads) {
+      return slowdowns->Exploring(threads, budget);
+    };
+  }
   return [slowdowns](int threads) { return slowdowns->Get(threads); };
 }
 
@@ -310,12 +321,12 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
   const bool behind =
       active && options_.rows_in_system() > 2 * std::max<int64_t>(1, active->target_rows);
-  return Migrate(fresh, rate, need, behind ? kBehindResizeMargin : kResizeMargin, why);
+  return Migrate(fresh, rate, need, slowdown, behind ? kBehindResizeMargin : kResizeMargin, why);
 }
 
 Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, double need,
-                                std::optional<double> keep_margin, const std::string& why) {
-  const SlowdownFn slowdown = Slowdowns();
+                                const SlowdownFn& slowdown, std::optional<double> keep_margin,
+                                const std::string& why) {
   const std::vector<int> target = ThreadCounts(fresh.groups);
   const auto capacity = autoscaler_.StageCapacity(fresh, rate, slowdown);
   for (int stage = 1;; ++stage) {
@@ -346,8 +357,8 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
 }
 
 Status ModelController::ApplyChange(const PlanChange& change) {
-  const bool adaptive = change.adaptive.value_or(!change.instances && !change.batch &&
-                                                 optimizer_ != nullptr);
+  const bool adaptive =
+      change.adaptive.value_or(!change.instances && !change.batch && optimizer_ != nullptr);
   Status status;
   if (change.instances) {
     status = options_.sets->Switch(*change.instances, std::nullopt, "management API", false);

@@ -57,11 +57,11 @@ struct ResizeRequest {
 
 struct ModelControllerOptions {
   std::string model_name;
-  Clock* clock = Clock::Real();               // not owned
-  SetSwitcher* sets = nullptr;                // not owned
-  const SlowdownTracker* slowdowns = nullptr; // not owned; the policy plans at them
-  metrics::ModelMetrics* metrics = nullptr;   // not owned; null: no metrics
-  Revision* revision = nullptr;               // not owned; bumped by every move and hold
+  Clock* clock = Clock::Real();                // not owned
+  SetSwitcher* sets = nullptr;                 // not owned
+  const SlowdownTracker* slowdowns = nullptr;  // not owned; the policy plans at them
+  metrics::ModelMetrics* metrics = nullptr;    // not owned; null: no metrics
+  Revision* revision = nullptr;                // not owned; bumped by every move and hold
   // A restart of dead runtimes is tried again this long after a failed attempt.
   std::chrono::milliseconds restart_backoff{5000};
   bool adaptive = false;  // the autoscaler's moves are carried out (instances: auto)
@@ -154,8 +154,9 @@ class ModelController {
 
  private:
   void Loop() EXCLUDES(mu_);
-  // The measured slowdowns as the policy takes them (empty without a tracker: 1).
-  SlowdownFn Slowdowns() const;
+  // The measured slowdowns as the policy takes them (empty without a tracker: 1); with
+  // `exploring`, thread counts not served yet at their profile (SlowdownTracker::Exploring).
+  SlowdownFn Slowdowns(bool exploring = false) const;
   // Resize's switch to `fresh` (the partition's plan for the new budget) at `rate` rows/s:
   // with `at_once`, the runtimes inside the share alone where they keep up; else a plan keeping
   // the serving runtimes where it is within kResizeMargin of fresh's p99; else fresh, reached in
@@ -168,9 +169,10 @@ class ModelController {
   // before each stage: a plan keeping the serving runtimes within that margin of fresh's p99
   // at `rate` ends it instead (Autoscaler::KeepingPlan). Where nothing is free to start on and
   // nothing can go (an overloaded model), fresh at once: its new runtimes start beside the busy
-  // ones. Blocks while each stage's set starts.
+  // ones. Stages are judged at `slowdown`. Blocks while each stage's set starts.
   Status Migrate(const Plan& fresh, std::optional<double> rate, double need,
-                 std::optional<double> keep_margin, const std::string& why) EXCLUDES(mu_);
+                 const SlowdownFn& slowdown, std::optional<double> keep_margin,
+                 const std::string& why) EXCLUDES(mu_);
   // Tick's switch for the autoscaler's `move`: a batch model with resizable runtimes migrates
   // (Migrate, no keeping plan: the policy chose the plan), so that a move on a model holding
   // all its CPUs hands them over instead of starting the new set beside the busy one; others

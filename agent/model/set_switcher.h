@@ -31,6 +31,14 @@ class SetSwitcher {
   // How many CPUs the model may place on (its share, or the node) hold no live runtime; -1
   // where placement is not tracked. Any thread.
   virtual int FreeCpus() const = 0;
+  // How long starting runtimes took, in seconds, from the start (or the switch) to serving:
+  // the first set's (`first`, the model's load at start) and the latest switch that started
+  // any (`last`); 0 where none yet. Any thread.
+  struct StartTimes {
+    double first = 0;
+    double last = 0;
+  };
+  virtual StartTimes start_times() const = 0;
   // Serves `groups` as the next set (InstanceSets::Switch). One thread at a time; blocking.
   virtual Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
                         const std::string& reason, bool restart) = 0;

@@ -227,16 +227,30 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
   PlanChoice choice{std::move(best).value(), 0, std::nullopt, std::nullopt};
   // A batch model's plans are compared at the batches the rate cuts, where it is known.
   const bool at_rate = rate.has_value() && !options_.generative;
+  const auto slowdown = [&](int t) { return eval.Slowdown(t); };
+  // The optimizer ranks plans on the profile: at measured slowdowns that differ by thread
+  // count, another plan for b may serve more rows (full batches, or a rate no plan serves
+  // max_utilization busy).
+  const auto most_capacity = [&] {
+    if (auto more = MoreCapacity(*optimizer_, options_.threads, static_cast<int>(b), choice.plan,
+                                 kBatchForRateMinGain, slowdown)) {
+      choice.plan = *std::move(more);
+    }
+  };
   if (at_rate) {
     // Among the plans that would run min_capacity at most max_utilization busy, where they do.
     const double bar = std::max(*rate, options_.min_capacity * options_.max_utilization);
-    if (auto faster = FasterAtRate(
-            *optimizer_, options_.threads, static_cast<int>(b), choice.plan, bar,
-            options_.max_utilization, [&](int t) { return eval.Slowdown(t); },
-            [&](const Plan& plan) { return eval.SimulatedP99Ms(plan, *rate); })) {
+    if (auto faster = FasterAtRate(*optimizer_, options_.threads, static_cast<int>(b), choice.plan,
+                                   bar, options_.max_utilization, slowdown, [&](const Plan& plan) {
+                                     return eval.SimulatedP99Ms(plan, *rate);
+                                   })) {
       choice.plan = *std::move(faster);
+    } else if (*rate > options_.max_utilization * eval.Capacity(choice.plan)) {
+      most_capacity();
     }
     choice.simulated = eval.Simulate(choice.plan, *rate);
+  } else if (!options_.generative) {
+    most_capacity();
   }
   const double latency = at_rate ? choice.simulated->p99_ms : eval.PredictedLatencyMs(choice.plan);
   const std::vector<int> running = ThreadCounts(view.groups);
@@ -280,7 +294,46 @@ int64_t Autoscaler::BacklogRows(const std::vector<InstanceGroup>& groups, int64_
                       [&](int64_t b) { return eval.CapacityOn(threads, b); });
 }
 
+double Autoscaler::ServingCapacity(const ServingView& view) const {
+  const PlanEvaluator eval = Evaluator(view);
+  double capacity = eval.Capacity(ServingPlan(view));
+  if (view.backlog_batch > view.batch) {
+    capacity = std::max(capacity,
+                        eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch).value_or(0));
+  }
+  return capacity;
+}
+
+bool Autoscaler::FallsShort(const ServingView& view, const LoadTracker& load) const {
+  if (optimizer_ == nullptr || view.groups.empty()) return false;
+  const double capacity = ServingCapacity(view);
+  if (capacity <= 0) return false;
+  const int64_t window_ms = options_.overload_window_ms > 0
+                                ? options_.overload_window_ms
+                                : options_.window * options_.sample_period_ms;
+  const ArrivalRate& arrivals = load.arrivals();
+  return OverloadedRate(
+             window_ms, options_.max_utilization * capacity,
+             [&arrivals](int64_t ms) { return arrivals.Over(std::chrono::milliseconds(ms)); })
+      .has_value();
+}
+
 Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTime now) {
+  if (!view.exploring || !view.adaptive || !FallsShort(view, load)) {
+    return DecideOn(view, load, now);
+  }
+  ServingView learning = view;
+  learning.slowdown = view.exploring;
+  Decision d = DecideOn(learning, load, now);
+  for (Reason* r : {d.move ? &d.move->reason : nullptr, d.hold ? &*d.hold : nullptr}) {
+    if (r == nullptr) continue;
+    r->exploring = true;
+    r->text += " [thread counts not served yet at their profile: the serving plan falls short]";
+  }
+  return d;
+}
+
+Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now) {
   Decision d;
   const bool acting = view.adaptive && optimizer_ != nullptr;
   if (acting && !options_.generative && RelieveOverload(view, load, now, &d)) return d;
@@ -332,19 +385,17 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
       options_.generative || !StartsRuntimes(d->move->plan, view)) {
     return;
   }
-  // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
-  // (as the overload rule counts it).
-  const PlanEvaluator eval = Evaluator(view);
-  double capacity = eval.Capacity(ServingPlan(view));
-  if (view.backlog_batch > view.batch) {
-    capacity = std::max(capacity,
-                        eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch).value_or(0));
-  }
+  const double capacity = ServingCapacity(view);
   // At most half busy, the serving set keeps up at the half speed it runs at beside the new
   // runtimes' threads. Beyond its capacity rows pile up, and the overload rule (never held)
   // moves.
   if (capacity <= 0 || *arriving <= kHandoverUtilization * capacity) return;
   if (HandsOver(ThreadCounts(view.groups), d->move->plan, arriving, view.slowdown)) return;
+  std::string weighed;
+  if (SwitchRepays(view, d->move->plan, *arriving, capacity, &weighed)) {
+    d->move->reason.text += " (beside the busy runtimes: " + weighed + ")";
+    return;
+  }
   Reason r = std::move(d->move->reason);
   d->move.reset();
   r.rule = Rule::kNoHandover;
@@ -355,8 +406,41 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
   text << std::fixed << std::setprecision(0) << "held: " << r.text << " would start runtimes beside"
        << " the busy ones (no hand-over of CPUs) at " << 100 * *arriving / capacity
        << "% of the serving plan's " << capacity << " rows/s";
+  if (!weighed.empty()) text << ": " << weighed;
   r.text = text.str();
   d->hold = std::move(r);
+}
+
+bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double rate,
+                              double capacity, std::string* why) const {
+  const double start_s = std::max(2 * view.first_start_s, view.last_start_s);
+  if (start_s <= 0) return false;  // the cost is unknown
+  const PlanEvaluator eval = Evaluator(view);
+  const double drain = eval.Capacity(fresh) - rate;  // rows/s the new plan works off
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(1);
+  if (drain <= 0) {
+    text << "the new plan would not keep up either";
+    *why = text.str();
+    return false;
+  }
+  if (rate >= capacity) {
+    text << "the serving plan cannot keep up";
+    *why = text.str();
+    return true;
+  }
+  // Rows queued while both sets share the CPUs for start_s, then worked off: a triangle of
+  // queue over time, in row-seconds of waiting.
+  const double queued = std::max(0.0, rate - capacity / 2) * start_s;
+  const double cost = 0.5 * queued * (start_s + queued / drain);
+  const double saved_ms =
+      eval.Simulate(ServingPlan(view), rate).mean_ms - eval.Simulate(fresh, rate).mean_ms;
+  const double horizon_s = static_cast<double>(options_.scale_down_delay_ms) / 1e3;
+  const double gain = rate * horizon_s * saved_ms / 1e3;
+  text << "a " << start_s << "-s start queues " << queued << " row(s), " << cost
+       << " row-s of waiting, against " << gain << " row-s saved over " << horizon_s << " s";
+  *why = text.str();
+  return gain > cost;
 }
 
 std::function<double(const std::vector<int>&)> Autoscaler::StageCapacity(
@@ -424,16 +508,11 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
     if (!it->second) return std::nullopt;
     return it->second->capacity;
   };
-  const std::optional<double> at_b = capacity(current);
-  if (!at_b) return false;
   // While rows queue, the serving set cuts batches of up to backlog_batch (BacklogBatch): that
   // is what it serves under load, and what a move must beat.
   const int64_t backlog_b = std::max(current, view.backlog_batch);
-  double serving = *at_b;
-  if (backlog_b > current) {
-    serving = std::max(
-        serving, Evaluator(view).CapacityOn(ThreadCounts(view.groups), backlog_b).value_or(0));
-  }
+  const double serving = ServingCapacity(view);
+  if (serving <= 0) return false;
   // The arrivals over the window, and over twice and four times it (a smaller excess takes
   // longer to tell from chance), against what the set serves fully busy: a burst the set rides
   // out must not cost a switch that starts runtimes, which on busy CPUs queues more than the
@@ -454,11 +533,24 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
   arriving = rate;
   plans.clear();
-  const std::optional<int64_t> b =
+  std::optional<int64_t> b =
       BatchForRate(*rate, backlog_b, options_.max_batch, max_utilization, capacity);
+  // No larger B serves more than B's plan at the rate, but that plan may serve more than the
+  // serving one: thread counts measured at different slowdowns than the profile's order.
+  if (!b && capacity(current).value_or(0) > kBatchForRateMinGain * serving &&
+      plans.at(current)->plan.groups != view.groups) {
+    b = current;
+  }
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
   const PlanChoice& target = *plans.at(*b);
-  if (busy_only && StartsRuntimes(target.plan, view)) return false;
+  // Busy, not behind: a move that starts runtimes beside the busy ones only where no runtime
+  // starts beside them (a staged hand-over) or it repays their start (rule 3's weighing).
+  std::string weighed;
+  if (busy_only && StartsRuntimes(target.plan, view) &&
+      !HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown) &&
+      !SwitchRepays(view, target.plan, *rate, serving, &weighed)) {
+    return false;
+  }
   Reason r;
   r.rule = Rule::kOverload;
   r.from_batch = current;
@@ -475,7 +567,10 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   text << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
        << serving;
   if (backlog_b > current) text << " in batches of up to " << backlog_b;
-  if (busy_only) text << " (more than " << max_utilization << " of it; the move starts no runtime)";
+  if (busy_only) {
+    text << " (more than " << max_utilization << " of it; "
+         << (weighed.empty() ? "the move starts no runtime beside the busy ones" : weighed) << ")";
+  }
   text << "; B " << current << " -> " << *b << " serves " << target.capacity
        << PassedOverNote(target.plan, target.passed_over, options_.restart_margin,
                          options_.generative);

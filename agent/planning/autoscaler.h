@@ -8,8 +8,11 @@
 //   1. Overload (reconfiguration.overload_window_ms): rows arrive faster than the serving plan
 //      runs them (fully busy, in the batches it cuts from a backlog; or above max_utilization
 //      where the move starts no runtime) while rows queue beyond B: move at once to the
-//      smallest larger B whose plan keeps up (BatchForRate). Its backlog then drains before the
-//      estimator is listened to again, and the estimator's steps down wait scale_down_delay_ms.
+//      smallest larger B whose plan keeps up (BatchForRate) — or, where no larger B serves
+//      more, to B's own plan at the rate where that serves kBatchForRateMinGain more than the
+//      serving one (PlanFor puts capacity first where a plan cannot serve the rate). Its
+//      backlog then drains before the estimator is listened to again, and the estimator's
+//      steps down wait scale_down_delay_ms.
 //   2. At each of the estimator's decision points (reconfiguration.timeout_ms), with a full
 //      window:
 //      a. plan at rate (reconfiguration.plan_at_rate, batch models, a known rate): the B and
@@ -29,9 +32,25 @@
 //      kHandoverUtilization busy at the rate (its capacity in the batches it cuts from a
 //      backlog): both sets' threads would share those CPUs until the new set serves, each at
 //      about half speed (the emulator's contention model), and a set more than half busy falls
-//      behind for that long — a p99 spike the move's gain does not repay (the 16-core switch
-//      that took 10.9 s). Less busy, it keeps up at half speed. Where rows pile up beyond its
-//      capacity the overload rule (1), never held, moves at once.
+//      behind for that long (the 16-core switch that took 10.9 s). Less busy, it keeps up at
+//      half speed. Held unless the move repays that (SwitchRepays): for the S seconds the
+//      start takes (the model's measured starts: twice its first, idle one, or its latest
+//      switch's where longer; unknown: held), rows queue at rate − capacity / 2, and the new
+//      plan drains them at its capacity − rate; that queue's row-seconds of waiting against the
+//      mean latency the new plan saves each row arriving over scale_down_delay_ms (simulated
+//      at the rate). A serving plan that cannot keep up at all (rate >= its capacity) loses
+//      without bound: any plan that keeps up repays. Where rows pile up beyond its capacity
+//      the overload rule (1), never held, moves at once.
+//   Learning by serving: plans count each thread count at its measured slowdown (ServingView::
+//   slowdown; one not served yet at the slowest one served, SlowdownTracker::Get). While the
+//   arrivals exceed max_utilization of the serving plan's capacity (OverloadedRate: over the
+//   overload window, twice and four times it), the rules count thread counts not served yet at
+//   their profile instead (ServingView::exploring): a plan the serving one's slowdown only
+//   appears to rule out is then served, and its speed measured, where it promises more; served,
+//   its own slowdown counts (from SlowdownTracker's min_slices slices on), so each thread count
+//   is learned once, and only while the serving plan falls short (BERT-like on a real 16-core
+//   Xeon: thin instances 1.44x slower than their profile, the fat one at its profile, never
+//   served while counted 1.44x slow too).
 //   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
 //   the best plan on the serving runtimes where the optimizer's would start runtimes and is not
 //   better by more than restart_margin (runtimes of parked shapes start nothing); none whose
@@ -88,7 +107,14 @@ struct ServingView {
   double plan_latency_ms = 0;
   std::vector<int> parked_threads;  // thread counts of the live parked runtimes
   SlowdownFn slowdown;              // measured (empty: 1)
-  bool adaptive = false;            // whether decisions move the model
+  // Thread counts not served yet at their profile (SlowdownTracker::Exploring); what the rules
+  // judge by while the serving plan falls short (see the class comment). Empty: slowdown.
+  SlowdownFn exploring;
+  // Seconds the model's runtimes took to start and serve: its first set (at load) and its
+  // latest switch that started any (SetSwitcher::StartTimes); 0: none yet. Rule 3's cost.
+  double first_start_s = 0;
+  double last_start_s = 0;
+  bool adaptive = false;  // whether decisions move the model
 };
 
 enum class Rule {
@@ -120,12 +146,12 @@ bool IsMove(Rule rule);
 // Why the policy moved or held, with the figures it judged by. Unset figures did not apply.
 struct Reason {
   Rule rule = Rule::kOverload;
-  int64_t from_batch = 0;  // B serving
-  int64_t to_batch = 0;    // B moved to; for a hold, the B it looked at (0: none)
-  int64_t estimate = 0;    // the estimator's B̃ where the rule acted on it (0: none)
-  double ewma = 0;         // the estimator's moving average of the rows in the system
-  std::optional<double> rate;              // rows/s arriving, as the rule judged them
-  std::optional<double> peak_rate;         // rows/s: the recent peak a step down allowed for
+  int64_t from_batch = 0;           // B serving
+  int64_t to_batch = 0;             // B moved to; for a hold, the B it looked at (0: none)
+  int64_t estimate = 0;             // the estimator's B̃ where the rule acted on it (0: none)
+  double ewma = 0;                  // the estimator's moving average of the rows in the system
+  std::optional<double> rate;       // rows/s arriving, as the rule judged them
+  std::optional<double> peak_rate;  // rows/s: the recent peak a step down allowed for
   std::optional<double> serving_capacity;  // rows/s the serving plan runs fully busy
   std::optional<double> target_capacity;   // rows/s the plan moved to (or looked at) runs
   std::optional<double> serving_p99_ms;    // simulated at `rate`
@@ -138,6 +164,9 @@ struct Reason {
   // The optimizer's plan for to_batch, passed over for one on the serving runtimes (it needed
   // new runtimes and was not faster by more than restart_margin).
   std::optional<Plan> passed_over;
+  // Judged with ServingView::exploring: the arrivals exceeded max_utilization of the serving
+  // plan's capacity.
+  bool exploring = false;
   // Whether the log should say it (the quiet holds recur at every decision).
   bool quiet = false;
   std::string text;  // for the log: the rule in words with the figures above
@@ -175,13 +204,15 @@ class Autoscaler {
   void Reset();
 
   // The plan the policy would serve for B = `b` on `view` at `rate` rows/s (nullopt: at full
-  // batches) with the rows/s it serves at full batches; nullopt where none is within the
+  // batches) with the rows/s it serves at full batches — at a rate the lowest simulated p99
+  // among plans that serve it max_utilization busy (FasterAtRate), or where B's optimizer plan
+  // cannot, the one of most capacity (MoreCapacity); nullopt where none is within the
   // batch-latency limit. Exposed for tests and the management API.
   struct PlanChoice {
     Plan plan;
     double capacity = 0;
-    std::optional<Plan> passed_over;                       // see Reason::passed_over
-    std::optional<BatchingSimulator::Result> simulated;    // at `rate`, batch models
+    std::optional<Plan> passed_over;                     // see Reason::passed_over
+    std::optional<BatchingSimulator::Result> simulated;  // at `rate`, batch models
   };
   std::optional<PlanChoice> PlanFor(int64_t b, const ServingView& view,
                                     std::optional<double> rate) const;
@@ -256,6 +287,13 @@ class Autoscaler {
 
  private:
   PlanEvaluator Evaluator(const ServingView& view) const;
+  // Decide() on `view`, whose slowdown may be the exploring one.
+  Decision DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now);
+  // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
+  // (as the overload rule counts it).
+  double ServingCapacity(const ServingView& view) const;
+  // Whether the arrivals exceed max_utilization of ServingCapacity (OverloadedRate).
+  bool FallsShort(const ServingView& view, const LoadTracker& load) const;
   // The serving plan as a Plan (its groups at B, the optimizer's latency for unprofiled ones).
   static Plan ServingPlan(const ServingView& view);
   // Whether serving `plan` after `view` starts runtimes (see AutoscalerOptions).
@@ -264,6 +302,11 @@ class Autoscaler {
   // Whether a plan running `capacity` rows/s in place of one running `instead` gives up
   // capacity held in reserve: it runs less than min_capacity, and less than the other.
   bool GivesUpReserve(double capacity, double instead) const;
+  // Rule 3's weighing (see the class comment): whether moving from the serving plan, `capacity`
+  // rows/s, to `fresh` beside its busy runtimes repays the queue that builds while fresh
+  // starts, at `rate`. `why` receives the figures.
+  bool SwitchRepays(const ServingView& view, const Plan& fresh, double rate, double capacity,
+                    std::string* why) const;
   // Rule 3: turns d's move into a kNoHandover hold where it applies.
   void HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
                                Decision* d) const;

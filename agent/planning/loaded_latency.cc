@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace packrat {
@@ -34,6 +35,22 @@ double LoadedLatencyMs(const Plan& plan, const Profile& profile, double rate,
   return latency_ms(LoadedBatchRows(rate, b, latency_ms));
 }
 
+namespace {
+
+// Calls `fn` with the optimizer's plan for `batch` rows on k identical instances of ⌊threads/k⌋
+// threads, one per distinct thread count, fattest first, except one with best's groups.
+void ForEachIdenticalPlan(const Optimizer& optimizer, int threads, int batch, const Plan& best,
+                          const std::function<void(Plan)>& fn) {
+  for (int t = threads; t >= 1; --t) {
+    const int count = threads / t;
+    if (t != threads / count) continue;  // ⌊threads/count⌋ is another t: one candidate each
+    auto plan = optimizer.SolveOnInstances(std::vector<int>(count, t), batch);
+    if (plan.ok() && plan->groups != best.groups) fn(std::move(plan).value());
+  }
+}
+
+}  // namespace
+
 std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int batch,
                                  const Plan& best, double rate, double max_utilization,
                                  const std::function<double(int threads)>& slowdown,
@@ -41,20 +58,36 @@ std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int ba
   const Profile& profile = optimizer.profile();
   std::optional<Plan> faster;
   double fastest = latency_at_rate(best);
-  for (int t = threads; t >= 1; --t) {
-    const int count = threads / t;
-    if (t != threads / count) continue;  // ⌊threads/count⌋ is another t: one candidate each
-    auto plan = optimizer.SolveOnInstances(std::vector<int>(count, t), batch);
-    if (!plan.ok() || plan->groups == best.groups) continue;
+  ForEachIdenticalPlan(optimizer, threads, batch, best, [&](Plan plan) {
     const double full =
-        LoadedLatencyMs(*plan, profile, std::numeric_limits<double>::infinity(), slowdown);
-    if (full <= 0 || rate > max_utilization * batch * 1e3 / full) continue;
-    if (const double loaded = latency_at_rate(*plan); loaded < fastest) {
+        LoadedLatencyMs(plan, profile, std::numeric_limits<double>::infinity(), slowdown);
+    if (full <= 0 || rate > max_utilization * batch * 1e3 / full) return;
+    if (const double loaded = latency_at_rate(plan); loaded < fastest) {
       fastest = loaded;
-      faster = *std::move(plan);
+      faster = std::move(plan);
     }
-  }
+  });
   return faster;
+}
+
+std::optional<Plan> MoreCapacity(const Optimizer& optimizer, int threads, int batch,
+                                 const Plan& best, double min_gain,
+                                 const std::function<double(int threads)>& slowdown) {
+  const Profile& profile = optimizer.profile();
+  auto capacity = [&](const Plan& plan) {
+    const double full =
+        LoadedLatencyMs(plan, profile, std::numeric_limits<double>::infinity(), slowdown);
+    return full > 0 ? batch * 1e3 / full : 0.0;
+  };
+  std::optional<Plan> more;
+  double most = min_gain * capacity(best);
+  ForEachIdenticalPlan(optimizer, threads, batch, best, [&](Plan plan) {
+    if (const double c = capacity(plan); c > most) {
+      most = c;
+      more = std::move(plan);
+    }
+  });
+  return more;
 }
 
 }  // namespace packrat

@@ -1,6 +1,7 @@
 #include "agent/planning/slowdown_tracker.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace packrat {
 
@@ -40,6 +41,37 @@ double SlowdownTracker::Get(int threads) const {
     larger = larger || t > threads;
   }
   return larger ? std::max(fastest_, slowest) : std::max(1.0, slowest);
+}
+
+bool SlowdownTracker::Measured(int threads) const {
+  MutexLock lock(&mu_);
+  auto it = estimates_.find(threads);
+  return it != estimates_.end() && it->second.slices >= min_slices_;
+}
+
+double SlowdownTracker::Exploring(int threads, int budget) const {
+  const double slowdown = Get(threads);
+  MutexLock lock(&mu_);
+  auto it = estimates_.find(threads);
+  if (it != estimates_.end() && it->second.slices >= min_slices_) return slowdown;
+  // The measured count nearest in threads (the fatter one on a tie).
+  const Estimate* nearest = nullptr;
+  int nearest_threads = 0;
+  for (const auto& [t, e] : estimates_) {
+    if (e.slices < min_slices_) continue;
+    if (nearest == nullptr || std::abs(t - threads) <= std::abs(nearest_threads - threads)) {
+      nearest = &e;
+      nearest_threads = t;
+    }
+  }
+  const auto neighbours = [budget](int t) {
+    return budget > 1 ? std::max(0.0, static_cast<double>(budget - t) / (budget - 1)) : 0.0;
+  };
+  if (nearest == nullptr || nearest->value <= 1 || neighbours(nearest_threads) <= 0) {
+    return std::min(1.0, slowdown);
+  }
+  const double per_share = (nearest->value - 1) / neighbours(nearest_threads);
+  return std::max(fastest_, 1 + per_share * neighbours(threads));
 }
 
 }  // namespace packrat

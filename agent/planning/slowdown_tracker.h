@@ -33,6 +33,21 @@
 // counted 8% slower than the fat one for B = 8, and the overload path moved to the fat plan as
 // the only one within 5% of the most capacity (batch_for_rate.h).
 //
+// That pessimism costs where the profile is optimistic for thin instances only: on a real
+// 16-core Xeon BERT-like's one-thread instances served 1.44x slower than their profile (beside
+// 15 busy neighbours) while the fat instance ran at its profile; counted 1.44x slow too, the fat
+// plan never looked better and the policy never served it, so never learned its speed (Packrat
+// failed at 126 rows/s where fat passed). Exploring() is the estimate a policy that must learn
+// plans on: measured counts as Get(); one not served yet as its neighbours would make it —
+// where the nearest measured count ran slower than its profile, that excess is taken to come
+// from its busy neighbours (packrat-paper §A: thin instances side by side 12-15% slower than
+// alone; the 16-core Xeon: BERT-like's one-thread instances 1.44x, the fat one, without
+// neighbours, 1.0) and scaled to the other count's share of neighbours, (T − t) / (T − 1) of
+// the node's other CPUs in a plan that fills the node: 1 + k·(T − t)/(T − 1). Else (nothing
+// measured, or measured at most as slow as profiled: drift, not neighbours) at most 1. A guess
+// to be served and measured, never a speed to keep planning on: the emulator's neighbour model
+// (emulate.neighbour_slowdown) is the same line, so an emulated run confirms only the policy.
+//
 // Thread-safety: all methods may be called from any thread (runtimes' completion threads
 // record, the control thread switches and reads).
 #pragma once
@@ -62,6 +77,11 @@ class SlowdownTracker {
   // The slowdown of `threads` threads: the measured one, at least `fastest`; not measured, the
   // slowest measured one, at least `fastest` if a larger count is measured, else at least 1.
   double Get(int threads) const;
+  // Whether `threads` has min_slices ratios (counted outside switches).
+  bool Measured(int threads) const;
+  // Get(threads) where `threads` is measured; else the neighbour-scaled guess above for a
+  // node of `budget` CPUs (at least `fastest`), or at most 1 where none applies.
+  double Exploring(int threads, int budget) const;
 
  private:
   struct Estimate {
@@ -74,7 +94,7 @@ class SlowdownTracker {
   mutable Mutex mu_;
   std::map<int, Estimate> estimates_ GUARDED_BY(mu_);
   int switching_ GUARDED_BY(mu_) = 0;
-  SteadyTime last_switch_end_ GUARDED_BY(mu_) {};
+  SteadyTime last_switch_end_ GUARDED_BY(mu_){};
 };
 
 }  // namespace packrat

@@ -38,6 +38,7 @@ class FakeSwitcher final : public SetSwitcher {
   }
   bool ActiveHasDeadRuntime() const override { return dead_.load(); }
   std::vector<int> LiveParkedThreads() const override { return {}; }
+  StartTimes start_times() const override { return {}; }
   // The model's CPUs less those its serving runtimes use; -1 (untracked) unless cpus_ is set.
   int FreeCpus() const override {
     if (cpus_.load() < 0) return -1;
@@ -142,8 +143,7 @@ class ModelControllerTest : public ::testing::Test {
     o.rows_arrived = [this] { return arrived_.load(); };
     o.serving = [this] { return serving_.load(); };
     controller_ = std::make_unique<ModelController>(
-        o, Autoscaler(a, optimizer_.get()), LoadTracker(e, milliseconds(10'000)),
-        optimizer_.get());
+        o, Autoscaler(a, optimizer_.get()), LoadTracker(e, milliseconds(10'000)), optimizer_.get());
   }
 
   FakeClock clock_;

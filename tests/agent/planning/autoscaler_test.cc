@@ -190,7 +190,8 @@ TEST_F(AutoscalerTest, OverloadMovesAtOnceToTheSmallestBatchNearTheMostCapacity)
 }
 
 TEST_F(AutoscalerTest, OverloadMovesOnlyToPlansWithinTheBatchLatencyLimit) {
-  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->evaluation.max_batch_latency_ms = 350; });
+  SetUpModel(1, SlowLatency,
+             [](AutoscalerOptions* o) { o->evaluation.max_batch_latency_ms = 350; });
   Serve(1);
   const std::optional<Decision> d = TickUntil(Rule::kOverload, 6, 30);
   ASSERT_TRUE(d.has_value());
@@ -263,12 +264,21 @@ std::optional<double> TwoThreadsScale(int threads, int batch) {
   }
 }
 
-TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveThatStartsRuntimesWaitsForAnOverload) {
+TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveThatStartsRuntimesBesideBusyOnesWaitsForAnOverload) {
+  SetUpModel(2, TwoThreadsScale, [](AutoscalerOptions* o) { o->restart_margin = 0; });
+  Serve(2);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+  // 210 rows/s: beyond max_utilization, within chance of capacity (200). Every larger B runs
+  // on a two-thread runtime, which would start on both busy CPUs at a cost not known yet (no
+  // start measured).
+  EXPECT_FALSE(FirstMove(8, 210, 99).has_value());
+  // One runtime serving, the other CPU free: the second runtime starts beside no busy one.
   SetUpModel(2, TwoThreadsScale, [](AutoscalerOptions* o) { o->restart_margin = 0; });
   Serve(1);
-  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 1, 1}}));
-  // Beyond max_utilization, within chance of capacity: every larger B needs another runtime.
-  EXPECT_FALSE(FirstMove(4, 110, 99).has_value());
+  const std::optional<Move> move = FirstMove(4, 110, 99);
+  ASSERT_TRUE(move.has_value());
+  EXPECT_TRUE(move->reason.busy_only);
+  EXPECT_EQ(move->plan.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
 }
 
 TEST_F(AutoscalerTest, AboveMaxUtilizationParkedRuntimesMakeTheMoveFree) {
@@ -329,11 +339,12 @@ TEST_F(AutoscalerTest, StepUpGoesOnlyAsFarAsCapacityGrows) {
 }
 
 TEST_F(AutoscalerTest, AStepUpStopsAtTheBatchLatencyLimit) {
-  SetUpModel(1, [](int, int batch) { return std::optional<double>(batch == 1 ? 100.0 : 75.0 * batch); },
-             [](AutoscalerOptions* o) {
-               o->evaluation.max_batch_latency_ms = 250;
-               o->overload_window_ms = 0;
-             });
+  SetUpModel(
+      1, [](int, int batch) { return std::optional<double>(batch == 1 ? 100.0 : 75.0 * batch); },
+      [](AutoscalerOptions* o) {
+        o->evaluation.max_batch_latency_ms = 250;
+        o->overload_window_ms = 0;
+      });
   Serve(1);
   // The estimate is 8; at 30 rows/s the batches fill, and B = 4 (300 ms) and 8 (600 ms) break
   // the limit: the step stops at 2.
@@ -345,11 +356,12 @@ TEST_F(AutoscalerTest, AStepUpStopsAtTheBatchLatencyLimit) {
 }
 
 TEST_F(AutoscalerTest, AStepUpRefusedByTheBatchLatencyLimitHolds) {
-  SetUpModel(1, [](int, int batch) { return std::optional<double>(100.0 * batch); },
-             [](AutoscalerOptions* o) {
-               o->evaluation.max_batch_latency_ms = 150;
-               o->overload_window_ms = 0;
-             });
+  SetUpModel(
+      1, [](int, int batch) { return std::optional<double>(100.0 * batch); },
+      [](AutoscalerOptions* o) {
+        o->evaluation.max_batch_latency_ms = 150;
+        o->overload_window_ms = 0;
+      });
   Serve(1);
   // At 30 rows/s the batches fill: every B above 1 breaks the limit. (At a trickle the
   // batches a rate cuts hold a row or two, and the limit would not bind.)
@@ -460,6 +472,91 @@ TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
   // ... but not past the load the one-thread runtimes alone could carry while the fat one goes.
   EXPECT_FALSE(
       autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 11, view_.slowdown));
+}
+
+// One thread: 1 ms a row (two instances: 2000 rows/s); two threads: 0.6 ms a row (1667 rows/s).
+// On the profile the thin plan serves more; served, one-thread instances run 1.44x slower
+// (1389 rows/s) and the fat one as profiled (BERT-like on a real 16-core Xeon).
+std::optional<double> ThinOnlyOnTheProfile(int threads, int batch) {
+  return (threads == 1 ? 1.0 : 0.6) * batch;
+}
+
+TEST_F(AutoscalerTest, APlanThatFallsShortLearnsAThreadCountNotServedYet) {
+  SetUpModel(2, ThinOnlyOnTheProfile);
+  Serve(2);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+  // One thread measured 1.44x slow; two, not served yet, counted as slow (the slowest served).
+  view_.slowdown = [](int) { return 1.44; };
+  // 1600 rows/s overload the thin plan (1389); counted 1.44x slow, the fat one serves less
+  // (1157): nothing serves more.
+  EXPECT_FALSE(FirstMove(20, 1600, 300).has_value());
+  // Where the policy may count it at its profile while the serving plan falls short, it moves
+  // to the fat plan to learn its speed.
+  view_.exploring = [](int threads) { return threads == 1 ? 1.44 : 1.0; };
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 20, 1600, 300);
+  ASSERT_TRUE(d.has_value());
+  const Reason& r = d->move->reason;
+  EXPECT_TRUE(r.exploring);
+  EXPECT_NEAR(*r.serving_capacity, 2000 / 1.44, 1e-6);
+  EXPECT_NEAR(*r.target_capacity, 1000 / 0.6, 1e-6);
+  ASSERT_EQ(d->move->plan.groups.size(), 1u);
+  EXPECT_EQ(d->move->plan.groups[0].threads, 2);
+  // Served and measured as profiled, the fat plan stays: the thin one is known to be slower.
+  view_.slowdown = view_.exploring;
+  for (int i = 0; i < 300; ++i) {
+    const Decision next = Tick(1, 1200);
+    ASSERT_FALSE(next.move.has_value()) << next.move->reason.text;
+  }
+}
+
+TEST_F(AutoscalerTest, APlanThatKeepsUpIsJudgedAtTheMeasuredSlowdowns) {
+  SetUpModel(2, ThinOnlyOnTheProfile, [](AutoscalerOptions* o) { o->plan_at_rate = true; });
+  Serve(2);
+  view_.slowdown = [](int) { return 1.44; };
+  view_.exploring = [](int threads) { return threads == 1 ? 1.44 : 1.0; };
+  // 700 rows/s: half the thin plan's measured capacity. No decision explores.
+  for (int i = 0; i < 500; ++i) {
+    const Decision d = Tick(1, 700);
+    if (d.move) {
+      EXPECT_FALSE(d.move->reason.exploring) << d.move->reason.text;
+      EXPECT_NE(d.move->plan.groups[0].threads, 2) << d.move->reason.text;
+    }
+    if (d.hold) {
+      EXPECT_FALSE(d.hold->exploring) << d.hold->text;
+    }
+  }
+}
+
+TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
+  const auto set_up = [this](double first_start_s, double last_start_s) {
+    SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
+      o->plan_at_rate = true;
+      o->overload_window_ms = 0;
+      o->scale_down_delay_ms = 30'000;
+    });
+    Serve(1);
+    view_.first_start_s = first_start_s;
+    view_.last_start_s = last_start_s;
+  };
+  // Starts of 0.1 s: at 6.5 rows/s the fat set (11.1) queues 0.1 row while the thin one starts,
+  // and the thin plan's lower latency over 30 s saves far more.
+  set_up(0.1, 0);
+  const std::optional<Decision> taken = TickUntil(Rule::kPlanAtRate, 1, 6.5);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->move->plan.groups[0].threads, 1);
+  // A switch under load took 100 s: 95 rows queue, about 5000 row-seconds of waiting.
+  set_up(0.1, 100);
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5).has_value());
+  // Twice the first start counts where the switches measured were shorter: both sets' threads
+  // share the CPUs.
+  set_up(50, 0.1);
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5).has_value());
+  // A serving plan that cannot keep up at all: any plan that does repays.
+  set_up(50, 0);
+  view_.slowdown = [](int threads) { return threads == 2 ? 2.0 : 1.0; };  // fat: 5.6 rows/s
+  const std::optional<Decision> behind = TickUntil(Rule::kPlanAtRate, 1, 6.5);
+  ASSERT_TRUE(behind.has_value());
+  EXPECT_EQ(behind->move->plan.groups[0].threads, 1);
 }
 
 TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {

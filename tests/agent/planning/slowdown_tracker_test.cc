@@ -61,6 +61,40 @@ TEST(SlowdownTrackerTest, AThinnerThreadCountMeasuredFasterThanTheProfileLeavesF
   EXPECT_DOUBLE_EQ(s.Get(2), 1.0);  // not served yet: no better than its profile
 }
 
+TEST(SlowdownTrackerTest, ExploringScalesAMeasuredExcessToEachCountsNeighbours) {
+  SlowdownTracker s(0.1, 2);
+  EXPECT_DOUBLE_EQ(s.Exploring(16, 16), 1.0);  // nothing measured: the profile
+  s.Record(1, 1.45, kStart);
+  EXPECT_FALSE(s.Measured(1));
+  s.Record(1, 1.45, kStart);
+  EXPECT_TRUE(s.Measured(1));
+  EXPECT_DOUBLE_EQ(s.Exploring(1, 16), 1.45);  // measured: its own figure, as Get
+  // One thread beside 15 busy CPUs ran 0.45 slow: 0.03 per busy neighbour CPU.
+  EXPECT_DOUBLE_EQ(s.Get(16), 1.45);             // planning: the slowest served
+  EXPECT_DOUBLE_EQ(s.Exploring(16, 16), 1.0);    // no neighbours: its profile
+  EXPECT_NEAR(s.Exploring(4, 16), 1.36, 1e-12);  // 12 of 15
+  EXPECT_NEAR(s.Exploring(8, 16), 1.24, 1e-12);  // 8 of 15
+  EXPECT_DOUBLE_EQ(s.Exploring(16, 8), 1.0);     // a smaller budget: none beyond it either
+  // Served, a count is measured, whatever it was guessed to be; the nearest measured count
+  // guesses for the others.
+  s.Record(4, 1.1, kStart);
+  s.Record(4, 1.1, kStart);
+  EXPECT_DOUBLE_EQ(s.Exploring(4, 16), 1.1);
+  EXPECT_NEAR(s.Exploring(6, 16), 1 + 0.1 * 10 / 12, 1e-12);
+  EXPECT_NEAR(s.Exploring(2, 16), 1 + 0.45 * 14 / 15, 1e-12);  // nearest: one thread
+  // A count served no slower than profiled shows drift, not neighbours: others at most 1.
+  SlowdownTracker fast(0.1, 2);
+  fast.Record(4, 0.9, kStart);
+  fast.Record(4, 0.9, kStart);
+  EXPECT_DOUBLE_EQ(fast.Exploring(1, 16), 0.9);
+  EXPECT_DOUBLE_EQ(fast.Exploring(8, 16), 1.0);
+  // The fat count slowed has no neighbours to blame: at most 1 for the others.
+  SlowdownTracker fat(0.1, 2);
+  fat.Record(16, 1.2, kStart);
+  fat.Record(16, 1.2, kStart);
+  EXPECT_DOUBLE_EQ(fat.Exploring(1, 16), 1.0);
+}
+
 TEST(SlowdownTrackerTest, SlicesThatOverlapASwitchAreLeftOut) {
   SlowdownTracker s(0.1, 1);
   s.BeginSwitch();
