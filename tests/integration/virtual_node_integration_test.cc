@@ -371,6 +371,64 @@ TEST_F(VirtualNodeTest, AStepInTheLoadMovesCpusWithoutWaitingForTheInterval) {
   EXPECT_EQ(load.failed(), 0) << load.Describe();
 }
 
+// A profile optimistic for thin instances only (as real 16 cores measured BERT-like's): on 4
+// virtual CPUs 4 × ⟨t=1⟩ serve 40 rows/s on the profile and the fat ⟨t=4⟩ 33, but beside 3 busy
+// neighbours (emulate.neighbour_slowdown 1) a one-thread instance runs 2× slower (20 rows/s)
+// while the fat one, without neighbours, runs as profiled. Saturated by closed-loop clients,
+// the model learns the fat plan's speed by serving it (Autoscaler: "Learning by serving"),
+// and every request is answered.
+TEST_F(VirtualNodeTest, AModelLearnsAPlanItsProfileRanksLowerByServingIt) {
+  const std::string profile = dir_.path() + "/thin-on-paper.csv";
+  std::ofstream(profile) << "threads,batch,latency_ms\n"
+                            "1,1,100\n1,2,200\n1,4,400\n"
+                            "4,1,30\n4,2,60\n4,4,120\n";
+  agent_ = std::make_unique<AgentProcess>(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "virtual_cpus: 4}\nmodels:\n"
+      "  - name: m\n"
+      "    emulate: {profile: " +
+          profile +
+          ", load_s: 0.2, neighbour_slowdown: 1}\n"
+          "    inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]\n"
+          "    outputs: [{name: y, datatype: FP32, shape: [-1, 3]}]\n"
+          "    batching: {max_batch: 4, max_delay_us: 1000}\n"
+          "    instances: auto\n"
+          "    warmup_iterations: 1\n");
+  ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
+  HttpClient management("127.0.0.1", agent_->management_port());
+  simdjson::dom::parser parser;
+  // The fat runtime serving, and the move that started it judged by the exploring slowdowns.
+  const auto learned = [&](std::string* body) {
+    const HttpResult config = management.Get("/v2/models/m/config");
+    *body = config.body;
+    simdjson::dom::element doc;
+    if (config.status != 200 || parser.parse(config.body).get(doc) != simdjson::SUCCESS) {
+      return false;
+    }
+    simdjson::dom::array instances;
+    if (doc["instances"].get(instances) != simdjson::SUCCESS || instances.size() != 1 ||
+        int64_t(instances.at(0)["threads"]) != 4) {
+      return false;
+    }
+    for (simdjson::dom::element move : doc["autoscaler"]["moves"].get_array()) {
+      bool exploring = false;
+      if (move["exploring"].get(exploring) == simdjson::SUCCESS && exploring) return true;
+    }
+    return false;
+  };
+  ClosedLoop load(agent_->http_port(), "m", 12);
+  std::string body;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  bool served = false;
+  while (!(served = learned(&body)) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling, not ordering
+  }
+  load.Stop();
+  EXPECT_TRUE(served) << body << agent_->Digest();
+  EXPECT_EQ(load.failed(), 0) << load.Describe();
+}
+
 TEST_F(VirtualNodeTest, ARealModelOnAVirtualNodeIsAConfigError) {
   AgentProcess agent(PACKRAT_AGENT_PATH,
                      "server: {http: 127.0.0.1:0, virtual_cpus: 16}\nmodels:\n"
