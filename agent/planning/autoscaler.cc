@@ -392,7 +392,10 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
   if (capacity <= 0 || *arriving <= kHandoverUtilization * capacity) return;
   if (HandsOver(ThreadCounts(view.groups), d->move->plan, arriving, view.slowdown)) return;
   std::string weighed;
-  if (SwitchRepays(view, d->move->plan, *arriving, capacity, &weighed)) {
+  const double window_s =
+      static_cast<double>(std::max<int64_t>(1, options_.window - 1) * options_.sample_period_ms) /
+      1e3;
+  if (SwitchRepays(view, d->move->plan, *arriving, capacity, window_s, &weighed)) {
     d->move->reason.text += " (beside the busy runtimes: " + weighed + ")";
     return;
   }
@@ -412,7 +415,7 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
 }
 
 bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double rate,
-                              double capacity, std::string* why) const {
+                              double capacity, double window_s, std::string* why) const {
   const double start_s = std::max(2 * view.first_start_s, view.last_start_s);
   if (start_s <= 0) return false;  // the cost is unknown
   const PlanEvaluator eval = Evaluator(view);
@@ -424,21 +427,36 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
     *why = text.str();
     return false;
   }
-  if (rate >= capacity) {
-    text << "the serving plan cannot keep up";
+  // The gain is judged at the rate less two Poisson standard deviations of its count over the
+  // window it was measured on: near the serving capacity a few rows/s decide whether the
+  // serving plan queues without bound, and a burst must not buy a switch.
+  const double low = rate - 2 * std::sqrt(rate / std::max(window_s, 1e-3));
+  if (low <= 0) {
+    text << "the rate is too uncertain to judge a gain";
     *why = text.str();
-    return true;
+    return false;
   }
   // Rows queued while both sets share the CPUs for start_s, then worked off: a triangle of
   // queue over time, in row-seconds of waiting.
   const double queued = std::max(0.0, rate - capacity / 2) * start_s;
   const double cost = 0.5 * queued * (start_s + queued / drain);
-  const double saved_ms =
-      eval.Simulate(ServingPlan(view), rate).mean_ms - eval.Simulate(fresh, rate).mean_ms;
+  // The serving set cuts batches of B, and of up to backlog_batch where rows queue: its mean
+  // latency is at most either's (simulated at B alone, a rate near B's capacity would queue
+  // without bound and make any move look worth it).
+  double serving_ms = eval.Simulate(ServingPlan(view), low).mean_ms;
+  if (view.backlog_batch > view.batch) {
+    if (auto backlog = optimizer_->SolveOnInstances(ThreadCounts(view.groups),
+                                                    static_cast<int>(view.backlog_batch));
+        backlog.ok()) {
+      serving_ms = std::min(serving_ms, eval.Simulate(*backlog, low).mean_ms);
+    }
+  }
+  const double saved_ms = serving_ms - eval.Simulate(fresh, low).mean_ms;
   const double horizon_s = static_cast<double>(options_.scale_down_delay_ms) / 1e3;
-  const double gain = rate * horizon_s * saved_ms / 1e3;
+  const double gain = low * horizon_s * saved_ms / 1e3;
   text << "a " << start_s << "-s start queues " << queued << " row(s), " << cost
-       << " row-s of waiting, against " << gain << " row-s saved over " << horizon_s << " s";
+       << " row-s of waiting, against " << gain << " row-s saved over " << horizon_s << " s (mean "
+       << serving_ms << " -> " << serving_ms - saved_ms << " ms)";
   *why = text.str();
   return gain > cost;
 }
@@ -548,7 +566,8 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   std::string weighed;
   if (busy_only && StartsRuntimes(target.plan, view) &&
       !HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown) &&
-      !SwitchRepays(view, target.plan, *rate, serving, &weighed)) {
+      !SwitchRepays(view, target.plan, *rate, serving, static_cast<double>(window_ms) / 1e3,
+                    &weighed)) {
     return false;
   }
   Reason r;

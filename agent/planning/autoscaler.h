@@ -38,9 +38,10 @@
 //      switch's where longer; unknown: held), rows queue at rate − capacity / 2, and the new
 //      plan drains them at its capacity − rate; that queue's row-seconds of waiting against the
 //      mean latency the new plan saves each row arriving over scale_down_delay_ms (simulated
-//      at the rate). A serving plan that cannot keep up at all (rate >= its capacity) loses
-//      without bound: any plan that keeps up repays. Where rows pile up beyond its capacity
-//      the overload rule (1), never held, moves at once.
+//      at the rate less two Poisson standard deviations of its count over the window it was
+//      measured on, the serving plan's at B or at its backlog batch, whichever is lower:
+//      near capacity a burst would otherwise buy a switch). Where rows pile up beyond its
+//      capacity the overload rule (1), never held, moves at once.
 //   Learning by serving: plans count each thread count at its measured slowdown (ServingView::
 //   slowdown; one not served yet at the slowest one served, SlowdownTracker::Get). While the
 //   arrivals exceed max_utilization of the serving plan's capacity (OverloadedRate: over the
@@ -304,9 +305,9 @@ class Autoscaler {
   bool GivesUpReserve(double capacity, double instead) const;
   // Rule 3's weighing (see the class comment): whether moving from the serving plan, `capacity`
   // rows/s, to `fresh` beside its busy runtimes repays the queue that builds while fresh
-  // starts, at `rate`. `why` receives the figures.
+  // starts, at `rate` rows/s as measured over `window_s`. `why` receives the figures.
   bool SwitchRepays(const ServingView& view, const Plan& fresh, double rate, double capacity,
-                    std::string* why) const;
+                    double window_s, std::string* why) const;
   // Rule 3: turns d's move into a kNoHandover hold where it applies.
   void HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
                                Decision* d) const;

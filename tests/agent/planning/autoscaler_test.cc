@@ -551,12 +551,6 @@ TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
   // share the CPUs.
   set_up(50, 0.1);
   ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5).has_value());
-  // A serving plan that cannot keep up at all: any plan that does repays.
-  set_up(50, 0);
-  view_.slowdown = [](int threads) { return threads == 2 ? 2.0 : 1.0; };  // fat: 5.6 rows/s
-  const std::optional<Decision> behind = TickUntil(Rule::kPlanAtRate, 1, 6.5);
-  ASSERT_TRUE(behind.has_value());
-  EXPECT_EQ(behind->move->plan.groups[0].threads, 1);
 }
 
 TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {
