@@ -533,24 +533,25 @@ TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
       o->plan_at_rate = true;
       o->overload_window_ms = 0;
       o->scale_down_delay_ms = 30'000;
+      o->window = 1000;  // a 10-s rate: 6.5 rows/s is judged at 4.9 (less two deviations)
     });
     Serve(1);
     view_.first_start_s = first_start_s;
     view_.last_start_s = last_start_s;
   };
-  // Starts of 0.1 s: at 6.5 rows/s the fat set (11.1) queues 0.1 row while the thin one starts,
+  // Starts of 0.1 s: at 6.5 rows/s the fat set (11.1) queues 0.2 row while the thin one starts,
   // and the thin plan's lower latency over 30 s saves far more.
   set_up(0.1, 0);
-  const std::optional<Decision> taken = TickUntil(Rule::kPlanAtRate, 1, 6.5);
+  const std::optional<Decision> taken = TickUntil(Rule::kPlanAtRate, 1, 6.5, 3000);
   ASSERT_TRUE(taken.has_value());
   EXPECT_EQ(taken->move->plan.groups[0].threads, 1);
   // A switch under load took 100 s: 95 rows queue, about 5000 row-seconds of waiting.
   set_up(0.1, 100);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5, 3000).has_value());
   // Twice the first start counts where the switches measured were shorter: both sets' threads
   // share the CPUs.
   set_up(50, 0.1);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5, 3000).has_value());
 }
 
 TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {
