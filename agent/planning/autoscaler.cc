@@ -5,13 +5,11 @@
 #include <iomanip>
 #include <iterator>
 #include <limits>
-#include <set>
 #include <sstream>
 #include <utility>
 
 #include "agent/planning/batch_for_rate.h"
 #include "agent/planning/loaded_latency.h"
-#include "agent/planning/migration.h"
 
 namespace packrat {
 namespace {
@@ -111,111 +109,6 @@ bool Autoscaler::GivesUpReserve(double capacity, double instead) const {
 bool Autoscaler::RateMoveHeld(SteadyTime now) const {
   return last_rate_move_ &&
          now - *last_rate_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms);
-}
-
-std::optional<Autoscaler::OnInstances> Autoscaler::PlanOnInstances(
-    const std::vector<int>& instances, int64_t batch, std::optional<double> rate,
-    const SlowdownFn& slowdown, double need) const {
-  if (optimizer_ == nullptr || instances.empty()) return std::nullopt;
-  const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
-  const bool at_rate = rate.has_value() && *rate > 0;
-  const int64_t n = static_cast<int64_t>(instances.size());
-  // Other B only at a rate: at full batches a smaller B always looks faster. There, every
-  // power-of-two multiple of the instance count up to max_batch (more rows a batch, more
-  // capacity).
-  std::set<int64_t> batches = {batch};
-  if (at_rate) {
-    for (int64_t b = n; b < 2 * options_.max_batch; b *= 2) {
-      batches.insert(std::min<int64_t>(b, options_.max_batch));
-    }
-  }
-  std::optional<OnInstances> best;
-  bool best_overloaded = false;
-  for (int64_t b : batches) {
-    StatusOr<Plan> plan = optimizer_->SolveOnInstances(instances, static_cast<int>(b));
-    if (!plan.ok()) continue;
-    const double capacity = eval.Capacity(*plan);
-    if (capacity < need) continue;
-    double ms = eval.PredictedLatencyMs(*plan);
-    double batch_ms = ms;
-    if (at_rate) {
-      const BatchingSimulator::Result simulated = eval.Simulate(*plan, *rate);
-      ms = simulated.p99_ms;
-      batch_ms = simulated.mean_batch_ms;
-    }
-    if (eval.TooSlow(batch_ms)) continue;
-    // Where a plan cannot serve the rate its queue grows for as long as the simulation runs:
-    // such a p99 does not compare, capacity does.
-    const bool overloaded = at_rate && *rate >= capacity;
-    const bool better =
-        !best || (overloaded != best_overloaded
-                      ? !overloaded
-                      : (overloaded ? capacity > best->capacity : ms < best->p99_ms));
-    if (!better) continue;
-    plan->threads_total = options_.threads;
-    best = OnInstances{std::move(plan).value(), ms, capacity};
-    best_overloaded = overloaded;
-  }
-  return best;
-}
-
-double Autoscaler::NeededCapacity(const Plan& fresh, std::optional<double> rate,
-                                  const SlowdownFn& slowdown) const {
-  const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
-  double need = eval.Capacity(fresh);
-  if (rate && *rate > 0) need = std::min(need, *rate / options_.max_utilization);
-  return need;
-}
-
-std::optional<Plan> Autoscaler::KeepingPlan(const std::vector<int>& keepable, const Plan& fresh,
-                                            std::optional<double> rate, const SlowdownFn& slowdown,
-                                            double margin, int budget) const {
-  if (optimizer_ == nullptr || !options_.resizable_runtimes || options_.generative) {
-    return std::nullopt;
-  }
-  const int threads = budget > 0 ? budget : options_.threads;
-  // The serving runtimes that fit the budget, in serving order.
-  std::vector<int> kept;
-  int used = 0;
-  for (int t : keepable) {
-    if (used + t > threads) continue;
-    kept.push_back(t);
-    used += t;
-  }
-  if (kept.empty()) return std::nullopt;
-  const int spare = threads - used;
-  // Thread counts for the runtimes on the spare CPUs: each one kept or fresh runs.
-  std::set<int> fills(kept.begin(), kept.end());
-  for (const InstanceGroup& g : fresh.groups) fills.insert(g.threads);
-
-  const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
-  const double fresh_ms =
-      rate && *rate > 0 ? eval.SimulatedP99Ms(fresh, *rate) : eval.PredictedLatencyMs(fresh);
-  // Where fresh cannot serve the rate with max_utilization to spare, p99s at the rate are of
-  // queues that grow: there the margin is on capacity (at least fresh's / (1 + margin)).
-  const bool overloaded =
-      rate && *rate > 0 && *rate >= options_.max_utilization * eval.Capacity(fresh);
-  // Capacity short of the rate is never traded for time: at most kKeepCapacityMargin less.
-  const double need = NeededCapacity(fresh, rate, slowdown) /
-                      (overloaded ? 1 + std::min(margin, kKeepCapacityMargin) : 1);
-  const double bar = overloaded ? std::numeric_limits<double>::infinity() : (1 + margin) * fresh_ms;
-  // A shrink that starts nothing switches at once: the kept runtimes alone, where they do.
-  if (spare > 0) {
-    std::optional<OnInstances> alone = PlanOnInstances(kept, fresh.batch, rate, slowdown, need);
-    if (alone && alone->p99_ms <= bar) return std::move(alone->plan);
-  }
-  std::optional<OnInstances> best;
-  for (int fill : fills) {
-    std::vector<int> instances = kept;
-    for (int k = 0; k < spare / fill; ++k) instances.push_back(fill);
-    if (spare % fill > 0) instances.push_back(spare % fill);
-    std::optional<OnInstances> on = PlanOnInstances(instances, fresh.batch, rate, slowdown, need);
-    if (on && (!best || (overloaded ? on->capacity > best->capacity : on->p99_ms < best->p99_ms))) {
-      best = std::move(on);
-    }
-  }
-  if (!best || best->p99_ms > bar) return std::nullopt;
-  return std::move(best->plan);
 }
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const ServingView& view,
@@ -328,7 +221,9 @@ Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTi
   for (Reason* r : {d.move ? &d.move->reason : nullptr, d.hold ? &*d.hold : nullptr}) {
     if (r == nullptr) continue;
     r->exploring = true;
-    r->text += " [thread counts not served yet at their profile: the serving plan falls short]";
+    r->text +=
+        " [unserved thread counts at a guess from their neighbours: the serving plan falls "
+        "short]";
   }
   return d;
 }
@@ -377,115 +272,6 @@ Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, Steady
   }
   HoldMoveWithoutHandover(view, arriving, &d);
   return d;
-}
-
-void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
-                                         Decision* d) const {
-  if (!d->move || !arriving || *arriving <= 0 || !options_.resizable_runtimes ||
-      options_.generative || !StartsRuntimes(d->move->plan, view)) {
-    return;
-  }
-  const double capacity = ServingCapacity(view);
-  // At most half busy, the serving set keeps up at the half speed it runs at beside the new
-  // runtimes' threads. Beyond its capacity rows pile up, and the overload rule (never held)
-  // moves.
-  if (capacity <= 0 || *arriving <= kHandoverUtilization * capacity) return;
-  if (HandsOver(ThreadCounts(view.groups), d->move->plan, arriving, view.slowdown)) return;
-  std::string weighed;
-  const double window_s =
-      static_cast<double>(std::max<int64_t>(1, options_.window - 1) * options_.sample_period_ms) /
-      1e3;
-  if (SwitchRepays(view, d->move->plan, *arriving, capacity, window_s, &weighed)) {
-    d->move->reason.text += " (beside the busy runtimes: " + weighed + ")";
-    return;
-  }
-  Reason r = std::move(d->move->reason);
-  d->move.reset();
-  r.rule = Rule::kNoHandover;
-  r.rate = arriving;
-  r.serving_capacity = capacity;
-  r.quiet = true;  // recurs at each decision while the load stays
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(0) << "held: " << r.text << " would start runtimes beside"
-       << " the busy ones (no hand-over of CPUs) at " << 100 * *arriving / capacity
-       << "% of the serving plan's " << capacity << " rows/s";
-  if (!weighed.empty()) text << ": " << weighed;
-  r.text = text.str();
-  d->hold = std::move(r);
-}
-
-bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double rate,
-                              double capacity, double window_s, std::string* why) const {
-  const double start_s = std::max(2 * view.first_start_s, view.last_start_s);
-  if (start_s <= 0) return false;  // the cost is unknown
-  const PlanEvaluator eval = Evaluator(view);
-  const double drain = eval.Capacity(fresh) - rate;  // rows/s the new plan works off
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(1);
-  if (drain <= 0) {
-    text << "the new plan would not keep up either";
-    *why = text.str();
-    return false;
-  }
-  // The gain is judged at the rate less two Poisson standard deviations of its count over the
-  // window it was measured on: near the serving capacity a few rows/s decide whether the
-  // serving plan queues without bound, and a burst must not buy a switch.
-  const double low = rate - 2 * std::sqrt(rate / std::max(window_s, 1e-3));
-  if (low <= 0) {
-    text << "the rate is too uncertain to judge a gain";
-    *why = text.str();
-    return false;
-  }
-  // Rows queued while both sets share the CPUs for start_s, then worked off: a triangle of
-  // queue over time, in row-seconds of waiting.
-  const double queued = std::max(0.0, rate - capacity / 2) * start_s;
-  const double cost = 0.5 * queued * (start_s + queued / drain);
-  // The serving set cuts batches of B, and of up to backlog_batch where rows queue: its mean
-  // latency is at most either's (simulated at B alone, a rate near B's capacity would queue
-  // without bound and make any move look worth it).
-  double serving_ms = eval.Simulate(ServingPlan(view), low).mean_ms;
-  if (view.backlog_batch > view.batch) {
-    if (auto backlog = optimizer_->SolveOnInstances(ThreadCounts(view.groups),
-                                                    static_cast<int>(view.backlog_batch));
-        backlog.ok()) {
-      serving_ms = std::min(serving_ms, eval.Simulate(*backlog, low).mean_ms);
-    }
-  }
-  const double saved_ms = serving_ms - eval.Simulate(fresh, low).mean_ms;
-  const double horizon_s = static_cast<double>(options_.scale_down_delay_ms) / 1e3;
-  const double gain = low * horizon_s * saved_ms / 1e3;
-  text << "a " << start_s << "-s start queues " << queued << " row(s), " << cost
-       << " row-s of waiting, against " << gain << " row-s saved over " << horizon_s << " s (mean "
-       << serving_ms << " -> " << serving_ms - saved_ms << " ms)";
-  *why = text.str();
-  return gain > cost;
-}
-
-std::function<double(const std::vector<int>&)> Autoscaler::StageCapacity(
-    const Plan& fresh, std::optional<double> rate, SlowdownFn slowdown) const {
-  return [this, batch = fresh.batch, rate,
-          slowdown = std::move(slowdown)](const std::vector<int>& instances) {
-    const std::optional<OnInstances> on = PlanOnInstances(instances, batch, rate, slowdown, 0);
-    return on ? on->capacity : 0.0;
-  };
-}
-
-bool Autoscaler::HandsOver(const std::vector<int>& serving, const Plan& fresh,
-                           std::optional<double> rate, const SlowdownFn& slowdown) const {
-  const std::vector<int> target = ThreadCounts(fresh.groups);
-  const double need = NeededCapacity(fresh, rate, slowdown);
-  const auto capacity = StageCapacity(fresh, rate, slowdown);
-  std::vector<int> now = serving;
-  for (int stage = 1; stage <= kMaxHandoverStages + 1; ++stage) {
-    int used = 0;
-    for (int t : now) used += t;
-    const std::optional<MigrationStep> step =
-        NextMigrationStep(now, std::max(0, options_.threads - used), target, capacity, need);
-    if (!step) return false;
-    if (step->final) return true;
-    now = step->instances;
-  }
-  return false;
 }
 
 void Autoscaler::Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load) {
