@@ -155,7 +155,7 @@ class ModelController {
  private:
   void Loop() EXCLUDES(mu_);
   // The measured slowdowns as the policy takes them (empty without a tracker: 1); with
-  // `exploring`, thread counts not served yet at their profile (SlowdownTracker::Exploring).
+  // `exploring`, thread counts not served yet at SlowdownTracker::Exploring's guess.
   SlowdownFn Slowdowns(bool exploring = false) const;
   // Resize's switch to `fresh` (the partition's plan for the new budget) at `rate` rows/s:
   // with `at_once`, the runtimes inside the share alone where they keep up; else a plan keeping

@@ -46,7 +46,8 @@
 //   slowdown; one not served yet at the slowest one served, SlowdownTracker::Get). While the
 //   arrivals exceed max_utilization of the serving plan's capacity (OverloadedRate: over the
 //   overload window, twice and four times it), the rules count thread counts not served yet at
-//   their profile instead (ServingView::exploring): a plan the serving one's slowdown only
+//   a guess from their busy neighbours instead (ServingView::exploring; fat at its profile,
+//   SlowdownTracker::Exploring): a plan the serving one's slowdown only
 //   appears to rule out is then served, and its speed measured, where it promises more; served,
 //   its own slowdown counts (from SlowdownTracker's min_slices slices on), so each thread count
 //   is learned once, and only while the serving plan falls short (BERT-like on a real 16-core
@@ -108,7 +109,7 @@ struct ServingView {
   double plan_latency_ms = 0;
   std::vector<int> parked_threads;  // thread counts of the live parked runtimes
   SlowdownFn slowdown;              // measured (empty: 1)
-  // Thread counts not served yet at their profile (SlowdownTracker::Exploring); what the rules
+  // Thread counts not served yet at a guess (SlowdownTracker::Exploring); what the rules
   // judge by while the serving plan falls short (see the class comment). Empty: slowdown.
   SlowdownFn exploring;
   // Seconds the model's runtimes took to start and serve: its first set (at load) and its

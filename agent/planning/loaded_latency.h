@@ -49,13 +49,14 @@ std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int ba
                                  const std::function<double(int threads)>& slowdown,
                                  const std::function<double(const Plan& plan)>& latency_at_rate);
 
-// Where `best` cannot serve a rate even fully busy, capacity comes before the latency of partial
-// batches: among the same candidates as FasterAtRate (identical instances per distinct thread
-// count), the plan for `batch` rows with the most capacity (batch over its full-batch latency
-// at `slowdown`) if that exceeds best's by more than `min_gain` (a factor); nullopt otherwise.
-// With one slowdown for every thread count the optimizer's plan has the most capacity already;
-// measured slowdowns that differ by thread count make another plan's larger (BERT-like on 16
-// cores: one-thread instances 1.44x slower than profiled, the fat one as profiled).
+// Where capacity comes first (full batches, or a rate `best` cannot serve max_utilization busy,
+// as the caller judges): among the same candidates as FasterAtRate (identical instances per
+// distinct thread count), the plan for `batch` rows with the most capacity (batch over its
+// full-batch latency at `slowdown`) if that exceeds best's by more than `min_gain` (a factor);
+// nullopt otherwise. With one slowdown for every thread count the optimizer's plan has the most
+// capacity already; measured slowdowns that differ by thread count make another plan's larger
+// (BERT-like on 16 cores: one-thread instances 1.44x slower than profiled, the fat one as
+// profiled).
 std::optional<Plan> MoreCapacity(const Optimizer& optimizer, int threads, int batch,
                                  const Plan& best, double min_gain,
                                  const std::function<double(int threads)>& slowdown);

@@ -399,13 +399,18 @@ TEST_F(VirtualNodeTest, AModelLearnsAPlanItsProfileRanksLowerByServingIt) {
   HttpClient management("127.0.0.1", agent_->management_port());
   simdjson::dom::parser parser;
   // The fat runtime serving, and the move that started it judged by the exploring slowdowns.
-  const auto learned = [&](std::string* body) {
-    const HttpResult config = management.Get("/v2/models/m/config");
-    *body = config.body;
+  // Each read is a long poll: it answers once the model's revision passes the last one seen.
+  uint64_t revision = 0;
+  std::string body;
+  const auto learned = [&] {
+    const HttpResult config = management.Get("/v2/models/m/config?timeout_ms=10000&wait_after=" +
+                                             std::to_string(revision));
+    body = config.body;
     simdjson::dom::element doc;
     if (config.status != 200 || parser.parse(config.body).get(doc) != simdjson::SUCCESS) {
       return false;
     }
+    revision = static_cast<uint64_t>(int64_t(doc["revision"]));
     simdjson::dom::array instances;
     if (doc["instances"].get(instances) != simdjson::SUCCESS || instances.size() != 1 ||
         int64_t(instances.at(0)["threads"]) != 4) {
@@ -418,12 +423,9 @@ TEST_F(VirtualNodeTest, AModelLearnsAPlanItsProfileRanksLowerByServingIt) {
     return false;
   };
   ClosedLoop load(agent_->http_port(), "m", 12);
-  std::string body;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  bool served = false;
-  while (!(served = learned(&body)) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling, not ordering
-  }
+  bool served = learned();
+  while (!served && std::chrono::steady_clock::now() < deadline) served = learned();
   load.Stop();
   EXPECT_TRUE(served) << body << agent_->Digest();
   EXPECT_EQ(load.failed(), 0) << load.Describe();
