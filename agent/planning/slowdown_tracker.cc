@@ -25,12 +25,18 @@ void SlowdownTracker::EndSwitch(SteadyTime now) {
   last_switch_end_ = std::max(last_switch_end_, now);
 }
 
+const SlowdownTracker::Estimate* SlowdownTracker::MeasuredLocked(int threads) const {
+  auto it = estimates_.find(threads);
+  return it != estimates_.end() && it->second.slices >= min_slices_ ? &it->second : nullptr;
+}
+
 double SlowdownTracker::Get(int threads) const {
   MutexLock lock(&mu_);
-  auto it = estimates_.find(threads);
-  if (it != estimates_.end() && it->second.slices >= min_slices_) {
-    return std::max(fastest_, it->second.value);
-  }
+  return GetLocked(threads);
+}
+
+double SlowdownTracker::GetLocked(int threads) const {
+  if (const Estimate* e = MeasuredLocked(threads)) return std::max(fastest_, e->value);
   // The slowest thread count measured; below 1 only if one with more threads than `threads`
   // is measured (see the header). The profile's figures until some thread count is measured.
   double slowest = 0;
@@ -45,15 +51,13 @@ double SlowdownTracker::Get(int threads) const {
 
 bool SlowdownTracker::Measured(int threads) const {
   MutexLock lock(&mu_);
-  auto it = estimates_.find(threads);
-  return it != estimates_.end() && it->second.slices >= min_slices_;
+  return MeasuredLocked(threads) != nullptr;
 }
 
 double SlowdownTracker::Exploring(int threads, int budget) const {
-  const double slowdown = Get(threads);
   MutexLock lock(&mu_);
-  auto it = estimates_.find(threads);
-  if (it != estimates_.end() && it->second.slices >= min_slices_) return slowdown;
+  const double slowdown = GetLocked(threads);
+  if (MeasuredLocked(threads) != nullptr) return slowdown;
   // The measured count nearest in threads (the fatter one on a tie).
   const Estimate* nearest = nullptr;
   int nearest_threads = 0;

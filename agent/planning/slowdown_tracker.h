@@ -88,6 +88,10 @@ class SlowdownTracker {
     double value = 1;
     int64_t slices = 0;
   };
+  // The estimate of `threads` where it has min_slices ratios; null otherwise.
+  const Estimate* MeasuredLocked(int threads) const REQUIRES(mu_);
+  double GetLocked(int threads) const REQUIRES(mu_);
+
   const double alpha_;
   const int64_t min_slices_;
   const double fastest_;
