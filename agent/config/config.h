@@ -182,6 +182,14 @@ struct ReconfigurationConfig {
   // stop at the smallest B whose plan runs this much, and no plan for the same B replaces the
   // serving one with less; the overload path and the starting plan are as before.
   double min_capacity = 0;
+  // ms of simulated p99 at the arriving rate that the estimator's step down gives up for
+  // runtimes that serve more rows/s from a backlog (batched models): among the plans it may
+  // step to, and the serving one, whose p99 is within this much of the lowest, the one whose
+  // runtimes absorb the largest burst by cutting larger batches, which needs no switch (a
+  // switch under a burst costs seconds of queue). Unset: 5% of batching.max_batch_latency_ms
+  // (0 where that is 0); 0: the lowest p99's plan.
+  std::optional<double> burst_reserve_ms;
+  static constexpr double kBurstReserveShare = 0.05;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under

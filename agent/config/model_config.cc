@@ -255,12 +255,12 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
                             ModelConfig* m) {
   const std::string k = key + ".reconfiguration";
   ReconfigurationConfig& c = m->reconfiguration;
-  RETURN_IF_ERROR(
-      r.CheckKeys(rc, k,
-                  {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms",
-                   "drain_timeout_s", "max_utilization", "overload_window_ms",
-                   "scale_down_delay_ms", "restart_margin", "slowdown_floor", "plan_at_rate",
-                   "skip_warmup_on_busy_cpus", "parked_runtimes", "min_capacity"}));
+  RETURN_IF_ERROR(r.CheckKeys(
+      rc, k,
+      {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms", "drain_timeout_s",
+       "max_utilization", "overload_window_ms", "scale_down_delay_ms", "restart_margin",
+       "slowdown_floor", "plan_at_rate", "skip_warmup_on_busy_cpus", "parked_runtimes",
+       "min_capacity", "burst_reserve_ms"}));
   if (const YAML::Node parked = rc["parked_runtimes"]) {
     if (parked.IsScalar() && parked.as<std::string>() == "auto") {
       c.parked_runtimes = ReconfigurationConfig::kParkAuto;
@@ -281,6 +281,12 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
   }
   if (rc["min_capacity"]) {
     RETURN_IF_ERROR(r.GetDouble(rc["min_capacity"], k + ".min_capacity", 0, 1e9, &c.min_capacity));
+  }
+  if (rc["burst_reserve_ms"]) {
+    double ms = 0;
+    RETURN_IF_ERROR(
+        r.GetDouble(rc["burst_reserve_ms"], k + ".burst_reserve_ms", 0, 3'600'000, &ms));
+    c.burst_reserve_ms = ms;
   }
   if (rc["skip_warmup_on_busy_cpus"]) {
     RETURN_IF_ERROR(r.Get(rc["skip_warmup_on_busy_cpus"], k + ".skip_warmup_on_busy_cpus",

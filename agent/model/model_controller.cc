@@ -35,6 +35,11 @@ AutoscalerOptions AutoscalerOptionsFor(const ModelConfig& config, int threads, b
   o.restart_margin = rc.restart_margin;
   o.plan_at_rate = rc.plan_at_rate;
   o.min_capacity = config.generation.enabled ? 0 : rc.min_capacity;  // batched models only
+  o.burst_reserve_ms =
+      config.generation.enabled
+          ? 0
+          : rc.burst_reserve_ms.value_or(ReconfigurationConfig::kBurstReserveShare *
+                                         config.batching.max_batch_latency_ms);
   return o;
 }
 

@@ -49,12 +49,24 @@ int64_t LargestEstimate(int64_t max_batch) {
 
 std::string_view RuleName(Rule rule) {
   // In the order of the enum's members.
-  static constexpr std::string_view kNames[] = {
-      "overload",         "plan_at_rate",      "estimator_step_up",  "estimator_step_down",
-      "replan_at_rate",   "backlog_draining",  "backlog_drained",    "step_up_gains_too_little",
-      "scale_down_delay", "peak_guard",        "serving_p99_lowest", "min_capacity",
-      "no_plan",          "idle_decode_slots", "rate_move_held",     "within_restart_margin",
-      "no_handover"};
+  static constexpr std::string_view kNames[] = {"overload",
+                                                "plan_at_rate",
+                                                "estimator_step_up",
+                                                "estimator_step_down",
+                                                "replan_at_rate",
+                                                "backlog_draining",
+                                                "backlog_drained",
+                                                "step_up_gains_too_little",
+                                                "scale_down_delay",
+                                                "peak_guard",
+                                                "serving_p99_lowest",
+                                                "min_capacity",
+                                                "burst_reserve",
+                                                "no_plan",
+                                                "idle_decode_slots",
+                                                "rate_move_held",
+                                                "within_restart_margin",
+                                                "no_handover"};
   static_assert(std::size(kNames) == static_cast<size_t>(Rule::kNoHandover) + 1);
   const auto i = static_cast<size_t>(rule);
   return i < std::size(kNames) ? kNames[i] : "unknown";
@@ -195,6 +207,14 @@ double Autoscaler::ServingCapacity(const ServingView& view) const {
                         eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch).value_or(0));
   }
   return capacity;
+}
+
+double Autoscaler::BurstCapacity(const Plan& plan, const ServingView& view) const {
+  const PlanEvaluator eval = Evaluator(view);
+  const double capacity = eval.Capacity(plan);
+  const int64_t backlog = BacklogRows(plan.groups, plan.batch, view.slowdown);
+  if (backlog <= plan.batch) return capacity;
+  return std::max(capacity, eval.CapacityOn(ThreadCounts(plan.groups), backlog).value_or(0));
 }
 
 bool Autoscaler::FallsShort(const ServingView& view, const LoadTracker& load) const {
@@ -472,6 +492,28 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
     }
     return;
   }
+  if (options_.burst_reserve_ms > 0 && serving_ms <= next_ms + options_.burst_reserve_ms) {
+    // Near the lower p99, the serving runtimes may absorb a larger burst (the step down's
+    // reserve, StepDownBatch).
+    const double serving_burst = ServingCapacity(view);
+    const double next_burst = BurstCapacity(planned->plan, view);
+    if (serving_burst >= kBatchForRateMinGain * next_burst) {
+      if (!d->hold) {
+        std::ostringstream text;
+        text << "keeping the plan for B=" << view.batch
+             << " for a burst: " << std::lround(serving_burst) << " rows/s from a backlog at "
+             << std::lround(serving_ms) << " ms, " << planned->plan.ConfigString() << " "
+             << std::lround(next_burst) << " at " << std::lround(next_ms)
+             << " ms (reconfiguration.burst_reserve_ms)";
+        r.rule = Rule::kBurstReserve;
+        r.quiet = true;
+        r.serving_capacity = serving_burst;
+        r.text = text.str();
+        d->hold = std::move(r);
+      }
+      return;
+    }
+  }
   std::ostringstream text;
   text.precision(3);
   text << "at " << *arriving << " rows/s, B=" << view.batch << ": a simulated p99 of "
@@ -504,7 +546,7 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
     d->hold = std::move(r);
     return false;
   }
-  auto planned = PlanFor(*b, view, arriving);
+  auto planned = step.plan ? step.plan : PlanFor(*b, view, arriving);
   r.to_batch = *b;
   if (!planned) {
     r.rule = Rule::kNoPlan;
@@ -590,9 +632,51 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
   const ArrivalRate& arrivals = load.arrivals();
   std::map<int64_t, std::optional<double>> capacities;
   std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
+  std::map<int64_t, Plan> plans;   // the candidates' plans
   // A candidate that gives up capacity held in reserve is no candidate.
   double serving_capacity = 0;
   bool below_minimum = false;  // a candidate was left out for it
+  // Capacity for a burst: each candidate's plan of the most rows/s from a backlog within the
+  // reserve's ceiling, and what it serves so.
+  std::map<int64_t, PlanChoice> burst_plans;
+  std::map<int64_t, double> bursts;
+  BurstReserve reserve;
+  if (!options_.generative && options_.burst_reserve_ms > 0 && arriving && *arriving > 0) {
+    const PlanEvaluator eval = Evaluator(view);
+    reserve.slack_ms = options_.burst_reserve_ms;
+    reserve.burst = [&](int64_t b) -> std::optional<double> {
+      if (b == current) return ServingCapacity(view);
+      auto it = plans.find(b);
+      if (it == plans.end()) return std::nullopt;
+      return BurstCapacity(it->second, view);
+    };
+    reserve.most_within = [&, eval](int64_t b,
+                                    double ceiling_ms) -> std::optional<std::pair<double, double>> {
+      if (b == current) {
+        auto it = p99s.find(b);
+        if (it == p99s.end() || it->second > ceiling_ms) return std::nullopt;
+        return std::make_pair(bursts[b] = ServingCapacity(view), it->second);
+      }
+      auto it = plans.find(b);
+      if (it == plans.end()) return std::nullopt;
+      auto most = MostBurstWithin(
+          *optimizer_, options_.threads, static_cast<int>(b), it->second, ceiling_ms,
+          kBatchForRateNearMost,
+          [&](const Plan& plan) {
+            const BatchingSimulator::Result r = eval.Simulate(plan, *arriving);
+            return eval.TooSlow(r.mean_batch_ms) ? std::numeric_limits<double>::infinity()
+                                                 : r.p99_ms;
+          },
+          [&](const Plan& plan) { return BurstCapacity(plan, view); });
+      if (!most) return std::nullopt;
+      bursts[b] = most->burst;
+      const double capacity = eval.Capacity(most->plan);
+      burst_plans[b] =
+          PlanChoice{most->plan, capacity, std::nullopt, eval.Simulate(most->plan, *arriving)};
+      return std::make_pair(most->burst, most->latency_ms);
+    };
+  }
+  bool for_burst = false;
   const std::optional<int64_t> b = StepDownBatch(
       current, decision, peak_window_ms, options_.max_utilization,
       [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
@@ -608,6 +692,7 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
           return std::nullopt;
         }
         if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
+        if (planned) plans[b] = planned->plan;
         return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
       },
       [&](int64_t b) -> std::optional<double> {
@@ -616,7 +701,8 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
         }
         auto it = p99s.find(b);
         return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
-      });
+      },
+      reserve, &for_burst);
   r.peak_rate = arrivals.PeakOver(std::chrono::milliseconds(peak_window_ms), span);
   const std::string peak = std::to_string(r.peak_rate.value_or(0));
   auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
@@ -625,6 +711,30 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
     return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
   };
   r.serving_p99_ms = p99_of(current);
+  auto burst_text = [](double rows_per_s, double p99_ms) {
+    return "serves " + std::to_string(std::lround(rows_per_s)) +
+           " rows/s from a backlog at a simulated p99 of " + std::to_string(std::lround(p99_ms)) +
+           " ms";
+  };
+  const std::string reserve_ms = " (reconfiguration.burst_reserve_ms " +
+                                 std::to_string(std::lround(options_.burst_reserve_ms)) + ")";
+  if (!b && for_burst) {
+    // The serving plan's p99 is within the reserve of the lowest, and its runtimes serve more
+    // from a backlog than the lowest p99's plan.
+    const auto lowest = std::min_element(p99s.begin(), p99s.end(),
+                                         [](auto& x, auto& y) { return x.second < y.second; });
+    r.rule = Rule::kBurstReserve;
+    r.quiet = true;  // recurs at each decision while the load stays low
+    r.to_batch = lowest->first;
+    r.target_p99_ms = lowest->second;
+    r.serving_capacity = ServingCapacity(view);
+    r.target_capacity = reserve.burst(lowest->first);
+    r.text = "keeping B=" + std::to_string(current) + " for a burst: the serving plan " +
+             burst_text(*r.serving_capacity, p99s[current]) +
+             "; B=" + std::to_string(lowest->first) + "'s, the lowest p99, " +
+             burst_text(r.target_capacity.value_or(0), lowest->second) + reserve_ms;
+    return std::nullopt;
+  }
   if (!b && r.serving_p99_ms) {  // ranked: the serving plan fares better
     std::ostringstream text;
     text << "keeping B=" << current << ": at " << arriving.value_or(0)
@@ -657,7 +767,12 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
              peak + " rows/s over " + std::to_string(peak_window_ms) + " ms)";
     return std::nullopt;
   }
-  if (*b != decision) {
+  if (for_burst) {
+    step->plan = burst_plans.at(*b);
+    step->capped = "; for a burst: " + step->plan->plan.ConfigString() + " " +
+                   burst_text(bursts[*b], step->plan->simulated->p99_ms) + ", near the lowest" +
+                   reserve_ms;
+  } else if (*b != decision) {
     auto p99 = [&](int64_t b) {
       const std::optional<double> ms = p99_of(b);
       return ms ? ", a simulated p99 of " + std::to_string(std::lround(*ms)) + " ms" : "";

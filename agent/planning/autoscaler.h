@@ -22,7 +22,10 @@
 //      b. else the estimator's B̃ (packrat-paper §3.8): a step up only as far as capacity
 //         still grows (StepUpBatch); a step down not within scale_down_delay_ms of an overload
 //         move, only as far as the recent peak arrivals allow and to plans that run
-//         min_capacity, to the smallest B whose p99 is near the lowest (StepDownBatch);
+//         min_capacity, to the smallest B whose p99 is near the lowest (StepDownBatch) —
+//         or, among the plans whose p99 is within burst_reserve_ms of the lowest, serving
+//         one included, to the one whose runtimes serve the most from a backlog: a burst
+//         they absorb by cutting larger batches needs no switch;
 //      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
 //         and it runs min_capacity or what the serving plan does.
@@ -97,6 +100,9 @@ struct AutoscalerOptions {
   // reconfiguration.min_capacity: rows/s a step down's plan (2b) and a plan for the same B (2c)
   // must run fully busy, unless it runs at least what the serving plan does (0: none).
   double min_capacity = 0;
+  // reconfiguration.burst_reserve_ms: the simulated p99 (ms) a step down (2b) gives up for
+  // runtimes that serve more from a backlog (StepDownBatch's BurstReserve; 0: none).
+  double burst_reserve_ms = 0;
 };
 
 // What serves now.
@@ -134,6 +140,8 @@ enum class Rule {
   kPeakGuard,             // every smaller plan would have been overloaded by a recent peak
   kServingP99Lowest,      // the serving plan's simulated p99 is lowest among the smaller ones
   kMinCapacity,           // every smaller plan runs less than min_capacity
+  kBurstReserve,          // the serving runtimes serve more from a backlog, at a p99 near
+                          // the lowest (burst_reserve_ms)
   kNoPlan,                // no plan for the estimate within the batch-latency limit
   kIdleDecodeSlots,       // a decoder's step down with the same thread counts changes nothing
   kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one
@@ -294,6 +302,9 @@ class Autoscaler {
   // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
   // (as the overload rule counts it).
   double ServingCapacity(const ServingView& view) const;
+  // What runtimes of `plan` serve fully busy, in the batches they would cut from a backlog
+  // where larger (BacklogRows): what a burst meets without a switch.
+  double BurstCapacity(const Plan& plan, const ServingView& view) const;
   // Whether the arrivals exceed max_utilization of ServingCapacity (OverloadedRate).
   bool FallsShort(const ServingView& view, const LoadTracker& load) const;
   // The serving plan as a Plan (its groups at B, the optimizer's latency for unprofiled ones).
@@ -328,6 +339,7 @@ class Autoscaler {
   struct Step {
     Reason reason;
     std::string capped;
+    std::optional<PlanChoice> plan;  // the plan for the B stepped to, where not PlanFor's
   };
   std::optional<int64_t> StepUp(const ServingView& view, int64_t decision,
                                 std::optional<double> arriving, Step* step) const;

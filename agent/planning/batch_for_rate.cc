@@ -60,7 +60,9 @@ std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b,
 
 std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
                                      double max_utilization, const RateOverFn& peak_over,
-                                     const CapacityFn& capacity, const P99Fn& p99) {
+                                     const CapacityFn& capacity, const P99Fn& p99,
+                                     const BurstReserve& reserve, bool* for_burst) {
+  if (for_burst != nullptr) *for_burst = false;
   std::vector<int64_t> candidates;  // ascending b
   if (wanted_b < current_b) candidates.push_back(wanted_b);
   for (int64_t b : LargerBatches(wanted_b, current_b)) {
@@ -84,11 +86,49 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
     if (!ms) return passed.front().first;  // no ranking without every candidate's p99
     lowest = std::min(lowest, *ms);
   }
-  if (const std::optional<double> serving = p99(current_b)) lowest = std::min(lowest, *serving);
+  const std::optional<double> serving_p99 = p99(current_b);
+  if (serving_p99) lowest = std::min(lowest, *serving_p99);
+  std::optional<int64_t> chosen;  // nullopt: the serving plan's requests fare better
   for (const auto& [b, ms] : passed) {
-    if (*ms <= kBatchForRateMinGain * lowest) return b;
+    if (*ms <= kBatchForRateMinGain * lowest) {
+      chosen = b;
+      break;
+    }
   }
-  return std::nullopt;  // the serving plan's requests fare better than any candidate's
+  if (reserve.slack_ms <= 0 || !reserve.burst || !reserve.most_within) return chosen;
+  struct Held {
+    int64_t b;
+    double burst;
+    double p99_ms;
+  };
+  std::vector<Held> within;  // ascending b, the serving plan last
+  for (const auto& [b, ms] : passed) {
+    if (auto most = reserve.most_within(b, lowest + reserve.slack_ms)) {
+      within.push_back({b, most->first, most->second});
+    }
+  }
+  if (auto most = reserve.most_within(current_b, lowest + reserve.slack_ms)) {
+    within.push_back({current_b, most->first, most->second});
+  }
+  double most = 0;
+  for (const Held& h : within) most = std::max(most, h.burst);
+  const int64_t base = chosen.value_or(current_b);
+  if (most <= 0 || most < kBatchForRateMinGain * reserve.burst(base).value_or(0)) return chosen;
+  const Held* pick = nullptr;
+  for (const Held& h : within) {
+    if (h.burst >= kBatchForRateNearMost * most && (pick == nullptr || h.p99_ms < pick->p99_ms)) {
+      pick = &h;
+    }
+  }
+  // The serving plan, where it is as good, saves a switch.
+  const Held& last = within.back();
+  if (last.b == current_b && last.burst >= kBatchForRateNearMost * most &&
+      last.p99_ms <= kBatchForRateMinGain * pick->p99_ms) {
+    pick = &last;
+  }
+  if (for_burst != nullptr) *for_burst = true;
+  if (pick->b == current_b) return std::nullopt;
+  return pick->b;
 }
 
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity) {

@@ -64,18 +64,39 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // through. A candidate that serves at least the serving plan's capacity(current_b) passes
 // whatever the peak: the peak overloads the serving plan as much (ResNet-50 on 16 one-thread
 // instances serves 290 rows/s in slices of 4 rows, 215 in slices of 64; at a peak of 303
-// rows/s the plan for B = 1024 had stayed, though the one for B = 64 serves more). Among them, the smallest b whose p99(b) is within kBatchForRateMinGain of the lowest
-// of theirs and the serving plan's, p99(current_b) (the smallest candidate where p99 knows any
-// of them not); nullopt (stay at current_b) where none passes or none is within it. Where the
-// estimate's own plan fails the bar, a larger b's may not (Inception-v3 on 2 cores: the plan for B
-// = 1, one two-thread instance, serves 6.8 rows/s, the plan for B = 2, two one-thread
-// instances, 7.8). And a plan that passes may still queue its rows longer than a larger one's:
-// at 4.5 rows/s the plan for B = 1 runs one row at a time, 67% busy (a simulated p99 of 921 ms),
-// the plan for B = 2 two rows side by side (785 ms); the bench's probe at 4.2 req/s that served B =
-// 1 failed its 1-s target (p99 1.4 s).
+// rows/s the plan for B = 1024 had stayed, though the one for B = 64 serves more). Among them, the
+// smallest b whose p99(b) is within kBatchForRateMinGain of the lowest of theirs and the serving
+// plan's, p99(current_b) (the smallest candidate where p99 knows any of them not); nullopt (stay at
+// current_b) where none passes or none is within it. Where the estimate's own plan fails the bar, a
+// larger b's may not (Inception-v3 on 2 cores: the plan for B = 1, one two-thread instance,
+// serves 6.8 rows/s, the plan for B = 2, two one-thread instances, 7.8). And a plan that passes may
+// still queue its rows longer than a larger one's: at 4.5 rows/s the plan for B = 1 runs one row at
+// a time, 67% busy (a simulated p99 of 921 ms), the plan for B = 2 two rows side by side (785 ms);
+// the bench's probe at 4.2 req/s that served B = 1 failed its 1-s target (p99 1.4 s).
+//
+// Capacity for a burst at a small latency price (`reserve`, reconfiguration.burst_reserve_ms):
+// among the passing candidates and the serving plan, each b's plan of the most rows/s from a
+// backlog whose p99 is within reserve.slack_ms of the lowest p99 above (reserve.most_within:
+// its own, or another plan for b), the one of the most is taken instead — the lowest p99 among
+// those within kBatchForRateNearMost of the most — where it serves kBatchForRateMinGain more than
+// the choice above (reserve.burst; where that is the serving plan and so is the pick, nullopt).
+// Runtimes that absorb a burst by cutting larger batches need no switch, and a switch under a
+// burst costs seconds of queue. *for_burst (if given) says whether the reserve decided.
+// Inception-v3 on 16 cores at 25 rows/s: 2 x <8> (B = 2) p99 31 ms, 197 rows/s from a backlog;
+// 4 x <4> (B = 4) 36 ms, 273 rows/s; a step to 215 rows/s overloads the first, which must then
+// start runtimes beside busy ones (a p99 of 957 ms in that phase), and not the second.
+struct BurstReserve {
+  double slack_ms = 0;  // 0: no reserve
+  // Rows/s that the plan for b (current_b: the serving plan) serves from a backlog.
+  CapacityFn burst;
+  // Among b's plans (current_b: the serving one) whose p99 is at most `ceiling_ms`, the one of
+  // the most rows/s from a backlog: its rows/s and p99 (ms); nullopt where none is within.
+  std::function<std::optional<std::pair<double, double>>(int64_t b, double ceiling_ms)> most_within;
+};
 std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
                                      double max_utilization, const RateOverFn& peak_over,
-                                     const CapacityFn& capacity, const P99Fn& p99);
+                                     const CapacityFn& capacity, const P99Fn& p99,
+                                     const BurstReserve& reserve = {}, bool* for_burst = nullptr);
 
 // The most rows worth cutting into one batch from a backlog, on the serving instances: from
 // `current_b` up through the powers of two above it and `max_b`, each step taken only while it

@@ -90,4 +90,28 @@ std::optional<Plan> MoreCapacity(const Optimizer& optimizer, int threads, int ba
   return more;
 }
 
+std::optional<BurstPlan> MostBurstWithin(
+    const Optimizer& optimizer, int threads, int batch, const Plan& best, double ceiling_ms,
+    double near_most, const std::function<double(const Plan& plan)>& latency_at_rate,
+    const std::function<double(const Plan& plan)>& burst) {
+  std::vector<BurstPlan> within;
+  auto consider = [&](Plan plan) {
+    const double latency = latency_at_rate(plan);
+    if (latency > ceiling_ms) return;
+    const double rows_per_s = burst(plan);
+    within.push_back({std::move(plan), latency, rows_per_s});
+  };
+  consider(best);
+  ForEachIdenticalPlan(optimizer, threads, batch, best, consider);
+  double most = 0;
+  for (const BurstPlan& p : within) most = std::max(most, p.burst);
+  std::optional<BurstPlan> pick;
+  for (BurstPlan& p : within) {
+    if (p.burst >= near_most * most && (!pick || p.latency_ms < pick->latency_ms)) {
+      pick = std::move(p);
+    }
+  }
+  return pick;
+}
+
 }  // namespace packrat

@@ -61,4 +61,20 @@ std::optional<Plan> MoreCapacity(const Optimizer& optimizer, int threads, int ba
                                  const Plan& best, double min_gain,
                                  const std::function<double(int threads)>& slowdown);
 
+// Capacity for a burst (reconfiguration.burst_reserve_ms): among `best` and the same
+// candidates as FasterAtRate (identical instances per distinct thread count) whose
+// `latency_at_rate` is at most `ceiling_ms`, the one whose `burst` (rows/s its runtimes serve
+// from a backlog, as the caller counts it) is the most — the lowest latency_at_rate among those
+// within `near_most` (a share) of the most; nullopt where none is within the ceiling. A plan
+// runs the rate at no higher a latency than the ceiling, so it serves the rate.
+struct BurstPlan {
+  Plan plan;
+  double latency_ms = 0;  // latency_at_rate
+  double burst = 0;       // rows/s from a backlog
+};
+std::optional<BurstPlan> MostBurstWithin(
+    const Optimizer& optimizer, int threads, int batch, const Plan& best, double ceiling_ms,
+    double near_most, const std::function<double(const Plan& plan)>& latency_at_rate,
+    const std::function<double(const Plan& plan)>& burst);
+
 }  // namespace packrat

@@ -49,8 +49,8 @@
 
 #include "agent/planning/instance_group.h"
 #include "agent/planning/profile.h"
-#include "common/status.h"
 #include "common/mutex.h"
+#include "common/status.h"
 
 namespace packrat {
 

@@ -9,7 +9,8 @@ namespace {
 
 double Worst(const std::vector<PartitionModel>& models, bool target) {
   double worst = 0;
-  for (const PartitionModel& m : models) worst = std::max(worst, target ? m.ratio_target : m.ratio_now);
+  for (const PartitionModel& m : models)
+    worst = std::max(worst, target ? m.ratio_target : m.ratio_now);
   return worst;
 }
 

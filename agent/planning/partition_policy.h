@@ -41,11 +41,11 @@
 namespace packrat {
 
 struct PartitionPolicyOptions {
-  double min_gain = 0.10;                       // 2a
-  std::chrono::seconds horizon{60};             // 2b
+  double min_gain = 0.10;                          // 2a
+  std::chrono::seconds horizon{60};                // 2b
   std::chrono::milliseconds default_switch{5000};  // 2b, until a switch was measured
-  int confirmations = 2;                        // 2c
-  std::chrono::milliseconds cooldown{10000};    // 2d
+  int confirmations = 2;                           // 2c
+  std::chrono::milliseconds cooldown{10000};       // 2d
 };
 
 // One model as the policy sees it: its CPUs now and in the target, and how it fares on each.
@@ -53,10 +53,10 @@ struct PartitionModel {
   std::string name;
   int current_cpus = 0;  // 0: new, or without a share yet
   int target_cpus = 0;
-  double rate = 0;            // rows/s
-  double p99_now_ms = 0;      // on current_cpus (∞ if it cannot sustain the rate there)
-  double p99_target_ms = 0;   // on target_cpus
-  double ratio_now = 0;       // weighted ratio on current_cpus, as JointPartition defines it
+  double rate = 0;           // rows/s
+  double p99_now_ms = 0;     // on current_cpus (∞ if it cannot sustain the rate there)
+  double p99_target_ms = 0;  // on target_cpus
+  double ratio_now = 0;      // weighted ratio on current_cpus, as JointPartition defines it
   double ratio_target = 0;
   int min_threads = 1;
 };

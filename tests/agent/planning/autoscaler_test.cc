@@ -12,164 +12,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/agent/planning/autoscaler_fixture.h"
 
 namespace packrat {
 namespace {
 
 using std::chrono::milliseconds;
-using SteadyTime = Autoscaler::SteadyTime;
-using LatencyFn = std::function<std::optional<double>(int threads, int batch)>;
-
-constexpr int64_t kPeriodMs = 10;
-
-// A profile of threads 1..max_threads × batch 1, 2, 4, ..., max_batch from `latency`.
-Profile MakeProfile(int max_threads, int max_batch, const LatencyFn& latency) {
-  Profile p;
-  for (int t = 1; t <= max_threads; ++t) {
-    for (int b = 1; b <= max_batch; b *= 2) {
-      if (const std::optional<double> ms = latency(t, b)) {
-        ProfilePoint point;
-        point.threads = t;
-        point.batch = b;
-        point.latency_ms = *ms;
-        EXPECT_TRUE(p.Add(point).ok());
-      }
-    }
-  }
-  return p;
-}
-
-// One thread: 10, 10, 13.3 and 20 rows/s at b = 1, 2, 4, 8.
-std::optional<double> SlowLatency(int, int batch) {
-  switch (batch) {
-    case 1:
-      return 100.0;
-    case 2:
-      return 200.0;
-    case 4:
-      return 300.0;
-    case 8:
-      return 400.0;
-    default:
-      return std::nullopt;
-  }
-}
-
-// One thread: 60 ms + 80 ms a row; two: 80 ms + 40 ms a row but 240 ms at b = 2. B = 1 runs on
-// two threads (120 ms); for B = 8 two one-thread instances (⟨2,1,4⟩, 380 ms) beat one
-// two-thread instance (⟨1,2,8⟩, 400 ms) by 5%, within a 10% restart margin.
-std::optional<double> MarginLatency(int threads, int batch) {
-  if (threads == 2 && batch == 2) return 240.0;
-  return threads == 1 ? 60.0 + 80.0 * batch : 80.0 + 40.0 * batch;
-}
-
-// Two threads are 10% faster per row than one.
-std::optional<double> ThinAtModerateRates(int threads, int batch) {
-  return (threads == 1 ? 100.0 : 90.0) * batch;
-}
-
-// One thread: 100 ms + 100 ms a row; two threads run small batches twice as fast.
-std::optional<double> FatAtLowRates(int threads, int batch) {
-  if (threads == 1) return 100.0 + 100.0 * batch;
-  switch (batch) {
-    case 1:
-      return 100.0;
-    case 2:
-      return 150.0;
-    case 4:
-      return 300.0;
-    case 8:
-      return 560.0;
-    default:
-      return std::nullopt;
-  }
-}
-
-BatchSizeEstimator::Options EstimatorOptions(int64_t max_batch) {
-  BatchSizeEstimator::Options o;
-  o.alpha = 0.2;
-  o.window = 100;
-  o.sample_period = milliseconds(kPeriodMs);
-  o.reconfiguration_timeout = milliseconds(1000);
-  o.max_batch = max_batch;
-  return o;
-}
-
-class AutoscalerTest : public ::testing::Test {
- protected:
-  // A model of `threads` threads and batching.max_batch 8 on `latency`, with the settings of
-  // the reconfiguration integration tests: 10 ms samples, a decision every second over 100
-  // samples, a 200-ms overload window and no step down for 10 minutes after an overload move.
-  void SetUpModel(int threads, const LatencyFn& latency,
-                  const std::function<void(AutoscalerOptions*)>& tweak = nullptr) {
-    optimizer_ = std::make_unique<Optimizer>(MakeProfile(threads, 8, latency));
-    AutoscalerOptions o;
-    o.threads = threads;
-    o.max_batch = 8;
-    o.resizable_runtimes = true;
-    o.window = 100;
-    o.sample_period_ms = kPeriodMs;
-    o.overload_window_ms = 200;
-    o.scale_down_delay_ms = 600'000;
-    if (tweak) tweak(&o);
-    autoscaler_ = std::make_unique<Autoscaler>(o, optimizer_.get());
-    load_ = std::make_unique<LoadTracker>(EstimatorOptions(8), milliseconds(700'000));
-  }
-
-  // Serves the optimizer's plan for B = `b`.
-  void Serve(int64_t b) { ServePlan(*optimizer_->Solve(autoscaler_->options().threads, b)); }
-  void ServePlan(const Plan& plan) {
-    view_.batch = plan.batch;
-    view_.groups = plan.groups;
-    view_.plan_latency_ms = plan.latency_ms;
-    view_.backlog_batch = autoscaler_->BacklogRows(plan.groups, plan.batch, nullptr);
-    view_.adaptive = true;
-  }
-
-  // One sample period: `depth` rows in the system, rows arriving at `rate` rows/s; then, if the
-  // sample was taken, the policy's decision. Moves are carried out (the view serves their plan)
-  // unless `carry_out` is false.
-  Decision Tick(int64_t depth, double rate, bool carry_out = true) {
-    now_ += milliseconds(kPeriodMs);
-    owed_ += rate * kPeriodMs / 1000.0;
-    const auto whole = static_cast<int64_t>(std::floor(owed_));
-    arrived_ += whole;
-    owed_ -= static_cast<double>(whole);
-    if (!load_->Sample(now_, depth, arrived_)) return {};
-    Decision d = autoscaler_->Decide(view_, *load_, now_);
-    if (d.move && carry_out) {
-      if (d.restart_arrivals) load_->arrivals().Restart();
-      ServePlan(d.move->plan);
-      autoscaler_->Applied(*d.move, true, now_, *load_);
-    }
-    return d;
-  }
-
-  // Ticks until a decision moves or holds by `rule` (at most `ticks` periods); that decision.
-  std::optional<Decision> TickUntil(Rule rule, int64_t depth, double rate, int ticks = 1000) {
-    for (int i = 0; i < ticks; ++i) {
-      Decision d = Tick(depth, rate);
-      if ((d.move && d.move->reason.rule == rule) || (d.hold && d.hold->rule == rule)) return d;
-    }
-    return std::nullopt;
-  }
-  // Ticks `ticks` periods; the first move, if any.
-  std::optional<Move> FirstMove(int64_t depth, double rate, int ticks) {
-    for (int i = 0; i < ticks; ++i) {
-      Decision d = Tick(depth, rate);
-      if (d.move) return d.move;
-    }
-    return std::nullopt;
-  }
-
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<Autoscaler> autoscaler_;
-  std::unique_ptr<LoadTracker> load_;
-  ServingView view_;
-  SteadyTime now_ = SteadyTime{} + std::chrono::hours(1);
-  int64_t arrived_ = 0;
-  double owed_ = 0;
-};
 
 TEST_F(AutoscalerTest, OverloadMovesAtOnceToTheSmallestBatchNearTheMostCapacity) {
   SetUpModel(1, SlowLatency);
@@ -439,42 +287,6 @@ TEST_F(AutoscalerTest, MovesAtARateWaitForTheScaleDownDelay) {
   EXPECT_FALSE(held->move.has_value());
 }
 
-TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
-  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
-  Serve(1);
-  // The fat runtime holds both CPUs and cannot go while it serves the load: the thin plan's
-  // runtimes could only start beside it, which at 6.5 of its 11.1 rows/s (59 % busy) it
-  // cannot afford.
-  const std::optional<Decision> held = TickUntil(Rule::kNoHandover, 1, 6.5);
-  ASSERT_TRUE(held.has_value());
-  EXPECT_FALSE(held->move.has_value());
-  EXPECT_NEAR(*held->hold->serving_capacity, 1000.0 / 90, 1e-6);
-  // Busier than max_utilization but still within its capacity (no overload): held as well.
-  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
-  Serve(1);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 10).has_value());
-  // Three CPUs: a thin runtime starts on the free one first, then the fat one goes and the
-  // others start on its CPUs: that hands the CPUs over.
-  SetUpModel(3, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
-  Serve(1);
-  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
-  EXPECT_TRUE(autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 6.5,
-                                     view_.slowdown));
-  // ... but not past the load the one-thread runtimes alone could carry while the fat one goes.
-  EXPECT_FALSE(
-      autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 11, view_.slowdown));
-}
-
-// One thread: 1 ms a row (two instances: 2000 rows/s); two threads: 0.6 ms a row (1667 rows/s).
 // On the profile the thin plan serves more; served, one-thread instances run 1.44x slower
 // (1389 rows/s) and the fat one as profiled (BERT-like on a real 16-core Xeon).
 std::optional<double> ThinOnlyOnTheProfile(int threads, int batch) {
@@ -525,33 +337,6 @@ TEST_F(AutoscalerTest, APlanThatKeepsUpIsJudgedAtTheMeasuredSlowdowns) {
       EXPECT_FALSE(d.hold->exploring) << d.hold->text;
     }
   }
-}
-
-TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
-  const auto set_up = [this](double first_start_s, double last_start_s) {
-    SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-      o->plan_at_rate = true;
-      o->overload_window_ms = 0;
-      o->scale_down_delay_ms = 30'000;
-      o->window = 1000;  // a 10-s rate: 6.5 rows/s is judged at 4.9 (less two deviations)
-    });
-    Serve(1);
-    view_.first_start_s = first_start_s;
-    view_.last_start_s = last_start_s;
-  };
-  // Starts of 0.1 s: at 6.5 rows/s the fat set (11.1) queues 0.2 row while the thin one starts,
-  // and the thin plan's lower latency over 30 s saves far more.
-  set_up(0.1, 0);
-  const std::optional<Decision> taken = TickUntil(Rule::kPlanAtRate, 1, 6.5, 3000);
-  ASSERT_TRUE(taken.has_value());
-  EXPECT_EQ(taken->move->plan.groups[0].threads, 1);
-  // A switch under load took 100 s: 95 rows queue, about 5000 row-seconds of waiting.
-  set_up(0.1, 100);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5, 3000).has_value());
-  // Twice the first start counts where the switches measured were shorter: both sets' threads
-  // share the CPUs.
-  set_up(50, 0.1);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5, 3000).has_value());
 }
 
 TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {
@@ -606,6 +391,62 @@ TEST_F(AutoscalerTest, AStepDownStopsAtThePlanThatRunsTheMinimumCapacity) {
   ASSERT_TRUE(held.has_value());
   EXPECT_FALSE(held->move.has_value());
   EXPECT_EQ(view_.batch, 4);
+}
+
+// Four threads answer a lone row fastest (20 ms; two 50, one 90), and two two-thread instances
+// serve the most from a backlog of max_batch = 8 rows (4 rows each in 80 ms: 100 rows/s; the
+// fat instance's 8 in 90 ms, 89).
+std::optional<double> FatAloneThinForBursts(int threads, int batch) {
+  switch (threads) {
+    case 4:
+      return 10.0 + 10.0 * batch;
+    case 2:
+      return 40.0 + 10.0 * batch;
+    case 1:
+      return 80.0 + 10.0 * batch;
+    default:
+      return std::nullopt;
+  }
+}
+
+TEST_F(AutoscalerTest, AStepDownKeepsRuntimesThatAbsorbABurstWhereTheirP99IsNearTheLowest) {
+  const auto set_up = [this](double reserve_ms) {
+    SetUpModel(4, FatAloneThinForBursts, [reserve_ms](AutoscalerOptions* o) {
+      o->scale_down_delay_ms = 1000;
+      o->burst_reserve_ms = reserve_ms;
+    });
+  };
+  // Serving 2 x <2> (B = 8) at 2 rows/s, the estimator wants B = 1, whose fat instance answers
+  // sooner (35 ms against 52 at 2 rows/s): without a reserve it steps down there; with 20 ms the
+  // serving runtimes stay.
+  set_up(0);
+  Serve(8);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 2, 4}}));
+  std::optional<Decision> down = TickUntil(Rule::kEstimatorStepDown, 0, 2);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->move->plan.groups, (std::vector<InstanceGroup>{{1, 4, 1}}))
+      << down->move->reason.text;
+  set_up(20);
+  Serve(8);
+  const std::optional<Decision> kept = TickUntil(Rule::kBurstReserve, 0, 2);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_FALSE(kept->move.has_value()) << kept->move->reason.text;
+  EXPECT_NEAR(*kept->hold->serving_capacity, 100, 1);
+  EXPECT_LT(*kept->hold->target_p99_ms, *kept->hold->serving_p99_ms);
+  EXPECT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 2, 4}}));
+  // Serving the fat instance at B = 8, the step down goes to the two-thread runtimes, a plan
+  // for B = 2 that the optimizer ranks below the fat one's.
+  set_up(20);
+  ServePlan(*optimizer_->SolveOnInstances({4}, 8));
+  down = TickUntil(Rule::kEstimatorStepDown, 0, 2);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->move->plan.groups, (std::vector<InstanceGroup>{{2, 2, 1}}))
+      << down->move->reason.text;
+  EXPECT_EQ(down->move->reason.to_batch, 2);
+  EXPECT_NEAR(*down->move->reason.target_capacity, 2 * 1e3 / 50, 1);
+  // Where B stays, no plan at the rate gives those runtimes up for the fat one's lower p99.
+  EXPECT_FALSE(TickUntil(Rule::kReplanAtRate, 0, 2, 300).has_value());
+  EXPECT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 2, 1}}));
 }
 
 // One thread whose rows cost more in larger slices (ResNet-50 on one core serves 18 rows/s in
@@ -693,82 +534,11 @@ TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
 
 // KeepingPlan: the node partition's resize keeps the serving runtimes where that costs little.
 
-// Up to four threads; every thread count runs a row in 100 ms a thread (perfect scaling), so
-// thin instances lose nothing.
-std::optional<double> EvenScaling(int threads, int batch) {
-  if (threads == 3) return std::nullopt;
-  return 100.0 * batch / threads;
-}
-
-// Four threads run a row in 50 ms; one thread in 100 ms plus 300 ms an instance.
-std::optional<double> FatWins(int threads, int batch) {
-  if (threads == 4) return 50.0 * batch;
-  if (threads == 1) return 300.0 + 100.0 * batch;
-  return std::nullopt;
-}
-
-std::vector<int> SortedThreads(const Plan& plan) {
-  std::vector<int> t = ThreadCounts(plan.groups);
-  std::sort(t.begin(), t.end());
-  return t;
-}
-
-TEST_F(AutoscalerTest, AGrowthKeepsTheServingRuntimesAndAddsOnlyOnTheGainedCpus) {
-  SetUpModel(4, EvenScaling);
-  const Plan fresh = *optimizer_->Solve(4, 8);
-  const std::optional<Plan> kept =
-      autoscaler_->KeepingPlan({1, 1}, fresh, std::nullopt, nullptr, 0.1);
-  ASSERT_TRUE(kept.has_value());
-  EXPECT_EQ(kept->batch, fresh.batch);
-  EXPECT_LE(kept->ThreadsUsed(), 4);
-  const std::vector<int> threads = SortedThreads(*kept);
-  EXPECT_GE(std::count(threads.begin(), threads.end(), 1), 2);  // both serving runtimes kept
-  EXPECT_LE(kept->latency_ms, 1.1 * fresh.latency_ms);
-}
-
-TEST_F(AutoscalerTest, AShrinkKeepsTheRuntimesInsideTheShareAndStartsNone) {
-  SetUpModel(4, EvenScaling);
-  autoscaler_->set_threads(2);
-  const Plan fresh = *optimizer_->Solve(2, 8);
-  // Of four serving one-thread runtimes two lie inside the smaller share.
-  const std::optional<Plan> kept = autoscaler_->KeepingPlan({1, 1}, fresh, 20.0, nullptr, 0.1);
-  ASSERT_TRUE(kept.has_value());
-  EXPECT_EQ(SortedThreads(*kept), (std::vector<int>{1, 1}));
-  EXPECT_EQ(kept->threads_total, 2);
-}
-
-// Before a move the node controller asks about a shrink to a budget the autoscaler does not
-// plan for yet: the answer is for that budget, and the autoscaler's own is left as it was.
-TEST_F(AutoscalerTest, AShrinkAskedAboutBeforeAMoveIsJudgedOnItsBudget) {
-  SetUpModel(4, FatWins);
-  const Plan fresh = *optimizer_->Solve(2, 8);
-  ASSERT_EQ(SortedThreads(fresh), (std::vector<int>{1, 1}));
-  // Two one-thread runtimes lie inside the two CPUs left: they are the fresh plan itself.
-  EXPECT_TRUE(autoscaler_->KeepingPlan({1, 1}, fresh, std::nullopt, nullptr, 0.1, 2).has_value());
-  // The one four-thread runtime fits no two-CPU share: nothing is kept, a shrink restarts.
-  EXPECT_FALSE(autoscaler_->KeepingPlan({4}, fresh, std::nullopt, nullptr, 0.1, 2).has_value());
-  EXPECT_EQ(autoscaler_->options().threads, 4);
-}
-
-TEST_F(AutoscalerTest, KeepingIsPassedOverWhereTheFreshPlanIsFasterByMoreThanTheMargin) {
-  SetUpModel(4, FatWins);
-  const Plan fresh = *optimizer_->Solve(4, 8);
-  ASSERT_EQ(SortedThreads(fresh), (std::vector<int>{4}));
-  // One one-thread runtime serves: keeping it leaves three CPUs for one-thread runtimes, whose
-  // 500 ms at b = 2 is 25% slower than the fresh plan's 400 ms.
-  EXPECT_FALSE(autoscaler_->KeepingPlan({1}, fresh, std::nullopt, nullptr, 0.1).has_value());
-}
-
-TEST_F(AutoscalerTest, KeepingNeedsResizableRuntimes) {
-  SetUpModel(4, EvenScaling, [](AutoscalerOptions* o) { o->resizable_runtimes = false; });
-  const Plan fresh = *optimizer_->Solve(4, 8);
-  EXPECT_FALSE(autoscaler_->KeepingPlan({1, 1}, fresh, std::nullopt, nullptr, 0.1).has_value());
-}
-
 TEST_F(AutoscalerTest, RuleNamesAreStable) {
   EXPECT_EQ(RuleName(Rule::kOverload), "overload");
   EXPECT_EQ(RuleName(Rule::kScaleDownDelay), "scale_down_delay");
   EXPECT_EQ(RuleName(Rule::kMinCapacity), "min_capacity");
+  EXPECT_EQ(RuleName(Rule::kBurstReserve), "burst_reserve");
   EXPECT_EQ(RuleName(Rule::kNoHandover), "no_handover");
   EXPECT_TRUE(IsMove(Rule::kReplanAtRate));
   EXPECT_FALSE(IsMove(Rule::kPeakGuard));

@@ -107,10 +107,10 @@ TEST(BatchForRateTest, StepDownGoesOnlyAsFarAsTheRecentPeaksAllow) {
   // much. 16 one-thread ResNet-50 instances (the published profile): slices of 64 rows serve
   // 215 rows/s, of 4 rows 290; at a peak of 303 rows/s, B = 1024 steps down to 64.
   const RateOverFn peak303 = [](int64_t) -> std::optional<double> { return 303.0; };
-  EXPECT_EQ(StepDownBatch(1024, 64, 2000, 0.8, peak303,
-                          Table({{64, 290}, {128, 285}, {256, 284}, {512, 250}, {1024, 215}}),
-                          kNoRate),
-            64);
+  EXPECT_EQ(
+      StepDownBatch(1024, 64, 2000, 0.8, peak303,
+                    Table({{64, 290}, {128, 285}, {256, 284}, {512, 250}, {1024, 215}}), kNoRate),
+      64);
   // Without a window's history there is no peak to fear: the estimate itself.
   const RateOverFn young = [](int64_t) -> std::optional<double> { return std::nullopt; };
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, young, Table(kInception), kNoRate), 1);
@@ -157,6 +157,66 @@ TEST(BatchForRateTest, StepDownTakesTheSmallestBatchNearTheLowestSimulatedP99) {
   // A candidate without a p99 (no plan simulated): no ranking, the smallest that passes.
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception), P99Table({{2, 600}, {4, 500}})),
             1);
+}
+
+// Inception-v3's published 16-core profile at 25.3 rows/s (BatchingSimulator, max_delay 2 ms):
+// the serving 16 x <1> (B = 64) p99 113 ms, 307 rows/s; B's lowest-p99 plans 2 x <8> (31 ms,
+// 197 rows/s from a backlog); 4 x <4> (B >= 4) 36 ms, 273 rows/s; 8 x <2> (B >= 8) 62 ms, 291.
+BurstReserve InceptionReserve(double slack_ms) {
+  // Per b, the plans as (rows/s from a backlog, p99 ms); the first is PlanFor's.
+  static const std::map<int64_t, std::vector<std::pair<double, double>>> kPlans = {
+      {2, {{197, 30.7}}},
+      {4, {{197, 30.7}, {273, 36.3}}},
+      {8, {{197, 30.8}, {273, 36.3}, {291, 62.1}}},
+      {16, {{273, 36.3}, {291, 62.1}}},
+      {32, {{273, 36.4}, {291, 62.1}}},
+      {64, {{307, 113.1}}}};
+  BurstReserve reserve;
+  reserve.slack_ms = slack_ms;
+  reserve.burst = [](int64_t b) -> std::optional<double> { return kPlans.at(b).front().first; };
+  reserve.most_within = [](int64_t b,
+                           double ceiling_ms) -> std::optional<std::pair<double, double>> {
+    std::optional<std::pair<double, double>> most;
+    for (const auto& plan : kPlans.at(b)) {
+      if (plan.second <= ceiling_ms && (!most || plan.first > most->first)) most = plan;
+    }
+    return most;
+  };
+  return reserve;
+}
+
+TEST(BatchForRateTest, StepDownKeepsRuntimesThatAbsorbABurstWhereTheirP99IsNearTheLowest) {
+  const RateOverFn calm = [](int64_t) -> std::optional<double> { return 25.3; };
+  const CapacityFn capacity =
+      Table({{2, 119}, {4, 179}, {8, 223}, {16, 265}, {32, 290}, {64, 307}});
+  const P99Fn p99 =
+      P99Table({{2, 30.7}, {4, 30.7}, {8, 30.8}, {16, 36.3}, {32, 36.4}, {64, 113.1}});
+  bool for_burst = true;
+  // Without a reserve: the smallest B near the lowest p99, 2 x <8>.
+  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(0), &for_burst),
+            2);
+  EXPECT_FALSE(for_burst);
+  // 25 ms of slack (5% of a 500-ms batch-latency limit): 4 x <4>, 39% more rows/s from a
+  // backlog for 5.6 ms of p99, at the smallest B that has it (the lowest p99 of those).
+  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(25), &for_burst),
+            4);
+  EXPECT_TRUE(for_burst);
+  // 5 ms: nothing but 2 x <8> is within it.
+  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(5), &for_burst),
+            2);
+  EXPECT_FALSE(for_burst);
+  // 40 ms: 8 x <2> (291 rows/s at 62 ms) is within it, and 4 x <4>'s 273 not within 95% of
+  // that (kBatchForRateNearMost).
+  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(40), &for_burst),
+            8);
+  // Serving 4 x <4> (B = 16) and asked down to 2: the serving plan is within the slack and
+  // absorbs the most, so it stays.
+  EXPECT_EQ(StepDownBatch(16, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(25), &for_burst),
+            std::nullopt);
+  EXPECT_TRUE(for_burst);
+  EXPECT_EQ(StepDownBatch(16, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(0), &for_burst),
+            2);
+  EXPECT_FALSE(for_burst);
 }
 
 TEST(BatchForRateTest, StepDownSkipsBatchesWithoutAPlan) {
