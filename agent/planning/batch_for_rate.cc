@@ -112,19 +112,28 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
   }
   double most = 0;
   for (const Held& h : within) most = std::max(most, h.burst);
-  const int64_t base = chosen.value_or(current_b);
-  if (most <= 0 || most < kBatchForRateMinGain * reserve.burst(base).value_or(0)) return chosen;
+  if (most <= 0) return chosen;
+  const double base_burst = reserve.burst(chosen.value_or(current_b)).value_or(0);
+  const Held* held_serving =
+      !within.empty() && within.back().b == current_b ? &within.back() : nullptr;
+  // Kept: the serving runtimes are within the slack, the step would give up some of what they
+  // absorb, and nothing within it absorbs kBurstReserveMinGain more.
+  if (chosen && held_serving && held_serving->burst >= kBatchForRateMinGain * base_burst &&
+      most < kBurstReserveMinGain * held_serving->burst) {
+    if (for_burst != nullptr) *for_burst = true;
+    return std::nullopt;
+  }
+  // Moved: only where the plan absorbs kBurstReserveMinGain more than the step's choice and the
+  // serving plan do (between plans that close, the switch's own seconds weigh more).
+  if (most < kBurstReserveMinGain * base_burst ||
+      (held_serving && most < kBurstReserveMinGain * held_serving->burst)) {
+    return chosen;
+  }
   const Held* pick = nullptr;
   for (const Held& h : within) {
     if (h.burst >= kBatchForRateNearMost * most && (pick == nullptr || h.p99_ms < pick->p99_ms)) {
       pick = &h;
     }
-  }
-  // The serving plan, where it is as good, saves a switch.
-  const Held& last = within.back();
-  if (last.b == current_b && last.burst >= kBatchForRateNearMost * most &&
-      last.p99_ms <= kBatchForRateMinGain * pick->p99_ms) {
-    pick = &last;
   }
   if (for_burst != nullptr) *for_burst = true;
   if (pick->b == current_b) return std::nullopt;

@@ -77,14 +77,20 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // Capacity for a burst at a small latency price (`reserve`, reconfiguration.burst_reserve_ms):
 // among the passing candidates and the serving plan, each b's plan of the most rows/s from a
 // backlog whose p99 is within reserve.slack_ms of the lowest p99 above (reserve.most_within:
-// its own, or another plan for b), the one of the most is taken instead — the lowest p99 among
-// those within kBatchForRateNearMost of the most — where it serves kBatchForRateMinGain more than
-// the choice above (reserve.burst; where that is the serving plan and so is the pick, nullopt).
-// Runtimes that absorb a burst by cutting larger batches need no switch, and a switch under a
-// burst costs seconds of queue. *for_burst (if given) says whether the reserve decided.
+// its own, or another plan for b). The serving plan stays (nullopt) where it is within the
+// slack, the choice above would serve kBatchForRateMinGain less from a backlog
+// (reserve.burst), and no plan within it serves kBurstReserveMinGain more; else the plan of the
+// most is taken where it serves kBurstReserveMinGain more than the choice above and the serving
+// plan — the lowest p99 among those within kBatchForRateNearMost of the most. Runtimes that
+// absorb a burst by cutting larger batches need no switch, and a switch under a burst costs
+// seconds of queue. *for_burst (if given) says whether the reserve decided.
 // Inception-v3 on 16 cores at 25 rows/s: 2 x <8> (B = 2) p99 31 ms, 197 rows/s from a backlog;
 // 4 x <4> (B = 4) 36 ms, 273 rows/s; a step to 215 rows/s overloads the first, which must then
 // start runtimes beside busy ones (a p99 of 957 ms in that phase), and not the second.
+// A move for a burst's sake must absorb this much more: between plans that close, the
+// switch's own seconds weigh more (Inception-v3 on 16 cores, a ramp at 88 rows/s: 4 x <4>
+// serving 273 rows/s from a backlog, a move to 8 x <2>'s 288 put a 5-s stage in the ramp).
+inline constexpr double kBurstReserveMinGain = 1.15;
 struct BurstReserve {
   double slack_ms = 0;  // 0: no reserve
   // Rows/s that the plan for b (current_b: the serving plan) serves from a backlog.

@@ -257,11 +257,12 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   EXPECT_FALSE(config->models[0].reconfiguration.plan_at_rate);
   EXPECT_EQ(config->models[0].reconfiguration.slowdown_floor, 0.8);
   EXPECT_EQ(config->models[0].reconfiguration.min_capacity, 0);
+  EXPECT_FALSE(config->models[0].reconfiguration.burst_reserve_ms.has_value());  // derived
   config =
       Parse(OneModel("    reconfiguration: {timeout_ms: 5000, max_utilization: 1, "
                      "skip_warmup_on_busy_cpus: false, overload_window_ms: 0, "
                      "scale_down_delay_ms: 5000, restart_margin: 0, plan_at_rate: true, "
-                     "slowdown_floor: 1, min_capacity: 215.5}\n"));
+                     "slowdown_floor: 1, min_capacity: 215.5, burst_reserve_ms: 0}\n"));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const ReconfigurationConfig& r = config->models[0].reconfiguration;
   EXPECT_EQ(r.timeout_ms, 5000);
@@ -273,6 +274,10 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   EXPECT_TRUE(r.plan_at_rate);
   EXPECT_EQ(r.slowdown_floor, 1);
   EXPECT_EQ(r.min_capacity, 215.5);
+  EXPECT_EQ(r.burst_reserve_ms, 0.0);
+  EXPECT_NE(
+      ErrorOf(OneModel("    reconfiguration: {burst_reserve_ms: -5}\n")).find("burst_reserve_ms"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {min_capacity: -1}\n")).find("min_capacity"),
             std::string::npos);
   EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {plan_at_rate: 2}\n")).find("plan_at_rate"),

@@ -378,5 +378,20 @@ TEST_F(ModelControllerTest, NothingHappensWhileTheModelDoesNotServe) {
   EXPECT_EQ(samples_.load(), 0);
 }
 
+TEST(AutoscalerOptionsForTest, TheBurstReserveIsAShareOfTheBatchLatencyLimitUnlessSet) {
+  ModelConfig config;
+  config.batching.max_batch_latency_ms = 500;
+  EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 25);
+  config.reconfiguration.burst_reserve_ms = 0;
+  EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 0);
+  config.reconfiguration.burst_reserve_ms.reset();
+  config.batching.max_batch_latency_ms = 0;  // no limit: no share of it
+  EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 0);
+  config.reconfiguration.burst_reserve_ms = 40;
+  EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 40);
+  config.generation.enabled = true;  // a decoder's B is decode slots: no rate, no reserve
+  EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 0);
+}
+
 }  // namespace
 }  // namespace packrat

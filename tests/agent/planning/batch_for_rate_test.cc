@@ -162,8 +162,9 @@ TEST(BatchForRateTest, StepDownTakesTheSmallestBatchNearTheLowestSimulatedP99) {
 // Inception-v3's published 16-core profile at 25.3 rows/s (BatchingSimulator, max_delay 2 ms):
 // the serving 16 x <1> (B = 64) p99 113 ms, 307 rows/s; B's lowest-p99 plans 2 x <8> (31 ms,
 // 197 rows/s from a backlog); 4 x <4> (B >= 4) 36 ms, 273 rows/s; 8 x <2> (B >= 8) 62 ms, 291.
-BurstReserve InceptionReserve(double slack_ms) {
-  // Per b, the plans as (rows/s from a backlog, p99 ms); the first is PlanFor's.
+BurstReserve InceptionReserve(double slack_ms, int64_t serving_b) {
+  // Per b, the plans as (rows/s from a backlog, p99 ms); the first is PlanFor's, and the
+  // serving plan's where b is serving_b.
   static const std::map<int64_t, std::vector<std::pair<double, double>>> kPlans = {
       {2, {{197, 30.7}}},
       {4, {{197, 30.7}, {273, 36.3}}},
@@ -174,10 +175,12 @@ BurstReserve InceptionReserve(double slack_ms) {
   BurstReserve reserve;
   reserve.slack_ms = slack_ms;
   reserve.burst = [](int64_t b) -> std::optional<double> { return kPlans.at(b).front().first; };
-  reserve.most_within = [](int64_t b,
-                           double ceiling_ms) -> std::optional<std::pair<double, double>> {
+  reserve.most_within = [serving_b](int64_t b,
+                                    double ceiling_ms) -> std::optional<std::pair<double, double>> {
     std::optional<std::pair<double, double>> most;
-    for (const auto& plan : kPlans.at(b)) {
+    const auto& plans = kPlans.at(b);
+    for (size_t i = 0; i < (b == serving_b ? 1 : plans.size()); ++i) {
+      const auto& plan = plans[i];
       if (plan.second <= ceiling_ms && (!most || plan.first > most->first)) most = plan;
     }
     return most;
@@ -193,30 +196,40 @@ TEST(BatchForRateTest, StepDownKeepsRuntimesThatAbsorbABurstWhereTheirP99IsNearT
       P99Table({{2, 30.7}, {4, 30.7}, {8, 30.8}, {16, 36.3}, {32, 36.4}, {64, 113.1}});
   bool for_burst = true;
   // Without a reserve: the smallest B near the lowest p99, 2 x <8>.
-  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(0), &for_burst),
-            2);
+  EXPECT_EQ(
+      StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(0, 64), &for_burst), 2);
   EXPECT_FALSE(for_burst);
   // 25 ms of slack (5% of a 500-ms batch-latency limit): 4 x <4>, 39% more rows/s from a
-  // backlog for 5.6 ms of p99, at the smallest B that has it (the lowest p99 of those).
-  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(25), &for_burst),
-            4);
+  // backlog (at least kBurstReserveMinGain) for 5.6 ms of p99, at the smallest B that has it
+  // (the lowest p99 of those).
+  EXPECT_EQ(
+      StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(25, 64), &for_burst),
+      4);
   EXPECT_TRUE(for_burst);
   // 5 ms: nothing but 2 x <8> is within it.
-  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(5), &for_burst),
-            2);
+  EXPECT_EQ(
+      StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(5, 64), &for_burst), 2);
   EXPECT_FALSE(for_burst);
   // 40 ms: 8 x <2> (291 rows/s at 62 ms) is within it, and 4 x <4>'s 273 not within 95% of
   // that (kBatchForRateNearMost).
-  EXPECT_EQ(StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(40), &for_burst),
-            8);
+  EXPECT_EQ(
+      StepDownBatch(64, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(40, 64), &for_burst),
+      8);
   // Serving 4 x <4> (B = 16) and asked down to 2: the serving plan is within the slack and
   // absorbs the most, so it stays.
-  EXPECT_EQ(StepDownBatch(16, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(25), &for_burst),
-            std::nullopt);
+  EXPECT_EQ(
+      StepDownBatch(16, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(25, 16), &for_burst),
+      std::nullopt);
   EXPECT_TRUE(for_burst);
-  EXPECT_EQ(StepDownBatch(16, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(0), &for_burst),
-            2);
+  EXPECT_EQ(
+      StepDownBatch(16, 2, 2000, 0.8, calm, capacity, p99, InceptionReserve(0, 16), &for_burst), 2);
   EXPECT_FALSE(for_burst);
+  // ... and where 8 x <2> is within the slack too: 7% more is not worth a switch
+  // (kBurstReserveMinGain).
+  EXPECT_EQ(
+      StepDownBatch(16, 8, 2000, 0.8, calm, capacity, p99, InceptionReserve(40, 16), &for_burst),
+      std::nullopt);
+  EXPECT_TRUE(for_burst);
 }
 
 TEST(BatchForRateTest, StepDownSkipsBatchesWithoutAPlan) {
