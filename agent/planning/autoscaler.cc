@@ -49,24 +49,14 @@ int64_t LargestEstimate(int64_t max_batch) {
 
 std::string_view RuleName(Rule rule) {
   // In the order of the enum's members.
-  static constexpr std::string_view kNames[] = {"overload",
-                                                "plan_at_rate",
-                                                "estimator_step_up",
-                                                "estimator_step_down",
-                                                "replan_at_rate",
-                                                "backlog_draining",
-                                                "backlog_drained",
-                                                "step_up_gains_too_little",
-                                                "scale_down_delay",
-                                                "peak_guard",
-                                                "serving_p99_lowest",
-                                                "min_capacity",
-                                                "burst_reserve",
-                                                "no_plan",
-                                                "idle_decode_slots",
-                                                "rate_move_held",
-                                                "within_restart_margin",
-                                                "no_handover"};
+  // clang-format off
+  static constexpr std::string_view kNames[] = {
+      "overload",         "plan_at_rate",      "estimator_step_up",  "estimator_step_down",
+      "replan_at_rate",   "backlog_draining",  "backlog_drained",    "step_up_gains_too_little",
+      "scale_down_delay", "peak_guard",        "serving_p99_lowest", "min_capacity",
+      "burst_reserve",    "no_plan",           "idle_decode_slots",  "rate_move_held",
+      "within_restart_margin",                 "no_handover"};
+  // clang-format on
   static_assert(std::size(kNames) == static_cast<size_t>(Rule::kNoHandover) + 1);
   const auto i = static_cast<size_t>(rule);
   return i < std::size(kNames) ? kNames[i] : "unknown";
@@ -655,7 +645,7 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
       if (b == current) {
         auto it = p99s.find(b);
         if (it == p99s.end() || it->second > ceiling_ms) return std::nullopt;
-        return std::make_pair(bursts[b] = ServingCapacity(view), it->second);
+        return std::make_pair(ServingCapacity(view), it->second);
       }
       auto it = plans.find(b);
       if (it == plans.end()) return std::nullopt;
