@@ -333,9 +333,13 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
                                 const SlowdownFn& slowdown, std::optional<double> keep_margin,
                                 const std::string& why) {
   const std::vector<int> target = ThreadCounts(fresh.groups);
-  const auto capacity = autoscaler_.StageCapacity(fresh, rate, slowdown);
+  const std::shared_ptr<InstanceSet> active = options_.sets->active();
+  const int64_t serving_batch = active ? active->target_rows : 0;
+  const StageEstimator estimate = autoscaler_.StageEstimates(fresh, rate, slowdown, serving_batch);
+  double p99_bound_ms = 0;  // of every stage, set at the first
   for (int stage = 1;; ++stage) {
     const std::vector<int> serving = options_.sets->KeepableThreads();
+    if (stage == 1) p99_bound_ms = StageP99BoundMs(estimate, serving, target);
     std::optional<Plan> kept;
     if (keep_margin) kept = autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, *keep_margin);
     if (kept) {
@@ -346,10 +350,11 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
     const int free = options_.sets->FreeCpus();
     if (stage > kMaxResizeStages || free < 0 || serving.empty()) break;
     const std::optional<MigrationStep> step =
-        NextMigrationStep(serving, free, target, capacity, need);
+        NextMigrationStep(serving, free, target, estimate, need, p99_bound_ms);
     if (!step || step->final) break;
     const std::optional<Autoscaler::OnInstances> on =
-        autoscaler_.PlanOnInstances(step->instances, fresh.batch, rate, slowdown, 0);
+        autoscaler_.PlanOnInstances(step->instances, fresh.batch, rate, slowdown, 0,
+                                    std::max<int64_t>(fresh.batch, serving_batch));
     if (!on) break;
     RETURN_IF_ERROR(options_.sets->Switch(
         on->plan.groups, on->plan,

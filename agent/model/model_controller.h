@@ -165,11 +165,12 @@ class ModelController {
       EXCLUDES(mu_);
   // The switch to `fresh` in stages (migration.h), each starting runtimes only on the model's
   // free CPUs and dropping old ones only while the rest serves min(`need` rows/s, what it served
-  // before the drop), at most kMaxResizeStages; then fresh itself, at once. With `keep_margin`,
-  // before each stage: a plan keeping the serving runtimes within that margin of fresh's p99
-  // at `rate` ends it instead (Autoscaler::KeepingPlan). Where nothing is free to start on and
-  // nothing can go (an overloaded model), fresh at once: its new runtimes start beside the busy
-  // ones. Stages are judged at `slowdown`. Blocks while each stage's set starts.
+  // before the drop) within the p99 bound set at the first stage (StageP99BoundMs), at most
+  // kMaxResizeStages; then fresh itself, at once. With `keep_margin`, before each stage: a plan
+  // keeping the serving runtimes within that margin of fresh's p99 at `rate` ends it instead
+  // (Autoscaler::KeepingPlan). Where nothing is free to start on and nothing can go (an
+  // overloaded model), fresh at once: its new runtimes start beside the busy ones. Stages are
+  // judged at `slowdown`. Blocks while each stage's set starts.
   Status Migrate(const Plan& fresh, std::optional<double> rate, double need,
                  const SlowdownFn& slowdown, std::optional<double> keep_margin,
                  const std::string& why) EXCLUDES(mu_);

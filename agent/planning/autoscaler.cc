@@ -361,7 +361,7 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   // starts beside them (a staged hand-over) or it repays their start (rule 3's weighing).
   std::string weighed;
   if (busy_only && StartsRuntimes(target.plan, view) &&
-      !HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown) &&
+      !HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown, view.batch) &&
       !SwitchRepays(view, target.plan, *rate, serving, static_cast<double>(window_ms) / 1e3,
                     &weighed)) {
     return false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -18,8 +19,9 @@ namespace packrat {
 
 std::optional<Autoscaler::OnInstances> Autoscaler::PlanOnInstances(
     const std::vector<int>& instances, int64_t batch, std::optional<double> rate,
-    const SlowdownFn& slowdown, double need) const {
+    const SlowdownFn& slowdown, double need, int64_t largest_batch) const {
   if (optimizer_ == nullptr || instances.empty()) return std::nullopt;
+  const int64_t largest = largest_batch > 0 ? largest_batch : options_.max_batch;
   const PlanEvaluator eval(*optimizer_, simulator_, options_.evaluation, slowdown);
   const bool at_rate = rate.has_value() && *rate > 0;
   const int64_t n = static_cast<int64_t>(instances.size());
@@ -28,9 +30,7 @@ std::optional<Autoscaler::OnInstances> Autoscaler::PlanOnInstances(
   // capacity).
   std::set<int64_t> batches = {batch};
   if (at_rate) {
-    for (int64_t b = n; b < 2 * options_.max_batch; b *= 2) {
-      batches.insert(std::min<int64_t>(b, options_.max_batch));
-    }
+    for (int64_t b = n; b < 2 * largest; b *= 2) batches.insert(std::min<int64_t>(b, largest));
   }
   std::optional<OnInstances> best;
   bool best_overloaded = false;
@@ -132,7 +132,9 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
   // runtimes' threads. Beyond its capacity rows pile up, and the overload rule (never held)
   // moves.
   if (capacity <= 0 || *arriving <= kHandoverUtilization * capacity) return;
-  if (HandsOver(ThreadCounts(view.groups), d->move->plan, arriving, view.slowdown)) return;
+  if (HandsOver(ThreadCounts(view.groups), d->move->plan, arriving, view.slowdown, view.batch)) {
+    return;
+  }
   std::string weighed;
   const double window_s =
       static_cast<double>(std::max<int64_t>(1, options_.window - 1) * options_.sample_period_ms) /
@@ -203,26 +205,30 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
   return gain > cost;
 }
 
-std::function<double(const std::vector<int>&)> Autoscaler::StageCapacity(
-    const Plan& fresh, std::optional<double> rate, SlowdownFn slowdown) const {
-  return [this, batch = fresh.batch, rate,
+StageEstimator Autoscaler::StageEstimates(const Plan& fresh, std::optional<double> rate,
+                                          SlowdownFn slowdown, int64_t serving_batch) const {
+  return [this, batch = fresh.batch, largest = std::max<int64_t>(fresh.batch, serving_batch), rate,
           slowdown = std::move(slowdown)](const std::vector<int>& instances) {
-    const std::optional<OnInstances> on = PlanOnInstances(instances, batch, rate, slowdown, 0);
-    return on ? on->capacity : 0.0;
+    const std::optional<OnInstances> on =
+        PlanOnInstances(instances, batch, rate, slowdown, 0, largest);
+    return on ? StageEstimate{on->capacity, on->p99_ms}
+              : StageEstimate{0, std::numeric_limits<double>::infinity()};
   };
 }
 
 bool Autoscaler::HandsOver(const std::vector<int>& serving, const Plan& fresh,
-                           std::optional<double> rate, const SlowdownFn& slowdown) const {
+                           std::optional<double> rate, const SlowdownFn& slowdown,
+                           int64_t serving_batch) const {
   const std::vector<int> target = ThreadCounts(fresh.groups);
   const double need = NeededCapacity(fresh, rate, slowdown);
-  const auto capacity = StageCapacity(fresh, rate, slowdown);
+  const StageEstimator estimate = StageEstimates(fresh, rate, slowdown, serving_batch);
+  const double p99_bound_ms = StageP99BoundMs(estimate, serving, target);
   std::vector<int> now = serving;
   for (int stage = 1; stage <= kMaxHandoverStages + 1; ++stage) {
     int used = 0;
     for (int t : now) used += t;
-    const std::optional<MigrationStep> step =
-        NextMigrationStep(now, std::max(0, options_.threads - used), target, capacity, need);
+    const std::optional<MigrationStep> step = NextMigrationStep(
+        now, std::max(0, options_.threads - used), target, estimate, need, p99_bound_ms);
     if (!step) return false;
     if (step->final) return true;
     now = step->instances;

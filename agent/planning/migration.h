@@ -10,7 +10,15 @@
 //   - drop serving runtimes the target lacks, largest first, while the stage's capacity stays
 //     at least min(need, its capacity without drops): a set short of capacity (a growth under
 //     load) first grows, and drops only once what it started carries the load. Their CPUs are
-//     the next stage's free ones. A stage that can start nothing may still drop.
+//     the next stage's free ones. A stage that can start nothing may still drop;
+//   - and while its requests' p99 at the rate stays within a bound set when the migration
+//     starts (StageP99BoundMs: kStageP99Slack above the worse of the serving runtimes' and
+//     the target's): a stage serves for about a runtime's start, long enough to decide a p99
+//     over seconds. A stage that keeps capacity by cutting batches of many more rows (GPT-2 at
+//     T = 64: four runtimes at b = 16 between sets at b = 8 and 4, a p99 of 232 ms against a
+//     100-ms target) drops fewer. Where that leaves a stage that neither starts nor drops, it
+//     drops the fewest runtimes (largest first, keeping capacity) that free the CPUs for the
+//     smallest missing runtime. A stage keeps one runtime at least.
 // The last stage is the target itself, once everything it starts fits on the free CPUs.
 //
 // Pure: thread counts in, thread counts out; the model's control thread carries the stages
@@ -18,10 +26,23 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
 namespace packrat {
+
+// What a stage of runtimes (thread counts) serves: the rows/s of its best plan and that plan's
+// requests' p99 in ms at the rate (its batch latency where the rate is unknown); capacity 0 and
+// an infinite p99 where no plan runs on them.
+struct StageEstimate {
+  double capacity = 0;
+  double p99_ms = 0;
+};
+using StageEstimator = std::function<StageEstimate(const std::vector<int>& instances)>;
+
+// A stage's p99 may exceed the worse of its undropped self's and the target's by this share.
+inline constexpr double kStageP99Slack = 0.25;
 
 struct MigrationStep {
   bool final = false;          // switch to the target: what it starts fits the free CPUs
@@ -31,12 +52,19 @@ struct MigrationStep {
 };
 
 // The next step from `serving` (thread counts of the runtimes a new set may keep) with
-// `free_cpus` CPUs free to the model, towards `target` (thread counts). `capacity(instances)`:
-// the rows/s a stage of those runtimes serves; `need`: what the target must serve. Nullopt
-// where no stage makes progress (nothing missing fits the free CPUs and nothing can be
-// dropped): then only a plain switch gets there.
+// `free_cpus` CPUs free to the model, towards `target` (thread counts). `estimate(instances)`:
+// what a stage of those runtimes serves; `need`: what the target must serve; `p99_bound_ms`:
+// the p99 a drop must keep (StageP99BoundMs; infinite: capacity alone decides). Nullopt where
+// no stage makes progress (nothing missing fits the free CPUs and nothing can be dropped):
+// then only a plain switch gets there.
 std::optional<MigrationStep> NextMigrationStep(
     const std::vector<int>& serving, int free_cpus, const std::vector<int>& target,
-    const std::function<double(const std::vector<int>& instances)>& capacity, double need);
+    const StageEstimator& estimate, double need,
+    double p99_bound_ms = std::numeric_limits<double>::infinity());
+
+// The p99 bound of a migration from `serving` to `target` (thread counts), fixed for all its
+// stages so that they cannot creep up one drop at a time.
+double StageP99BoundMs(const StageEstimator& estimate, const std::vector<int>& serving,
+                       const std::vector<int>& target);
 
 }  // namespace packrat

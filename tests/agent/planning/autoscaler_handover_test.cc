@@ -49,6 +49,18 @@ TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
       autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 11, view_.slowdown));
 }
 
+// A hand-over stage serves at a B no larger than the serving set's or the target's: capacity
+// that only larger batches reach would cut a backlog into slices neither end runs.
+TEST_F(AutoscalerTest, AStageIsEstimatedAtTheBatchSizesOfTheMovesEnds) {
+  SetUpModel(2, FatAtLowRates);
+  const Plan fresh = *optimizer_->SolveOnInstances({1}, 2);
+  // One one-thread runtime at 7 rows/s: B <= 2 serves at most 6.7 rows/s, B = 4 serves 8.
+  const StageEstimator ends_at_2 = autoscaler_->StageEstimates(fresh, 7.0, view_.slowdown, 1);
+  const StageEstimator ends_at_8 = autoscaler_->StageEstimates(fresh, 7.0, view_.slowdown, 8);
+  EXPECT_NEAR(ends_at_2({1}).capacity, 2000.0 / 300, 1e-6);
+  EXPECT_GE(ends_at_8({1}).capacity, 8.0 - 1e-6);
+}
+
 // One thread: 1 ms a row (two instances: 2000 rows/s); two threads: 0.6 ms a row (1667 rows/s).
 TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
   const auto set_up = [this](double first_start_s, double last_start_s) {

@@ -19,8 +19,8 @@ std::vector<int> Sorted(std::vector<int> v) {
 
 int Sum(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
 
-// Capacity: one row/s a thread.
-double Threads(const std::vector<int>& instances) { return Sum(instances); }
+// Capacity: one row/s a thread; p99 the same for any stage.
+StageEstimate Threads(const std::vector<int>& instances) { return {1.0 * Sum(instances), 10}; }
 
 TEST(MigrationTest, WhatFitsTheFreeCpusIsOneSwitch) {
   // 4 one-thread runtimes serve; the target adds two 2-thread ones on 4 free CPUs.
@@ -50,7 +50,7 @@ TEST(MigrationTest, ASetWithCapacityToSpareHandsCoresOverStageByStage) {
     ++stages;
     ASSERT_LE(stages, 8);
     EXPECT_LE(Sum(step->started), free);
-    EXPECT_GE(Threads(step->instances), need);
+    EXPECT_GE(Threads(step->instances).capacity, need);
     EXPECT_EQ(Sum(step->instances), Sum(serving) + Sum(step->started) - Sum(step->dropped));
     free += Sum(step->dropped) - Sum(step->started);
     serving = step->instances;
@@ -102,6 +102,64 @@ TEST(MigrationTest, KeptThreadCountsStay) {
   EXPECT_EQ(step->started, (std::vector<int>{2}));
   EXPECT_EQ(step->dropped, (std::vector<int>{1, 1}));
   EXPECT_EQ(Sorted(step->instances), (std::vector<int>{4, 4, 2, 1, 1}));
+}
+
+// A stage's runtimes cut batches of `batch` / n rows each, a row 10 ms at one thread and t
+// times faster at t threads (100 rows/s a thread); the p99 twice the slowest batch: fewer
+// runtimes, larger batches, a higher p99.
+StageEstimate Batches(const std::vector<int>& instances, double batch) {
+  double capacity = 0, slowest_ms = 0;
+  const double b = batch / static_cast<double>(instances.size());
+  for (int t : instances) {
+    capacity += 100.0 * t;
+    slowest_ms = std::max(slowest_ms, 10 * b / t);
+  }
+  return {capacity, 2 * slowest_ms};
+}
+
+// GPT-2 at T = 64 moving from 12-thread runtimes to 8-thread ones (bench/virtual: a stage of
+// four runtimes at b = 16 between sets at b = 8 and b = 4, p99 232 ms at a 100-ms target).
+// Capacity alone would let the stage drop three 12-thread runtimes (2 800 rows/s left of 2 000
+// needed), leaving 10.7-row batches on four runtimes; the p99 bound lets one go.
+TEST(MigrationTest, DropsStopWhereTheStageWouldAnswerSlower) {
+  const auto at_b32 = [](const std::vector<int>& instances) { return Batches(instances, 32); };
+  const std::vector<int> serving = {12, 12, 12, 12, 8, 8}, target(8, 8);
+  const double bound = StageP99BoundMs(at_b32, serving, target);
+  EXPECT_DOUBLE_EQ(bound, (1 + kStageP99Slack) * at_b32(serving).p99_ms);  // target's is lower
+  const auto step = NextMigrationStep(serving, 4, target, at_b32, 2000, bound);
+  ASSERT_TRUE(step.has_value());
+  ASSERT_FALSE(step->final);
+  EXPECT_TRUE(step->started.empty());  // an 8 does not fit 4 CPUs
+  EXPECT_EQ(step->dropped, (std::vector<int>{12}));
+  EXPECT_LE(at_b32(step->instances).p99_ms, bound);
+  // Without a bound, capacity alone decides.
+  EXPECT_EQ(NextMigrationStep(serving, 4, target, at_b32, 2000)->dropped.size(), 3u);
+}
+
+// Where nothing can start and every drop costs p99 beyond the bound, the stage still makes
+// progress: it frees the CPUs for one missing runtime and no more (capacity alone would leave
+// one two-thread runtime of four).
+TEST(MigrationTest, AStageThatCanOnlyDropFreesWhatTheNextStartNeeds) {
+  const auto at_b12 = [](const std::vector<int>& instances) { return Batches(instances, 12); };
+  const double bound = StageP99BoundMs(at_b12, {2, 2, 2, 2}, {4, 4});
+  const auto step = NextMigrationStep({2, 2, 2, 2}, 0, {4, 4}, at_b12, 200, bound);
+  ASSERT_TRUE(step.has_value());
+  ASSERT_FALSE(step->final);
+  EXPECT_TRUE(step->started.empty());
+  EXPECT_EQ(step->dropped, (std::vector<int>{2, 2}));
+  EXPECT_EQ(step->instances, (std::vector<int>{2, 2}));
+  // The next stage starts a four-thread runtime on them.
+  const auto next = NextMigrationStep(step->instances, 4, {4, 4}, at_b12, 200, bound);
+  ASSERT_TRUE(next.has_value());
+  ASSERT_FALSE(next->final);
+  EXPECT_EQ(next->started, (std::vector<int>{4}));
+}
+
+TEST(MigrationTest, AStageKeepsOneRuntime) {
+  // Capacity asks nothing (need 0), yet the last serving runtime stays until the target starts.
+  const auto step = NextMigrationStep({2, 2}, 0, {8}, Threads, 0);
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->instances, (std::vector<int>{2}));
 }
 
 }  // namespace
