@@ -75,7 +75,7 @@ std::optional<MigrationStep> NextMigrationStep(const std::vector<int>& serving, 
   }
   // Where nothing starts and no drop keeps the p99: the fewest drops (largest first, keeping
   // capacity) that free the CPUs for the smallest missing runtime, which the next stage starts.
-  if (step.started.empty() && step.dropped.empty()) {
+  if (step.started.empty() && step.dropped.empty() && !missing.empty()) {
     int freed = free_cpus;
     for (size_t i = 0; i < stays.size() && freed < missing.back();) {
       std::vector<int> rest = stays;
