@@ -292,8 +292,7 @@ class Autoscaler {
   // `serving_batch` (the serving set's), and its p99 there (PlanOnInstances): a stage of fewer
   // runtimes at a larger B cuts a backlog into slices neither end runs (BERT-base at T = 64
   // staged 11×⟨4,64⟩ for B = 704 between sets at B = 64: p99 502 ms at a 100-ms target);
-  // capacity 0 and an infinite p99 where none. Refers to *this; call while
-  // it lives.
+  // capacity 0 and an infinite p99 where none. Refers to *this; call while it lives.
   StageEstimator StageEstimates(const Plan& fresh, std::optional<double> rate, SlowdownFn slowdown,
                                 int64_t serving_batch) const;
 

@@ -59,8 +59,9 @@ std::optional<MigrationStep> NextMigrationStep(const std::vector<int>& serving, 
   const double floor = std::min(need, estimate(instances(stays)).capacity);
   // A drop keeps a runtime and the capacity; `bounded`: the p99 too.
   auto droppable = [&](const std::vector<int>& rest, bool bounded) {
-    if (instances(rest).empty()) return false;
-    const StageEstimate without = estimate(instances(rest));
+    const std::vector<int> stage = instances(rest);
+    if (stage.empty()) return false;
+    const StageEstimate without = estimate(stage);
     return without.capacity >= floor && (!bounded || without.p99_ms <= p99_bound_ms);
   };
   for (size_t i = 0; i < stays.size();) {

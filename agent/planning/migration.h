@@ -41,7 +41,8 @@ struct StageEstimate {
 };
 using StageEstimator = std::function<StageEstimate(const std::vector<int>& instances)>;
 
-// A stage's p99 may exceed the worse of its undropped self's and the target's by this share.
+// A stage's p99 may exceed the worse of the serving runtimes' (when the migration starts) and
+// the target's by this share (StageP99BoundMs).
 inline constexpr double kStageP99Slack = 0.25;
 
 struct MigrationStep {
