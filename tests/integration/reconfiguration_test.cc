@@ -30,6 +30,7 @@
 #include "tests/support/agent_process.h"
 #include "tests/support/config_watch.h"
 #include "tests/support/http_client.h"
+#include "tests/support/latency_tables.h"
 #include "tests/support/profile_files.h"
 #include "tests/support/temp_dir.h"
 
@@ -847,21 +848,7 @@ TEST_F(ReconfigurationTest, AMoveTakesTheOptimizersPlanWhenItsRuntimesAreParked)
 // the model from B = 1 to ⟨2,1,4⟩. At the 1 to 2 rows/s of a paced client its batches hold a
 // row or two, which one two-thread instance runs twice as fast (100 ms a row against 200): the
 // simulated p99 is about 30% lower on ⟨1,2,8⟩, whose runtime is parked.
-std::optional<double> FatAtLowRates(int threads, int batch) {
-  if (threads == 1) return 100.0 + 100.0 * batch;
-  switch (batch) {
-    case 1:
-      return 100.0;
-    case 2:
-      return 150.0;
-    case 4:
-      return 300.0;
-    case 8:
-      return 560.0;
-    default:
-      return std::nullopt;
-  }
-}
+using testing::FatAtLowRates;  // tests/support/latency_tables.h
 
 TEST_F(ReconfigurationTest, AtALowRateThePlanForBMovesToTheOneWithTheLowerSimulatedP99) {
   const std::vector<Sample> samples = MakeSamples(24);

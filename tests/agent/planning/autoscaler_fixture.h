@@ -12,6 +12,7 @@
 
 #include "agent/planning/autoscaler.h"
 #include "gtest/gtest.h"
+#include "tests/support/latency_tables.h"
 
 namespace packrat {
 
@@ -66,22 +67,7 @@ inline std::optional<double> ThinAtModerateRates(int threads, int batch) {
   return (threads == 1 ? 100.0 : 90.0) * batch;
 }
 
-// One thread: 100 ms + 100 ms a row; two threads run small batches twice as fast.
-inline std::optional<double> FatAtLowRates(int threads, int batch) {
-  if (threads == 1) return 100.0 + 100.0 * batch;
-  switch (batch) {
-    case 1:
-      return 100.0;
-    case 2:
-      return 150.0;
-    case 4:
-      return 300.0;
-    case 8:
-      return 560.0;
-    default:
-      return std::nullopt;
-  }
-}
+using packrat::testing::FatAtLowRates;  // tests/support/latency_tables.h
 
 inline BatchSizeEstimator::Options EstimatorOptions(int64_t max_batch) {
   BatchSizeEstimator::Options o;
