@@ -336,10 +336,9 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
   const int64_t serving_batch = active ? active->target_rows : 0;
   const StageEstimator estimate = autoscaler_.StageEstimates(fresh, rate, slowdown, serving_batch);
-  double p99_bound_ms = 0;  // of every stage, set at the first
+  std::optional<double> p99_bound_ms;  // of every stage, set at the first
   for (int stage = 1;; ++stage) {
     const std::vector<int> serving = options_.sets->KeepableThreads();
-    if (stage == 1) p99_bound_ms = StageP99BoundMs(estimate, serving, target);
     std::optional<Plan> kept;
     if (keep_margin) kept = autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, *keep_margin);
     if (kept) {
@@ -349,8 +348,9 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
     }
     const int free = options_.sets->FreeCpus();
     if (stage > kMaxResizeStages || free < 0 || serving.empty()) break;
+    if (!p99_bound_ms) p99_bound_ms = StageP99BoundMs(estimate, serving, target);
     const std::optional<MigrationStep> step =
-        NextMigrationStep(serving, free, target, estimate, need, p99_bound_ms);
+        NextMigrationStep(serving, free, target, estimate, need, *p99_bound_ms);
     if (!step || step->final) break;
     const std::optional<Autoscaler::OnInstances> on =
         autoscaler_.PlanOnInstances(step->instances, fresh.batch, rate, slowdown, 0,

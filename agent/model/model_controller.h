@@ -165,7 +165,8 @@ class ModelController {
       EXCLUDES(mu_);
   // The switch to `fresh` in stages (migration.h), each starting runtimes only on the model's
   // free CPUs and dropping old ones only while the rest serves min(`need` rows/s, what it served
-  // before the drop) within the p99 bound set at the first stage (StageP99BoundMs), at most
+  // before the drop) within the p99 bound set at the first stage (StageP99BoundMs; a stage that
+  // starts nothing may go beyond it by the drops that free the next start's CPUs), at most
   // kMaxResizeStages; then fresh itself, at once. With `keep_margin`, before each stage: a plan
   // keeping the serving runtimes within that margin of fresh's p99 at `rate` ends it instead
   // (Autoscaler::KeepingPlan). Where nothing is free to start on and nothing can go (an

@@ -238,10 +238,9 @@ class Autoscaler {
 
   // The best plan on `instances` (thread counts; some may stay idle) for B = `batch` (at a
   // rate also every power-of-two multiple of the instance count up to `largest_batch`, 0:
-  // max_batch) with at
-  // least `need` rows/s of capacity: the lowest simulated p99 at `rate` (full-batch latency
-  // where the rate is unknown; the most capacity where none serves the rate); nullopt where
-  // none qualifies. For the node partition's resizes and their stages.
+  // max_batch) with at least `need` rows/s of capacity: the lowest simulated p99 at `rate`
+  // (full-batch latency where the rate is unknown; the most capacity where none serves the rate);
+  // nullopt where none qualifies. For the node partition's resizes and their stages.
   struct OnInstances {
     Plan plan;
     double p99_ms = 0;    // simulated at the rate, or the batch latency
@@ -283,8 +282,9 @@ class Autoscaler {
   // Whether the switch from the serving runtimes (thread counts `serving`, on options().threads
   // CPUs) to `fresh` can go in stages that each start runtimes only on free CPUs
   // (NextMigrationStep, at most kMaxHandoverStages, each keeping min(NeededCapacity, its
-  // capacity before the drop) and its p99 at `rate`; StageEstimates at `serving_batch`, the
-  // serving set's B). Pure; a few PlanOnInstances per stage.
+  // capacity before the drop) and, but for drops that free the next start's CPUs, its p99 at
+  // `rate` within StageP99BoundMs; StageEstimates at `serving_batch`, the serving set's B, 0:
+  // fresh's B alone). Pure; a few PlanOnInstances per stage.
   bool HandsOver(const std::vector<int>& serving, const Plan& fresh, std::optional<double> rate,
                  const SlowdownFn& slowdown, int64_t serving_batch = 0) const;
   // What a hand-over stage towards `fresh` serves (NextMigrationStep's `estimate`): the rows/s
@@ -292,7 +292,8 @@ class Autoscaler {
   // `serving_batch` (the serving set's), and its p99 there (PlanOnInstances): a stage of fewer
   // runtimes at a larger B cuts a backlog into slices neither end runs (BERT-base at T = 64
   // staged 11×⟨4,64⟩ for B = 704 between sets at B = 64: p99 502 ms at a 100-ms target);
-  // capacity 0 and an infinite p99 where none. Refers to *this; call while it lives.
+  // capacity 0 and an infinite p99 where none; overloaded where the capacity is at most `rate`.
+  // `serving_batch` 0: fresh's B alone. Refers to *this; call while it lives.
   StageEstimator StageEstimates(const Plan& fresh, std::optional<double> rate, SlowdownFn slowdown,
                                 int64_t serving_batch) const;
 

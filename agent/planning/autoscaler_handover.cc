@@ -211,8 +211,8 @@ StageEstimator Autoscaler::StageEstimates(const Plan& fresh, std::optional<doubl
           slowdown = std::move(slowdown)](const std::vector<int>& instances) {
     const std::optional<OnInstances> on =
         PlanOnInstances(instances, batch, rate, slowdown, 0, largest);
-    return on ? StageEstimate{on->capacity, on->p99_ms}
-              : StageEstimate{0, std::numeric_limits<double>::infinity()};
+    return on ? StageEstimate{on->capacity, on->p99_ms, rate && *rate >= on->capacity}
+              : StageEstimate{0, std::numeric_limits<double>::infinity(), false};
   };
 }
 

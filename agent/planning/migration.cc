@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 namespace packrat {
@@ -21,7 +22,11 @@ int Sum(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 
 
 double StageP99BoundMs(const StageEstimator& estimate, const std::vector<int>& serving,
                        const std::vector<int>& target) {
-  return (1 + kStageP99Slack) * std::max(estimate(serving).p99_ms, estimate(target).p99_ms);
+  double worst = -1;
+  for (const StageEstimate& end : {estimate(serving), estimate(target)}) {
+    if (!end.overloaded) worst = std::max(worst, end.p99_ms);
+  }
+  return worst < 0 ? std::numeric_limits<double>::infinity() : (1 + kStageP99Slack) * worst;
 }
 
 std::optional<MigrationStep> NextMigrationStep(const std::vector<int>& serving, int free_cpus,
@@ -54,41 +59,41 @@ std::optional<MigrationStep> NextMigrationStep(const std::vector<int>& serving, 
     all.insert(all.end(), step.started.begin(), step.started.end());
     return all;
   };
-  // Drop the largest extra runtimes the stage can spare, in capacity and in p99.
+  // Drop the largest extra runtimes the stage can spare, in capacity and, where `bounded`, in
+  // p99. Runtimes of one thread count are alike: where one cannot go, none of them can.
   std::vector<int> stays = extra;  // descending
   const double floor = std::min(need, estimate(instances(stays)).capacity);
-  // A drop keeps a runtime and the capacity; `bounded`: the p99 too.
-  auto droppable = [&](const std::vector<int>& rest, bool bounded) {
-    const std::vector<int> stage = instances(rest);
-    if (stage.empty()) return false;
-    const StageEstimate without = estimate(stage);
-    return without.capacity >= floor && (!bounded || without.p99_ms <= p99_bound_ms);
-  };
-  for (size_t i = 0; i < stays.size();) {
-    std::vector<int> rest = stays;
-    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
-    if (!droppable(rest, true)) {
-      ++i;
-      continue;
-    }
-    step.dropped.push_back(stays[i]);
-    stays = std::move(rest);
-  }
-  // Where nothing starts and no drop keeps the p99: the fewest drops (largest first, keeping
-  // capacity) that free the CPUs for the smallest missing runtime, which the next stage starts.
-  if (step.started.empty() && step.dropped.empty() && !missing.empty()) {
-    int freed = free_cpus;
-    for (size_t i = 0; i < stays.size() && freed < missing.back();) {
+  auto drop = [&](bool bounded, int enough) {
+    int freed = 0;
+    for (size_t i = 0; i < stays.size() && freed < enough;) {
       std::vector<int> rest = stays;
       rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
-      if (!droppable(rest, false)) {
-        ++i;
+      const std::vector<int> stage = instances(rest);
+      bool ok = !stage.empty();
+      if (ok) {
+        const StageEstimate without = estimate(stage);
+        const double p99 =
+            without.overloaded ? std::numeric_limits<double>::infinity() : without.p99_ms;
+        ok = without.capacity >= floor && (!bounded || p99 <= p99_bound_ms);
+      }
+      if (!ok) {
+        const int t = stays[i];
+        while (i < stays.size() && stays[i] == t) ++i;
         continue;
       }
       freed += stays[i];
       step.dropped.push_back(stays[i]);
       stays = std::move(rest);
     }
+    return freed;
+  };
+  int freed = drop(true, std::numeric_limits<int>::max());
+  // A stage that starts nothing is worth its switch only if it frees the CPUs for the smallest
+  // missing runtime, which the next stage starts: where the bounded drops fall short, the
+  // fewest more that keep capacity (largest first); where even those fall short, no stage.
+  if (step.started.empty()) {
+    const int short_by = missing.back() - free_cpus - freed;
+    if (short_by > 0 && drop(false, short_by) < short_by) return std::nullopt;
   }
   if (step.started.empty() && step.dropped.empty()) return std::nullopt;
   step.instances = instances(stays);

@@ -16,9 +16,12 @@
 //     the target's): a stage serves for about a runtime's start, long enough to decide a p99
 //     over seconds. A stage that keeps capacity by cutting batches of many more rows (GPT-2 at
 //     T = 64: four runtimes at b = 16 between sets at b = 8 and 4, a p99 of 232 ms against a
-//     100-ms target) drops fewer. Where that leaves a stage that neither starts nor drops, it
-//     drops the fewest runtimes (largest first, keeping capacity) that free the CPUs for the
-//     smallest missing runtime. A stage keeps one runtime at least.
+//     100-ms target) drops fewer.
+//   - A stage that starts nothing is worth its switch only where it frees the CPUs for the
+//     smallest missing runtime, which the next stage starts: where the bounded drops free
+//     fewer, it drops the fewest more that keep capacity (largest first), beyond the bound;
+//     where even that falls short, there is no stage (a plain switch gets there, beside all
+//     the serving runtimes rather than fewer). A stage keeps one runtime at least.
 // The last stage is the target itself, once everything it starts fits on the free CPUs.
 //
 // Pure: thread counts in, thread counts out; the model's control thread carries the stages
@@ -34,10 +37,12 @@ namespace packrat {
 
 // What a stage of runtimes (thread counts) serves: the rows/s of its best plan and that plan's
 // requests' p99 in ms at the rate (its batch latency where the rate is unknown); capacity 0 and
-// an infinite p99 where no plan runs on them.
+// an infinite p99 where no plan runs on them. `overloaded`: the rate is at least the capacity,
+// so the p99 is only how long the simulation let the queue grow and does not compare.
 struct StageEstimate {
   double capacity = 0;
   double p99_ms = 0;
+  bool overloaded = false;
 };
 using StageEstimator = std::function<StageEstimate(const std::vector<int>& instances)>;
 
@@ -55,16 +60,19 @@ struct MigrationStep {
 // The next step from `serving` (thread counts of the runtimes a new set may keep) with
 // `free_cpus` CPUs free to the model, towards `target` (thread counts). `estimate(instances)`:
 // what a stage of those runtimes serves; `need`: what the target must serve; `p99_bound_ms`:
-// the p99 a drop must keep (StageP99BoundMs; infinite: capacity alone decides). Nullopt where
-// no stage makes progress (nothing missing fits the free CPUs and nothing can be dropped):
-// then only a plain switch gets there.
+// the p99 a drop must keep (StageP99BoundMs; infinite: capacity alone decides), but for the
+// drops that free the next start's CPUs in a stage that starts nothing. Nullopt where no stage
+// makes progress (nothing missing fits the free CPUs, and no drops that keep capacity free
+// room for it): then only a plain switch gets there.
 std::optional<MigrationStep> NextMigrationStep(
     const std::vector<int>& serving, int free_cpus, const std::vector<int>& target,
     const StageEstimator& estimate, double need,
     double p99_bound_ms = std::numeric_limits<double>::infinity());
 
 // The p99 bound of a migration from `serving` to `target` (thread counts), fixed for all its
-// stages so that they cannot creep up one drop at a time.
+// stages so that they cannot creep up one drop at a time: kStageP99Slack above the worse p99
+// of the two ends that are not overloaded (a move out of overload is bounded by its target);
+// infinite where both are.
 double StageP99BoundMs(const StageEstimator& estimate, const std::vector<int>& serving,
                        const std::vector<int>& target);
 

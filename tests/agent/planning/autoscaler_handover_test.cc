@@ -49,8 +49,8 @@ TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
       autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 11, view_.slowdown));
 }
 
-// A hand-over stage serves at a B no larger than the serving set's or the target's: capacity
-// that only larger batches reach would cut a backlog into slices neither end runs.
+// A hand-over stage serves at a B no larger than the larger of the serving set's and the target's:
+// capacity that only larger batches reach would cut a backlog into slices neither end runs.
 TEST_F(AutoscalerTest, AStageIsEstimatedAtTheBatchSizesOfTheMovesEnds) {
   SetUpModel(2, FatAtLowRates);
   const Plan fresh = *optimizer_->SolveOnInstances({1}, 2);

@@ -3,6 +3,7 @@
 #include "agent/planning/migration.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <numeric>
 #include <vector>
@@ -120,7 +121,7 @@ StageEstimate Batches(const std::vector<int>& instances, double batch) {
 // GPT-2 at T = 64 moving from 12-thread runtimes to 8-thread ones (bench/virtual: a stage of
 // four runtimes at b = 16 between sets at b = 8 and b = 4, p99 232 ms at a 100-ms target).
 // Capacity alone would let the stage drop three 12-thread runtimes (2 800 rows/s left of 2 000
-// needed), leaving 10.7-row batches on four runtimes; the p99 bound lets one go.
+// needed), leaving 10.7-row batches on three runtimes; the p99 bound lets one go.
 TEST(MigrationTest, DropsStopWhereTheStageWouldAnswerSlower) {
   const auto at_b32 = [](const std::vector<int>& instances) { return Batches(instances, 32); };
   const std::vector<int> serving = {12, 12, 12, 12, 8, 8}, target(8, 8);
@@ -155,11 +156,72 @@ TEST(MigrationTest, AStageThatCanOnlyDropFreesWhatTheNextStartNeeds) {
   EXPECT_EQ(next->started, (std::vector<int>{4}));
 }
 
+// A stage that starts nothing serves only to free CPUs: where the drops within the bound free
+// too few for the next start, the same stage drops the fewest more (before, a stage of its own
+// dropped one two-thread runtime and the next the one the start needed).
+TEST(MigrationTest, AStageThatStartsNothingFreesTheNextStartsCpusAtOnce) {
+  const auto at_b12 = [](const std::vector<int>& instances) { return Batches(instances, 12); };
+  const std::vector<int> serving = {2, 2, 2, 2, 1, 1}, target = {4, 4};
+  const double bound = StageP99BoundMs(at_b12, serving, target);
+  // One 2 can go within the bound (six runtimes to five), a second cannot (to four).
+  EXPECT_LE(at_b12({2, 2, 2, 1, 1}).p99_ms, bound);
+  EXPECT_GT(at_b12({2, 2, 1, 1}).p99_ms, bound);
+  const auto step = NextMigrationStep(serving, 0, target, at_b12, 200, bound);
+  ASSERT_TRUE(step.has_value());
+  ASSERT_FALSE(step->final);
+  EXPECT_TRUE(step->started.empty());
+  EXPECT_EQ(step->dropped, (std::vector<int>{2, 2}));
+  const auto next = NextMigrationStep(step->instances, 4, target, at_b12, 200, bound);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->started, (std::vector<int>{4}));
+}
+
+// Where the drops that keep capacity cannot free the CPUs of the smallest missing runtime, no
+// stage helps: dropping some would only leave fewer runtimes beside the plain switch's start.
+TEST(MigrationTest, AStageThatCannotFreeEnoughIsNoStage) {
+  EXPECT_FALSE(NextMigrationStep({3, 3, 3}, 0, {8}, Threads, 3).has_value());
+  EXPECT_FALSE(NextMigrationStep({2, 2}, 0, {8}, Threads, 0).has_value());
+}
+
 TEST(MigrationTest, AStageKeepsOneRuntime) {
   // Capacity asks nothing (need 0), yet the last serving runtime stays until the target starts.
-  const auto step = NextMigrationStep({2, 2}, 0, {8}, Threads, 0);
+  const auto step = NextMigrationStep({2, 2}, 4, {6}, Threads, 0);
   ASSERT_TRUE(step.has_value());
+  ASSERT_FALSE(step->final);
   EXPECT_EQ(step->instances, (std::vector<int>{2}));
+  EXPECT_TRUE(NextMigrationStep(step->instances, 6, {6}, Threads, 0)->final);
+}
+
+// Capacity 100 rows/s a thread, a p99 of 10 ms that an overloaded stage's simulation would
+// report anyway (its queue grows for as long as it runs): 350 rows/s arrive.
+StageEstimate AtRate350(const std::vector<int>& instances) {
+  const double capacity = 100.0 * Sum(instances);
+  return {capacity, 10, capacity <= 350};
+}
+
+// A move out of overload is bounded by its target alone; where both ends are overloaded, only
+// capacity decides.
+TEST(MigrationTest, TheBoundIgnoresAnOverloadedEnd) {
+  const auto slow_when_overloaded = [](const std::vector<int>& instances) {
+    StageEstimate e = AtRate350(instances);
+    if (e.overloaded) e.p99_ms = 5000;  // whatever the simulation ran to
+    return e;
+  };
+  EXPECT_DOUBLE_EQ(StageP99BoundMs(slow_when_overloaded, {1, 1, 1}, {2, 2}),
+                   (1 + kStageP99Slack) * 10);
+  EXPECT_TRUE(std::isinf(StageP99BoundMs(slow_when_overloaded, {1, 1, 1}, {1, 2})));
+}
+
+TEST(MigrationTest, AnOverloadedStageBreaksAnyFiniteBound) {
+  // 4 x <1> (400 rows/s) to 2 x <2>, one CPU free: dropping a <1> leaves 300 rows/s for 350
+  // arriving. Its 10-ms p99 does not count: only the drop that frees the <2>'s second CPU goes.
+  const double bound = StageP99BoundMs(AtRate350, {1, 1, 1, 1}, {2, 2});
+  const auto step = NextMigrationStep({1, 1, 1, 1}, 1, {2, 2}, AtRate350, 200, bound);
+  ASSERT_TRUE(step.has_value());
+  ASSERT_FALSE(step->final);
+  EXPECT_EQ(step->dropped, (std::vector<int>{1}));
+  // Capacity alone (no bound) drops down to the 200 rows/s needed.
+  EXPECT_EQ(NextMigrationStep({1, 1, 1, 1}, 1, {2, 2}, AtRate350, 200)->dropped.size(), 2u);
 }
 
 }  // namespace
