@@ -34,6 +34,7 @@ AutoscalerOptions AutoscalerOptionsFor(const ModelConfig& config, int threads, b
   o.scale_down_delay_ms = rc.scale_down_delay_ms;
   o.restart_margin = rc.restart_margin;
   o.plan_at_rate = rc.plan_at_rate;
+  o.p99_target_ms = config.batching.p99_target_ms;
   o.min_capacity = config.generation.enabled ? 0 : rc.min_capacity;  // batched models only
   o.burst_reserve_ms =
       config.generation.enabled

@@ -43,8 +43,11 @@
 //      mean latency the new plan saves each row arriving over scale_down_delay_ms (simulated
 //      at the rate less two Poisson standard deviations of its count over the window it was
 //      measured on, the serving plan's at B or at its backlog batch, whichever is lower:
-//      near capacity a burst would otherwise buy a switch). Where rows pile up beyond its
-//      capacity the overload rule (1), never held, moves at once.
+//      near capacity a burst would otherwise buy a switch). With batching.p99_target_ms,
+//      held too where the serving plan's simulated p99 meets the target and the start's would
+//      not: twice the serving p99 (its batches at half speed) plus the queue's wait for the
+//      new plan's capacity. Where rows pile up beyond its capacity the overload rule (1),
+//      never held, moves at once.
 //   Learning by serving: plans count each thread count at its measured slowdown (ServingView::
 //   slowdown; one not served yet at the slowest one served, SlowdownTracker::Get). While the
 //   arrivals exceed max_utilization of the serving plan's capacity (OverloadedRate: over the
@@ -104,6 +107,9 @@ struct AutoscalerOptions {
   // reconfiguration.burst_reserve_ms: the simulated p99 (ms) a step down (2b) gives up for
   // runtimes that serve more from a backlog (StepDownBatch's BurstReserve; 0: none).
   double burst_reserve_ms = 0;
+  // batching.p99_target_ms: a move that starts runtimes beside busy ones is not taken where
+  // the serving plan's simulated p99 meets it and the start's would not (SwitchRepays; 0: none).
+  double p99_target_ms = 0;
 };
 
 // What serves now.
@@ -323,7 +329,8 @@ class Autoscaler {
   bool GivesUpReserve(double capacity, double instead) const;
   // Rule 3's weighing (see the class comment): whether moving from the serving plan, `capacity`
   // rows/s, to `fresh` beside its busy runtimes repays the queue that builds while fresh
-  // starts, at `rate` rows/s as measured over `window_s`. `why` receives the figures.
+  // starts, at `rate` rows/s as measured over `window_s`, without breaking a p99 target the
+  // serving plan meets. `why` receives the figures.
   bool SwitchRepays(const ServingView& view, const Plan& fresh, double rate, double capacity,
                     double window_s, std::string* why) const;
   // Rule 3: turns d's move into a kNoHandover hold where it applies.
