@@ -91,7 +91,7 @@ std::optional<MigrationStep> NextMigrationStep(const std::vector<int>& serving, 
   // A stage that starts nothing is worth its switch only if it frees the CPUs for the smallest
   // missing runtime, which the next stage starts: where the bounded drops fall short, the
   // fewest more that keep capacity (largest first); where even those fall short, no stage.
-  if (step.started.empty()) {
+  if (step.started.empty() && !missing.empty()) {
     const int short_by = missing.back() - free_cpus - freed;
     if (short_by > 0 && drop(false, short_by) < short_by) return std::nullopt;
   }
