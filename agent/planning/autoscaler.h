@@ -7,7 +7,8 @@
 // The rules, in the order Decide() applies them (docs/architecture.md, "Autoscaling"):
 //   1. Overload (reconfiguration.overload_window_ms): rows arrive faster than the serving plan
 //      runs them (fully busy, in the batches it cuts from a backlog; or above max_utilization
-//      where the move starts no runtime) while rows queue beyond B: move at once to the
+//      where the move starts no runtime and its requests' simulated p99 at the rate is below
+//      the serving set's, at B or its backlog batch) while rows queue beyond B: move at once to the
 //      smallest larger B whose plan keeps up (BatchForRate) — or, where no larger B serves
 //      more, to B's own plan at the rate where that serves kBatchForRateMinGain more than the
 //      serving one (PlanFor puts capacity first where a plan cannot serve the rate). Its
@@ -321,6 +322,20 @@ class Autoscaler {
   bool FallsShort(const ServingView& view, const LoadTracker& load) const;
   // The serving plan as a Plan (its groups at B, the optimizer's latency for unprofiled ones).
   static Plan ServingPlan(const ServingView& view);
+  // How requests fare on the serving set at a rate: it cuts batches of B, and of up to
+  // backlog_batch where rows queue, so its latency is at most either plan's (simulated at B
+  // alone, a rate near B's capacity would queue without bound and make any move look worth
+  // it). Built once per view; Simulate() takes about a millisecond a plan.
+  class ServingSimulation {
+   public:
+    ServingSimulation(const Autoscaler& autoscaler, const ServingView& view);
+    // The lower mean and the lower p99 of the serving plans at `rate` rows/s.
+    BatchingSimulator::Result At(double rate) const;
+
+   private:
+    const PlanEvaluator eval_;
+    std::vector<Plan> plans_;
+  };
   // Whether serving `plan` after `view` starts runtimes (see AutoscalerOptions).
   bool StartsRuntimes(const Plan& plan, const ServingView& view) const;
   bool RateMoveHeld(SteadyTime now) const;

@@ -158,6 +158,29 @@ void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<
   d->hold = std::move(r);
 }
 
+Autoscaler::ServingSimulation::ServingSimulation(const Autoscaler& autoscaler,
+                                                 const ServingView& view)
+    : eval_(autoscaler.Evaluator(view)) {
+  plans_.push_back(ServingPlan(view));
+  if (view.backlog_batch > view.batch && autoscaler.optimizer_ != nullptr) {
+    if (auto backlog = autoscaler.optimizer_->SolveOnInstances(
+            ThreadCounts(view.groups), static_cast<int>(view.backlog_batch));
+        backlog.ok()) {
+      plans_.push_back(std::move(backlog).value());
+    }
+  }
+}
+
+BatchingSimulator::Result Autoscaler::ServingSimulation::At(double rate) const {
+  BatchingSimulator::Result best = eval_.Simulate(plans_[0], rate);
+  for (size_t i = 1; i < plans_.size(); ++i) {
+    const BatchingSimulator::Result r = eval_.Simulate(plans_[i], rate);
+    best.mean_ms = std::min(best.mean_ms, r.mean_ms);
+    best.p99_ms = std::min(best.p99_ms, r.p99_ms);
+  }
+  return best;
+}
+
 bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double rate,
                               double capacity, double window_s, std::string* why) const {
   const double start_s = std::max(2 * view.first_start_s, view.last_start_s);
@@ -184,32 +207,13 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
   // queue over time, in row-seconds of waiting.
   const double queued = std::max(0.0, rate - capacity / 2) * start_s;
   const double cost = 0.5 * queued * (start_s + queued / drain);
-  // The serving set cuts batches of B, and of up to backlog_batch where rows queue: its
-  // latency is at most either's (simulated at B alone, a rate near B's capacity would queue
-  // without bound and make any move look worth it).
-  std::vector<Plan> serving = {ServingPlan(view)};
-  if (view.backlog_batch > view.batch) {
-    if (auto backlog = optimizer_->SolveOnInstances(ThreadCounts(view.groups),
-                                                    static_cast<int>(view.backlog_batch));
-        backlog.ok()) {
-      serving.push_back(std::move(backlog).value());
-    }
-  }
-  auto serving_at = [&](double at) {
-    BatchingSimulator::Result best = eval.Simulate(serving[0], at);
-    for (size_t i = 1; i < serving.size(); ++i) {
-      const BatchingSimulator::Result r = eval.Simulate(serving[i], at);
-      best.mean_ms = std::min(best.mean_ms, r.mean_ms);
-      best.p99_ms = std::min(best.p99_ms, r.p99_ms);
-    }
-    return best;
-  };
+  const ServingSimulation serving(*this, view);
   // Do no harm to a p99 target the serving plan meets: through the start its batches take
   // twice as long, and the rows queued by its end wait for fresh to serve them (BERT-base and
   // GPT-2 on 16 virtual CPUs: such a start put a 1-s target's probe at 1.4-1.7 s for a mean
   // gain of 90 ms).
   if (options_.p99_target_ms > 0) {
-    const double serving_p99 = serving_at(rate).p99_ms;
+    const double serving_p99 = serving.At(rate).p99_ms;
     const double through_start_ms = 2 * serving_p99 + 1e3 * queued / eval.Capacity(fresh);
     if (serving_p99 <= options_.p99_target_ms && through_start_ms > options_.p99_target_ms) {
       text << "a " << start_s << "-s start queues " << queued
@@ -220,7 +224,7 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
       return false;
     }
   }
-  const double serving_ms = serving_at(low).mean_ms;
+  const double serving_ms = serving.At(low).mean_ms;
   const double saved_ms = serving_ms - eval.Simulate(fresh, low).mean_ms;
   const double horizon_s = static_cast<double>(options_.scale_down_delay_ms) / 1e3;
   const double gain = low * horizon_s * saved_ms / 1e3;

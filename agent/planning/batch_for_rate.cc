@@ -143,9 +143,16 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity) {
   int64_t best = current_b;
   double served = capacity(current_b).value_or(0);  // unknown: any known capacity is a gain
-  for (int64_t b : LargerBatches(current_b, max_b)) {
+  // The powers of two, and B doubled: B's rows per instance doubled covers B's instances as
+  // evenly as B does.
+  std::vector<int64_t> sizes = LargerBatches(current_b, max_b);
+  for (int64_t b = 2 * current_b; current_b > 0 && b < max_b; b *= 2) sizes.push_back(b);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (int64_t b : sizes) {
     const std::optional<double> c = capacity(b);
     if (!c || *c <= 0) continue;
+    if (*c < served) continue;  // an uneven cover of the instances: the next may be even
     if (*c < kBatchForRateMinGain * served) break;
     best = b;
     served = *c;

@@ -95,6 +95,30 @@ TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveThatStartsNoRuntimeIsTaken) {
   EXPECT_EQ(move->plan.groups, (std::vector<InstanceGroup>{{1, 1, 8}}));
 }
 
+// One thread: 100 rows/s at b = 1 to 4, 114 at b = 8 (70 ms).
+std::optional<double> LongBatchesServeMore(int threads, int batch) {
+  if (threads != 1) return std::nullopt;
+  return batch == 8 ? 70.0 : 10.0 * batch;
+}
+
+TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveIsTakenOnlyWhereItsRequestsFareBetter) {
+  SetUpModel(8, LongBatchesServeMore, [](AutoscalerOptions* o) { o->max_batch = 64; });
+  Serve(8);  // ⟨8,1,1⟩: 800 rows/s, and a backlog runs in batches of 8 (16 serves no more)
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{8, 1, 1}}));
+  ASSERT_EQ(view_.backlog_batch, 8);
+  // 700 rows/s: beyond max_utilization of 800. Only B = 64 (⟨8,1,8⟩, 914 rows/s) keeps up at
+  // 0.8 busy, and it starts no runtime; but its 70-ms batches put the requests' simulated p99
+  // at 42 ms, against 33 on the serving plan.
+  for (int i = 0; i < 99; ++i) {
+    const Decision d = Tick(12, 700);
+    ASSERT_FALSE(d.move && d.move->reason.rule == Rule::kOverload) << d.move->reason.text;
+  }
+  // Near capacity the serving plan's queue costs more than the longer batches: it moves.
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 12, 880, 300);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->move->reason.to_batch, 64);
+}
+
 // One thread: 100 rows/s at any b; two threads: 100, 167, 267 and 400 rows/s at b = 1..8.
 std::optional<double> TwoThreadsScale(int threads, int batch) {
   if (threads == 1) return 10.0 * batch;

@@ -256,6 +256,18 @@ TEST(BatchForRateTest, BacklogBatchGrowsWhileEachStepServesFivePercentMore) {
   EXPECT_EQ(BacklogBatch(2, 64, Table(measured)), 4);  // 6.27 -> 6.76: 7.8%
 }
 
+// 23 two-thread Inception-v3 instances on 64 virtual CPUs (a hand-over stage): a power of two
+// of rows covers them unevenly and serves less than B = 23 does; B doubled covers them evenly.
+TEST(BatchForRateTest, BacklogBatchTriesBDoubledAndPassesOverUnevenCovers) {
+  std::vector<int64_t> asked;
+  const std::map<int64_t, double> stage = {{23, 641}, {32, 530},  {46, 762},  {64, 581},
+                                           {92, 836}, {128, 600}, {184, 864}, {256, 600}};
+  EXPECT_EQ(BacklogBatch(23, 1024, Table(stage, &asked)), 92);  // 184 serves 3% more
+  EXPECT_EQ(asked, (std::vector<int64_t>{23, 32, 46, 64, 92, 128, 184}));
+  // An uneven cover is passed over, not the end of the search: 64 rows serve 9% more than B.
+  EXPECT_EQ(BacklogBatch(23, 1024, Table({{23, 641}, {32, 530}, {64, 700}})), 64);
+}
+
 TEST(BatchForRateTest, BacklogBatchSkipsBatchesWithoutCapacity) {
   std::vector<int64_t> asked;
   EXPECT_EQ(BacklogBatch(2, 48, Table({}, &asked)), 2);
