@@ -7,13 +7,13 @@
 // The rules, in the order Decide() applies them (docs/architecture.md, "Autoscaling"):
 //   1. Overload (reconfiguration.overload_window_ms): rows arrive faster than the serving plan
 //      runs them (fully busy, in the batches it cuts from a backlog; or above max_utilization
-//      where the move starts no runtime and its requests' simulated p99 at the rate is below
-//      the serving set's, at B or its backlog batch) while rows queue beyond B: move at once to the
-//      smallest larger B whose plan keeps up (BatchForRate) — or, where no larger B serves
-//      more, to B's own plan at the rate where that serves kBatchForRateMinGain more than the
-//      serving one (PlanFor puts capacity first where a plan cannot serve the rate). Its
-//      backlog then drains before the estimator is listened to again, and the estimator's
-//      steps down wait scale_down_delay_ms.
+//      where the move starts no runtime and, for a batch model, its requests' simulated p99
+//      at the rate is below the serving set's, at B or its backlog batch) while rows queue
+//      beyond B: move at once to the smallest larger B whose plan keeps up (BatchForRate) —
+//      or, where no larger B serves more, to B's own plan at the rate where that serves
+//      kBatchForRateMinGain more than the serving one (PlanFor puts capacity first where a
+//      plan cannot serve the rate). Its backlog then drains before the estimator is listened
+//      to again, and the estimator's steps down wait scale_down_delay_ms.
 //   2. At each of the estimator's decision points (reconfiguration.timeout_ms), with a full
 //      window:
 //      a. plan at rate (reconfiguration.plan_at_rate, batch models, a known rate): the B and
@@ -325,7 +325,7 @@ class Autoscaler {
   // How requests fare on the serving set at a rate: it cuts batches of B, and of up to
   // backlog_batch where rows queue, so its latency is at most either plan's (simulated at B
   // alone, a rate near B's capacity would queue without bound and make any move look worth
-  // it). Built once per view; Simulate() takes about a millisecond a plan.
+  // it). Batch models only; Simulate() takes about a millisecond a plan.
   class ServingSimulation {
    public:
     ServingSimulation(const Autoscaler& autoscaler, const ServingView& view);

@@ -162,7 +162,7 @@ Autoscaler::ServingSimulation::ServingSimulation(const Autoscaler& autoscaler,
                                                  const ServingView& view)
     : eval_(autoscaler.Evaluator(view)) {
   plans_.push_back(ServingPlan(view));
-  if (view.backlog_batch > view.batch && autoscaler.optimizer_ != nullptr) {
+  if (view.backlog_batch > view.batch) {
     if (auto backlog = autoscaler.optimizer_->SolveOnInstances(
             ThreadCounts(view.groups), static_cast<int>(view.backlog_batch));
         backlog.ok()) {

@@ -152,8 +152,12 @@ int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacit
   for (int64_t b : sizes) {
     const std::optional<double> c = capacity(b);
     if (!c || *c <= 0) continue;
-    if (*c < served) continue;  // an uneven cover of the instances: the next may be even
-    if (*c < kBatchForRateMinGain * served) break;
+    if (*c < kBatchForRateMinGain * served) {
+      // B doubled gains too little: larger batches would only creep up. Another size may
+      // cover the instances unevenly, where the next multiple of B covers them evenly again.
+      if (b % current_b == 0) break;
+      continue;
+    }
     best = b;
     served = *c;
   }

@@ -113,7 +113,7 @@ TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveIsTakenOnlyWhereItsRequestsFareBe
     const Decision d = Tick(12, 700);
     ASSERT_FALSE(d.move && d.move->reason.rule == Rule::kOverload) << d.move->reason.text;
   }
-  // Near capacity the serving plan's queue costs more than the longer batches: it moves.
+  // Past capacity the serving set's queue grows without bound: it moves.
   const std::optional<Decision> d = TickUntil(Rule::kOverload, 12, 880, 300);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->move->reason.to_batch, 64);

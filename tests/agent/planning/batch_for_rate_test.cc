@@ -253,7 +253,9 @@ TEST(BatchForRateTest, BacklogBatchGrowsWhileEachStepServesFivePercentMore) {
   const std::map<int64_t, double> measured = {{1, 6.27},  {2, 6.27},  {4, 6.76}, {8, 6.59},
                                               {16, 7.06}, {32, 7.14}, {64, 7.26}};
   EXPECT_EQ(BacklogBatch(1, 64, Table(measured)), 1);
-  EXPECT_EQ(BacklogBatch(2, 64, Table(measured)), 4);  // 6.27 -> 6.76: 7.8%
+  std::vector<int64_t> asked;
+  EXPECT_EQ(BacklogBatch(2, 64, Table(measured, &asked)), 4);  // 6.27 -> 6.76: 7.8%
+  EXPECT_EQ(asked, (std::vector<int64_t>{2, 4, 8}));           // 8 serves less: B doubled ends it
 }
 
 // 23 two-thread Inception-v3 instances on 64 virtual CPUs (a hand-over stage): a power of two
@@ -264,8 +266,10 @@ TEST(BatchForRateTest, BacklogBatchTriesBDoubledAndPassesOverUnevenCovers) {
                                            {92, 836}, {128, 600}, {184, 864}, {256, 600}};
   EXPECT_EQ(BacklogBatch(23, 1024, Table(stage, &asked)), 92);  // 184 serves 3% more
   EXPECT_EQ(asked, (std::vector<int64_t>{23, 32, 46, 64, 92, 128, 184}));
-  // An uneven cover is passed over, not the end of the search: 64 rows serve 9% more than B.
+  // An uneven cover is passed over, not the end of the search, whether it serves less than B
+  // or a little more: 64 rows serve 9% more than B, 46 19% more.
   EXPECT_EQ(BacklogBatch(23, 1024, Table({{23, 641}, {32, 530}, {64, 700}})), 64);
+  EXPECT_EQ(BacklogBatch(23, 1024, Table({{23, 641}, {32, 660}, {46, 762}})), 46);
 }
 
 TEST(BatchForRateTest, BacklogBatchSkipsBatchesWithoutCapacity) {
