@@ -155,7 +155,7 @@ int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacit
     if (*c < kBatchForRateMinGain * served) {
       // B doubled gains too little: larger batches would only creep up. Another size may
       // cover the instances unevenly, where the next multiple of B covers them evenly again.
-      if (b % current_b == 0) break;
+      if (current_b <= 0 || b % current_b == 0) break;
       continue;
     }
     best = b;

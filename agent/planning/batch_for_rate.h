@@ -107,10 +107,11 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
 // The most rows worth cutting into one batch from a backlog, on the serving instances: from
 // `current_b` up through larger sizes (below) and `max_b`, each step taken only while it
 // serves kBatchForRateMinGain more rows per second than the largest batch taken so far
-// (sizes without a known capacity are skipped). Each step doubles the wait of every row in the batch and of
-// every row queued behind it; capacity creeps up far slower: a one-thread ResNet-50 instance
-// on 2 vCPUs serves 6.3 rows/s at b = 1, 6.8 at 4, 7.1 at 16 and 7.3 at 64 (slices of 0.16,
-// 0.6, 2.3 and 8.8 s), so a "within 5% of the most" rule would cut 2.3-s slices to gain 4%.
+// (sizes without a known capacity are skipped). Each step doubles the wait of every row in
+// the batch and of every row queued behind it; capacity creeps up far slower: a one-thread
+// ResNet-50 instance on 2 vCPUs serves 6.3 rows/s at b = 1, 6.8 at 4, 7.1 at 16 and 7.3 at
+// 64 (slices of 0.16, 0.6, 2.3 and 8.8 s), so a "within 5% of the most" rule would cut 2.3-s
+// slices to gain 4%.
 // Sizes are the powers of two and `current_b` doubled, redoubled, ...: where the instance
 // count is no power of two, a power of two covers the instances unevenly. The search ends at
 // a multiple of `current_b` that gains too little; any other size that does is passed over

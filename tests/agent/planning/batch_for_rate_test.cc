@@ -280,6 +280,8 @@ TEST(BatchForRateTest, BacklogBatchSkipsBatchesWithoutCapacity) {
   // A B without a plan counts as serving nothing.
   EXPECT_EQ(BacklogBatch(3, 8, Table({{4, 10}, {8, 10.2}})), 4);
   EXPECT_EQ(BacklogBatch(1, 1, Table({{1, 10}})), 1);
+  // No B yet (a set of no rows): the first size that gains too little ends the search.
+  EXPECT_EQ(BacklogBatch(0, 8, Table({{1, 10}, {2, 10.1}, {4, 20}})), 1);
 }
 
 TEST(BatchForRateTest, ArrivalsExceedCapacityOnlyBeyondTwoSigmas) {
