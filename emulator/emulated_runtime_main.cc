@@ -17,9 +17,6 @@
 // contention.
 //
 // Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
-#include <signal.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -30,6 +27,8 @@
 #include "emulator/emulated_cpus.h"
 #include "emulator/emulated_model.h"
 #include "emulator/emulated_worker.h"
+#include "runtime/runtime_flags.h"
+#include "runtime/runtime_lifecycle.h"
 #include "shm/segment.h"
 #include "shm/virtual_cpus.h"
 
@@ -37,38 +36,15 @@ namespace packrat::emulator {
 namespace {
 
 struct Flags {
-  std::string segment;
+  runtime::CommonFlags common;  // --segment, --name, --threads, --cores, --warmup-*, ...
   std::string profile;
   std::string node;
-  std::string name = "emulated";
-  int threads = 1;
-  pid_t agent_pid = 0;
-  std::vector<int> cores;
   std::vector<OutputSpec> outputs;
-  std::vector<int64_t> warmup_batches;
-  int warmup_iterations = 3;
-  int idle_spin_us = 100;
   double load_s = 0;
   double neighbour_slowdown = 0;
   std::string kernel = "fp32";  // the settings the real runtime would report
   bool bf16 = false, channels_last = false, freeze = false;
 };
-
-StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
-  std::vector<int64_t> values;
-  size_t pos = 0;
-  while (!text.empty()) {
-    const size_t comma = text.find(',', pos);
-    const std::string item = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') return InvalidArgument("bad integer list '" + text + "'");
-    values.push_back(v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return values;
-}
 
 StatusOr<double> ParseNumber(const std::string& flag, const std::string& text) {
   char* end = nullptr;
@@ -88,37 +64,16 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (flag == "--accuracy-strict") continue;
     if (i + 1 >= argc) return InvalidArgument("flag " + flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--segment") {
-      f.segment = value;
-    } else if (flag == "--emulate") {
+    ASSIGN_OR_RETURN(const bool common, runtime::ParseCommonFlag(flag, value, &f.common));
+    if (common) continue;
+    if (flag == "--emulate") {
       f.profile = value;
     } else if (flag == "--node") {
       f.node = value;
-    } else if (flag == "--name") {
-      f.name = value;
-    } else if (flag == "--threads") {
-      f.threads = std::atoi(value.c_str());
-    } else if (flag == "--agent-pid") {
-      f.agent_pid = static_cast<pid_t>(std::atoi(value.c_str()));
-    } else if (flag == "--cores") {
-      ASSIGN_OR_RETURN(auto cores, ParseIntList(value));
-      for (int64_t c : cores) f.cores.push_back(static_cast<int>(c));
     } else if (flag == "--output") {  // DTYPE:d1,d2,...  (row shape; may be empty)
-      const size_t colon = value.find(':');
-      const auto type = DataTypeFromName(value.substr(0, colon));
-      if (!type) return InvalidArgument("bad --output '" + value + "'");
       OutputSpec spec;
-      spec.datatype = *type;
-      if (colon != std::string::npos && colon + 1 < value.size()) {
-        ASSIGN_OR_RETURN(spec.row_shape, ParseIntList(value.substr(colon + 1)));
-      }
+      RETURN_IF_ERROR(runtime::ParseRowSpec(flag, value, &spec.datatype, &spec.row_shape));
       f.outputs.push_back(std::move(spec));
-    } else if (flag == "--warmup-batch") {
-      f.warmup_batches.push_back(std::atoll(value.c_str()));
-    } else if (flag == "--warmup-iterations") {
-      f.warmup_iterations = std::atoi(value.c_str());
-    } else if (flag == "--idle-spin-us") {
-      f.idle_spin_us = std::atoi(value.c_str());
     } else if (flag == "--load-s") {
       ASSIGN_OR_RETURN(f.load_s, ParseNumber(flag, value));
     } else if (flag == "--neighbour-slowdown") {
@@ -135,10 +90,10 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       return InvalidArgument("unknown flag " + flag);
     }
   }
-  if (f.segment.empty() || f.profile.empty()) {
+  if (f.common.segment.empty() || f.profile.empty()) {
     return InvalidArgument("--segment and --emulate are required");
   }
-  if (f.threads < 1) return InvalidArgument("--threads must be >= 1");
+  if (f.common.threads < 1) return InvalidArgument("--threads must be >= 1");
   f.kernel = std::string(f.bf16 ? "bf16" : "fp32") + (f.channels_last ? "+cl" : "") +
              (f.freeze ? "+frozen" : "");
   return f;
@@ -159,25 +114,18 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Flags& flags = *flags_or;
-  SetLogComponent("emulated[" + flags.name + "]");
-  // Die with the agent, as the real runtime does (the agent forks from a long-lived thread).
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (flags.agent_pid != 0 && getppid() != flags.agent_pid) return 1;
-
-  auto segment_or = shm::Segment::Open(flags.segment);
+  SetLogComponent("emulated[" + flags.common.name + "]");
+  auto segment_or = runtime::AttachToAgent(flags.common.segment, flags.common.agent_pid);
   if (!segment_or.ok()) {
     PACKRAT_LOG(ERROR) << segment_or.status().ToString();
     return 1;
   }
   std::unique_ptr<shm::Segment> segment = std::move(segment_or).value();
-  auto fail = [&](const Status& s) {
-    PACKRAT_LOG(ERROR) << s.ToString();
-    segment->Fail(s.ToString());
-    return 1;
-  };
+  auto fail = [&segment](const Status& s) { return runtime::FailStart(segment.get(), s); };
   auto profile = Profile::LoadCsv(flags.profile);
   if (!profile.ok()) return fail(profile.status());
-  auto model = EmulatedModel::Create(std::move(profile).value(), flags.threads, flags.outputs);
+  auto model =
+      EmulatedModel::Create(std::move(profile).value(), flags.common.threads, flags.outputs);
   if (!model.ok()) return fail(model.status());
   std::unique_ptr<shm::VirtualCpus> node;
   if (!flags.node.empty()) {
@@ -192,9 +140,9 @@ int Main(int argc, char** argv) {
   std::unique_ptr<EmulatedCpus> cpus = std::move(cpus_or).value();
 
   EmulatedWorkerOptions worker_options;
-  worker_options.agent_pid = flags.agent_pid;
-  worker_options.idle_spin = std::chrono::microseconds(std::max(0, flags.idle_spin_us));
-  worker_options.cpus = flags.cores;
+  worker_options.agent_pid = flags.common.agent_pid;
+  worker_options.idle_spin = std::chrono::microseconds(std::max(0, flags.common.idle_spin_us));
+  worker_options.cpus = flags.common.cores;
   EmulatedWorker worker(segment.get(), &*model, cpus.get(), worker_options);
   auto alive = [&worker] { return worker.AgentAlive(); };
 
@@ -205,7 +153,7 @@ int Main(int argc, char** argv) {
   const auto load = std::chrono::nanoseconds(static_cast<int64_t>(flags.load_s * 1e9));
   std::vector<int> loading;
   double fastest = -1;
-  for (int cpu : flags.cores) {
+  for (int cpu : flags.common.cores) {
     const double rate = cpus->RateNow({cpu});
     if (rate > fastest) {
       fastest = rate;
@@ -216,9 +164,9 @@ int Main(int argc, char** argv) {
   if (!loaded.ok()) return fail(loaded.status());
   if (!*loaded) return 1;
   // Warm-up: the forward passes the real runtime makes, at the profile's latencies.
-  for (int64_t b : flags.warmup_batches) {
-    for (int i = 0; i < flags.warmup_iterations; ++i) {
-      auto warmed = cpus->Compute(model->Latency(b), flags.cores, alive);
+  for (int64_t b : flags.common.warmup_batches) {
+    for (int i = 0; i < flags.common.warmup_iterations; ++i) {
+      auto warmed = cpus->Compute(model->Latency(b), flags.common.cores, alive);
       if (!warmed.ok()) return fail(warmed.status());
       if (!*warmed) return 1;
     }
@@ -226,16 +174,11 @@ int Main(int argc, char** argv) {
   segment->SetInfo("kernel=" + flags.kernel +
                    " checked=0 fallback=0 emulated=1 load_s=" + std::to_string(flags.load_s) +
                    " neighbour_slowdown=" + std::to_string(flags.neighbour_slowdown));
-  segment->header()->runtime_pid.store(getpid(), std::memory_order_release);
-  segment->SetState(shm::RuntimeState::kReady);
-  PACKRAT_LOG(INFO) << "ready: emulating " << flags.profile << " at " << flags.threads
-                    << " thread(s) on " << flags.cores.size() << " CPU(s) (L[t,1] "
+  PACKRAT_LOG(INFO) << "ready: emulating " << flags.profile << " at " << flags.common.threads
+                    << " thread(s) on " << flags.common.cores.size() << " CPU(s) (L[t,1] "
                     << FormatSeconds(model->Latency(1)) << " s)"
                     << (cpus->node() ? ", node " + flags.node : std::string(", no node"));
-  Status s = worker.Run();
-  segment->SetState(shm::RuntimeState::kStopped);
-  if (!s.ok()) PACKRAT_LOG(WARNING) << "stopping: " << s.message();
-  return 0;
+  return runtime::ServeUntilStopped(segment.get(), [&worker] { return worker.Run(); });
 }
 
 }  // namespace

@@ -21,23 +21,14 @@ EmulatedWorker::EmulatedWorker(shm::Segment* segment, const EmulatedModel* model
 }
 
 Status EmulatedWorker::Run() {
-  return link_.Serve(options_.idle_spin, [this](const shm::BatchMessage& msg,
-                                                shm::CompletionMessage* done) {
-    return Execute(msg, done);
-  });
+  return link_.Serve(options_.idle_spin,
+                     [this](const shm::BatchMessage& msg, shm::CompletionMessage* done) {
+                       return Execute(msg, done);
+                     });
 }
 
 bool EmulatedWorker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done) {
-  done->batch_id = msg.batch_id;
-  done->slot = msg.slot;
-  done->kind = shm::CompletionKind::kDone;
-  done->num_tensors = 0;
-  done->compute_ns = 0;
-  done->rows = 0;
-  done->step_rows = 0;
-  done->stages_done = 0;
-  done->num_stages = 0;
-  done->error[0] = '\0';
+  runtime::BeginCompletion(msg, done);
   std::vector<runtime::RawTensor> inputs;
   Status status = runtime::UnpackBatchMessage(
       msg, segment_->num_slots(), segment_->input_capacity(),
@@ -69,14 +60,7 @@ bool EmulatedWorker::Execute(const shm::BatchMessage& msg, shm::CompletionMessag
     done->rows = rows;
     done->status = shm::CompletionStatus::kOk;
   } else {
-    done->num_tensors = 0;
-    done->status = status.code() == StatusCode::kUnavailable ? shm::CompletionStatus::kUnavailable
-                                                             : shm::CompletionStatus::kError;
-    const std::string text = status.message();
-    const size_t n = std::min(text.size(), shm::kErrorTextSize - 1);
-    std::memcpy(done->error, text.data(), n);
-    done->error[n] = '\0';
-    PACKRAT_LOG(WARNING) << "batch " << msg.batch_id << " failed: " << text;
+    runtime::FailCompletion(status, done);
   }
   return true;
 }

@@ -1,5 +1,11 @@
 #include "runtime/batch_message.h"
 
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/logging.h"
+
 namespace packrat::runtime {
 
 Status UnpackBatchMessage(const shm::BatchMessage& msg, uint32_t num_slots, uint64_t capacity,
@@ -34,6 +40,30 @@ Status UnpackBatchMessage(const shm::BatchMessage& msg, uint32_t num_slots, uint
     t.byte_size = d.byte_size;
   }
   return Status::Ok();
+}
+
+void BeginCompletion(const shm::BatchMessage& msg, shm::CompletionMessage* done) {
+  done->batch_id = msg.batch_id;
+  done->slot = msg.slot;
+  done->kind = shm::CompletionKind::kDone;
+  done->num_tensors = 0;
+  done->compute_ns = 0;
+  done->rows = 0;
+  done->step_rows = 0;
+  done->stages_done = 0;
+  done->num_stages = 0;
+  done->error[0] = '\0';
+}
+
+void FailCompletion(const Status& status, shm::CompletionMessage* done) {
+  done->num_tensors = 0;
+  done->status = status.code() == StatusCode::kUnavailable ? shm::CompletionStatus::kUnavailable
+                                                           : shm::CompletionStatus::kError;
+  const std::string text = status.message();
+  const size_t n = std::min(text.size(), shm::kErrorTextSize - 1);
+  std::memcpy(done->error, text.data(), n);
+  done->error[n] = '\0';
+  PACKRAT_LOG(WARNING) << "batch " << done->batch_id << " failed: " << text;
 }
 
 }  // namespace packrat::runtime

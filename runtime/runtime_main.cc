@@ -14,10 +14,7 @@
 // Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
 #include <malloc.h>
 #include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <torch/version.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -28,6 +25,8 @@
 #include "runtime/decoder.h"
 #include "runtime/generation_loop.h"
 #include "runtime/model_runner.h"
+#include "runtime/runtime_flags.h"
+#include "runtime/runtime_lifecycle.h"
 #include "runtime/worker.h"
 #include "shm/segment.h"
 
@@ -35,39 +34,16 @@ namespace packrat::runtime {
 namespace {
 
 struct Flags {
-  std::string segment;
+  CommonFlags common;  // --segment, --name, --threads, --cores, --warmup-*, ...
   std::string model;
-  std::string name = "runtime";
-  int threads = 1;
-  pid_t agent_pid = 0;
-  std::vector<int> cores;
   std::vector<InputSpec> inputs;
   std::vector<DataType> output_types;
-  std::vector<int64_t> warmup_batches;
-  int warmup_iterations = 3;
-  int idle_spin_us = 100;
   Optimization optimization;
   AccuracyGuard guard;
   bool generate = false;  // a generative model: the decode loop instead of batches
   int slots = 1;          // generate: sequences decoded together
   RefillPolicy refill = RefillPolicy::kHalf;
 };
-
-StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
-  std::vector<int64_t> values;
-  size_t pos = 0;
-  while (pos <= text.size() && !text.empty()) {
-    const size_t comma = text.find(',', pos);
-    const std::string item = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') return InvalidArgument("bad integer list '" + text + "'");
-    values.push_back(v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return values;
-}
 
 StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
@@ -87,36 +63,17 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
     if (i + 1 >= argc) return InvalidArgument("flag " + flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--segment") {
-      f.segment = value;
-    } else if (flag == "--model") {
+    ASSIGN_OR_RETURN(const bool common, ParseCommonFlag(flag, value, &f.common));
+    if (common) continue;
+    if (flag == "--model") {
       f.model = value;
-    } else if (flag == "--name") {
-      f.name = value;
-    } else if (flag == "--threads") {
-      f.threads = std::atoi(value.c_str());
-    } else if (flag == "--agent-pid") {
-      f.agent_pid = static_cast<pid_t>(std::atoi(value.c_str()));
-    } else if (flag == "--cores") {
-      ASSIGN_OR_RETURN(auto cores, ParseIntList(value));
-      for (int64_t c : cores) f.cores.push_back(static_cast<int>(c));
     } else if (flag == "--input") {  // DTYPE:d1,d2,...  (row shape; may be empty)
-      const size_t colon = value.find(':');
-      const auto type = DataTypeFromName(value.substr(0, colon));
-      if (!type) return InvalidArgument("bad --input '" + value + "'");
       InputSpec spec;
-      spec.datatype = *type;
-      if (colon != std::string::npos && colon + 1 < value.size()) {
-        ASSIGN_OR_RETURN(spec.row_shape, ParseIntList(value.substr(colon + 1)));
-      }
+      RETURN_IF_ERROR(ParseRowSpec(flag, value, &spec.datatype, &spec.row_shape));
       f.inputs.push_back(std::move(spec));
     } else if (flag == "--output-type") {
       const auto type = DataTypeFromName(value);
       f.output_types.push_back(type ? *type : DataType::kInvalid);
-    } else if (flag == "--warmup-batch") {
-      f.warmup_batches.push_back(std::atoll(value.c_str()));
-    } else if (flag == "--warmup-iterations") {
-      f.warmup_iterations = std::atoi(value.c_str());
     } else if (flag == "--precision") {
       if (value != "bf16" && value != "fp32") return InvalidArgument("bad --precision " + value);
       f.optimization.bf16 = value == "bf16";
@@ -131,8 +88,6 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.guard.max_rel_error = std::atof(value.c_str());
     } else if (flag == "--accuracy-min-top1") {
       f.guard.min_top1_agreement = std::atof(value.c_str());
-    } else if (flag == "--idle-spin-us") {
-      f.idle_spin_us = std::atoi(value.c_str());
     } else if (flag == "--slots") {
       f.slots = std::atoi(value.c_str());
     } else if (flag == "--refill") {
@@ -149,9 +104,9 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       return InvalidArgument("unknown flag " + flag);
     }
   }
-  if (f.segment.empty() || f.model.empty())
+  if (f.common.segment.empty() || f.model.empty())
     return InvalidArgument("--segment and --model are required");
-  if (f.threads < 1) return InvalidArgument("--threads must be >= 1");
+  if (f.common.threads < 1) return InvalidArgument("--threads must be >= 1");
   if (f.slots < 1) return InvalidArgument("--slots must be >= 1");
   return f;
 }
@@ -190,28 +145,19 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Flags& flags = *flags_or;
-  SetLogComponent("runtime[" + flags.name + "]");
-  // Die with the agent. The agent forks from a thread that lives as long as the agent, so the
-  // signal is not sent early; re-check the parent to close the race with an agent already gone.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (flags.agent_pid != 0 && getppid() != flags.agent_pid) return 1;
-
-  auto segment_or = shm::Segment::Open(flags.segment);
+  SetLogComponent("runtime[" + flags.common.name + "]");
+  auto segment_or = AttachToAgent(flags.common.segment, flags.common.agent_pid);
   if (!segment_or.ok()) {
     PACKRAT_LOG(ERROR) << segment_or.status().ToString();
     return 1;
   }
   std::unique_ptr<shm::Segment> segment = std::move(segment_or).value();
-  auto fail = [&](const Status& s) {
-    PACKRAT_LOG(ERROR) << s.ToString();
-    segment->Fail(s.ToString());
-    return 1;
-  };
-  if (Status s = PinToCores(flags.cores); !s.ok()) return fail(s);
+  auto fail = [&segment](const Status& s) { return FailStart(segment.get(), s); };
+  if (Status s = PinToCores(flags.common.cores); !s.ok()) return fail(s);
   KeepFreedMemory();
 
   if (flags.generate) {
-    auto decoder_or = LoadTorchDecoder(flags.model, flags.threads, flags.slots);
+    auto decoder_or = LoadTorchDecoder(flags.model, flags.common.threads, flags.slots);
     if (!decoder_or.ok()) return fail(decoder_or.status());
     std::unique_ptr<Decoder> decoder = std::move(decoder_or).value();
     const DecoderShape& shape = decoder->shape();
@@ -219,23 +165,18 @@ int Main(int argc, char** argv) {
         "kernel=fp32 layers=" + std::to_string(shape.layers) +
         " heads=" + std::to_string(shape.heads) + " max_len=" + std::to_string(shape.max_len) +
         " vocab=" + std::to_string(shape.vocab) + " slots=" + std::to_string(flags.slots));
-    segment->header()->runtime_pid.store(getpid(), std::memory_order_release);
-    segment->SetState(shm::RuntimeState::kReady);
-    PACKRAT_LOG(INFO) << "ready: generative model " << flags.model << ", " << flags.threads
+    PACKRAT_LOG(INFO) << "ready: generative model " << flags.model << ", " << flags.common.threads
                       << " thread(s), " << flags.slots << " slot(s)";
     GenerationOptions o;
     o.refill = flags.refill;
-    o.agent_pid = flags.agent_pid;
+    o.agent_pid = flags.common.agent_pid;
     GenerationLoop loop(segment.get(), decoder.get(), o);
-    const Status s = loop.Run();
-    segment->SetState(shm::RuntimeState::kStopped);
-    if (!s.ok()) PACKRAT_LOG(WARNING) << "stopping: " << s.message();
-    return 0;
+    return ServeUntilStopped(segment.get(), [&loop] { return loop.Run(); });
   }
 
   ModelRunnerOptions options;
   options.model_path = flags.model;
-  options.threads = flags.threads;
+  options.threads = flags.common.threads;
   options.output_types = flags.output_types;
   options.optimization = flags.optimization;
   options.guard = flags.guard;
@@ -253,24 +194,21 @@ int Main(int argc, char** argv) {
     return Status::Ok();  // not a slab: nothing to back
   });
   segment->SetInfo(runner->report().ToString());
-  if (!flags.inputs.empty() && !flags.warmup_batches.empty()) {
-    if (Status s = runner->Warmup(flags.inputs, flags.warmup_batches, flags.warmup_iterations);
+  if (!flags.inputs.empty() && !flags.common.warmup_batches.empty()) {
+    if (Status s = runner->Warmup(flags.inputs, flags.common.warmup_batches,
+                                  flags.common.warmup_iterations);
         !s.ok()) {
       return fail(s);
     }
   }
-  segment->header()->runtime_pid.store(getpid(), std::memory_order_release);
-  segment->SetState(shm::RuntimeState::kReady);
-  PACKRAT_LOG(INFO) << "ready: model " << flags.model << ", " << flags.threads << " thread(s)";
+  PACKRAT_LOG(INFO) << "ready: model " << flags.model << ", " << flags.common.threads
+                    << " thread(s)";
 
   WorkerOptions worker_options;  // the default poll interval: an idle runtime sleeps
-  worker_options.agent_pid = flags.agent_pid;
-  worker_options.idle_spin = std::chrono::microseconds(std::max(0, flags.idle_spin_us));
+  worker_options.agent_pid = flags.common.agent_pid;
+  worker_options.idle_spin = std::chrono::microseconds(std::max(0, flags.common.idle_spin_us));
   Worker worker(segment.get(), runner.get(), worker_options);
-  Status s = worker.Run();
-  segment->SetState(shm::RuntimeState::kStopped);
-  if (!s.ok()) PACKRAT_LOG(WARNING) << "stopping: " << s.message();
-  return 0;
+  return ServeUntilStopped(segment.get(), [&worker] { return worker.Run(); });
 }
 
 }  // namespace

@@ -29,10 +29,10 @@ Worker::Worker(shm::Segment* segment, ModelRunner* runner, WorkerOptions options
 }
 
 Status Worker::Run() {
-  return link_.Serve(options_.idle_spin, [this](const shm::BatchMessage& msg,
-                                                shm::CompletionMessage* done) {
-    return Execute(msg, done);
-  });
+  return link_.Serve(options_.idle_spin,
+                     [this](const shm::BatchMessage& msg, shm::CompletionMessage* done) {
+                       return Execute(msg, done);
+                     });
 }
 
 Status Worker::Unpack(const shm::BatchMessage& msg, std::vector<RawTensor>* inputs) const {
@@ -42,15 +42,7 @@ Status Worker::Unpack(const shm::BatchMessage& msg, std::vector<RawTensor>* inpu
 }
 
 bool Worker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done) {
-  done->batch_id = msg.batch_id;
-  done->slot = msg.slot;
-  done->kind = shm::CompletionKind::kDone;
-  done->num_tensors = 0;
-  done->compute_ns = 0;
-  done->rows = 0;
-  done->stages_done = 0;
-  done->num_stages = 0;
-  done->error[0] = '\0';
+  BeginCompletion(msg, done);
   Status status = Unpack(msg, &inputs_);
   if (status.ok()) {
     if (runner_->num_stages() > 0) {
@@ -86,13 +78,7 @@ bool Worker::Execute(const shm::BatchMessage& msg, shm::CompletionMessage* done)
     done->rows = outputs_.empty() || outputs_[0].shape.empty() ? msg.rows : outputs_[0].shape[0];
     done->status = shm::CompletionStatus::kOk;
   } else {
-    done->status = status.code() == StatusCode::kUnavailable ? shm::CompletionStatus::kUnavailable
-                                                             : shm::CompletionStatus::kError;
-    const std::string text = status.message();
-    const size_t n = std::min(text.size(), shm::kErrorTextSize - 1);
-    std::memcpy(done->error, text.data(), n);
-    done->error[n] = '\0';
-    PACKRAT_LOG(WARNING) << "batch " << msg.batch_id << " failed: " << text;
+    FailCompletion(status, done);
   }
   return true;
 }

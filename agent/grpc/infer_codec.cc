@@ -15,21 +15,6 @@ namespace {
 using inference::InferTensorContents;
 using inference::ModelInferRequest;
 
-// Built by appending: GCC 12 at -O3 warns (-Wrestrict, a false positive) on "'" + s + "'".
-std::string Quoted(std::string_view s) {
-  std::string out = "'";
-  out.append(s);
-  out += '\'';
-  return out;
-}
-
-std::string InputContext(std::string_view name) {
-  std::string out = "input '";
-  out.append(name);
-  out += "': ";
-  return out;
-}
-
 // The member name of `type` in InferTensorContents, or "" for types without one.
 std::string_view MemberFor(DataType type) {
   switch (type) {

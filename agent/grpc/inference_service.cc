@@ -49,20 +49,6 @@ StatusOr<std::shared_ptr<ServedModel>> FindModel(const ModelRegistry& models,
   return model;
 }
 
-std::string_view StateName(ModelState s) {
-  switch (s) {
-    case ModelState::kLoading:
-      return "LOADING";
-    case ModelState::kReady:
-      return "READY";
-    case ModelState::kFailed:
-      return "FAILED";
-    case ModelState::kStopped:
-      return "STOPPED";
-  }
-  return "UNKNOWN";
-}
-
 void AddTensors(
     const std::vector<TensorSpec>& specs,
     google::protobuf::RepeatedPtrField<inference::ModelMetadataResponse::TensorMetadata>* out) {
@@ -200,7 +186,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
   AddTensors(sig.outputs, response->mutable_outputs());
   // What REST's metadata carries in `parameters`, in brief (GET /v2/models/{m} has it all).
   auto& properties = *response->mutable_properties();
-  properties["state"] = std::string(StateName(model.state()));
+  properties["state"] = std::string(ModelStateName(model.state()));
   if (const std::string detail = model.status_detail(); !detail.empty()) {
     properties["state_detail"] = detail;
   }

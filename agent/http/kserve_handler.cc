@@ -75,20 +75,6 @@ void AppendTensorSpecs(std::string& out, const std::vector<TensorSpec>& specs) {
   out += ']';
 }
 
-std::string_view StateName(ModelState s) {
-  switch (s) {
-    case ModelState::kLoading:
-      return "LOADING";
-    case ModelState::kReady:
-      return "READY";
-    case ModelState::kFailed:
-      return "FAILED";
-    case ModelState::kStopped:
-      return "STOPPED";
-  }
-  return "UNKNOWN";
-}
-
 std::string ModelMetadata(const ServedModel& model) {
   const ModelSignature& sig = model.signature();
   std::string out = "{\"name\":";
@@ -102,7 +88,7 @@ std::string ModelMetadata(const ServedModel& model) {
   out += ",\"outputs\":";
   AppendTensorSpecs(out, sig.outputs);
   out += ",\"parameters\":{\"state\":";
-  AppendJsonString(out, StateName(model.state()));
+  AppendJsonString(out, ModelStateName(model.state()));
   if (const std::string detail = model.status_detail(); !detail.empty()) {
     out += ",\"state_detail\":";
     AppendJsonString(out, detail);
@@ -280,7 +266,8 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   return respond(Error(404, "no route for " + request.target));
 }
 
-std::shared_ptr<ServedModel> KserveHandler::Successor(const std::shared_ptr<ServedModel>& model) const {
+std::shared_ptr<ServedModel> KserveHandler::Successor(
+    const std::shared_ptr<ServedModel>& model) const {
   if (model->state() != ModelState::kStopped || model->unloading()) return model;
   std::shared_ptr<ServedModel> next = models_->Find(model->name());
   if (next == nullptr || next == model || !(next->signature() == model->signature())) return model;

@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "agent/kserve/request_validation.h"
+
 namespace packrat::kserve_internal {
 namespace {
 
@@ -17,24 +19,6 @@ using simdjson::dom::object;
 
 static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559,
               "JSON float conversion assumes IEEE-754");
-
-}  // namespace
-
-std::string Quoted(std::string_view s) {
-  std::string out = "'";
-  out.append(s);
-  out += '\'';
-  return out;
-}
-
-std::string InputContext(std::string_view name) {
-  std::string out = "input '";
-  out.append(name);
-  out += "': ";
-  return out;
-}
-
-namespace {
 
 std::string_view JsonTypeName(element_type type) {
   switch (type) {

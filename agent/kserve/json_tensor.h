@@ -17,10 +17,6 @@
 
 namespace packrat::kserve_internal {
 
-// "'name'", and "input 'name': " for messages.
-std::string Quoted(std::string_view s);
-std::string InputContext(std::string_view name);
-
 // Converts `data` (of a request of `json_size` bytes) into exactly `count` elements of `type`
 // in `out`, the input `input` of `shape`. InvalidArgument naming the input and the first
 // element that does not fit, or the element counts where they differ.

@@ -17,9 +17,7 @@ namespace {
 
 using kserve_internal::AppendJsonData;
 using kserve_internal::DecodeJsonData;
-using kserve_internal::InputContext;
 using kserve_internal::MaxElementChars;
-using kserve_internal::Quoted;
 
 using simdjson::dom::array;
 using simdjson::dom::element;

@@ -5,10 +5,23 @@
 #include "agent/kserve/json_tensor.h"
 
 namespace packrat {
-namespace {
 
-using kserve_internal::InputContext;
-using kserve_internal::Quoted;
+// Built by appending: GCC 12 at -O3 warns (-Wrestrict, a false positive) on "'" + s + "'".
+std::string Quoted(std::string_view s) {
+  std::string out = "'";
+  out.append(s);
+  out += '\'';
+  return out;
+}
+
+std::string InputContext(std::string_view name) {
+  std::string out = "input '";
+  out.append(name);
+  out += "': ";
+  return out;
+}
+
+namespace {
 
 std::string NameList(const std::vector<TensorSpec>& specs) {
   std::string out;

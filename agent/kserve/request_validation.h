@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +21,10 @@
 #include "common/status.h"
 
 namespace packrat {
+
+// "'name'", and "input 'name': ", for the messages of every front end.
+std::string Quoted(std::string_view s);
+std::string InputContext(std::string_view name);
 
 // The index in signature.inputs of the input called `name`.
 StatusOr<size_t> FindInput(const ModelSignature& signature, std::string_view name);

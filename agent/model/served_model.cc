@@ -18,24 +18,23 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
       launcher_(launcher),
       revision_(options_.on_change),
       slowdowns_(/*alpha=*/0.1, /*min_slices=*/8, config_.reconfiguration.slowdown_floor),
-      starter_(config_,
-               WorkerStarterOptions{options_.runtime_path, options_.allocator, options_.cpusets,
-                                    launcher, options_.runtime_idle_spin_us,
-                                    ResizableRuntimes() ? config_.batching.max_batch : 0},
-               WorkerHooks{
-                   [this](int threads, int64_t rows, std::chrono::nanoseconds took,
-                          std::map<int64_t, int>* seen) {
-                     ObserveComputed(threads, rows, took, seen);
-                   },
-                   [this](std::vector<WorkSlice> orphans, const std::string& why) {
-                     sets_.RetryOrphans(std::move(orphans), why);
-                     controller_->RestartSoon();
-                   },
-                   [this](const std::string&) { controller_->RestartSoon(); },  // sequences failed
-                   config_.batching.mode == BatchingMode::kLayered
-                       ? std::function<TopUpSource(int)>(
-                             [this](int threads) { return layered_->SourceFor(threads); })
-                       : nullptr}),
+      starter_(
+          config_,
+          WorkerStarterOptions{options_.runtime_path, options_.allocator, options_.cpusets,
+                               launcher, options_.runtime_idle_spin_us,
+                               ResizableRuntimes() ? config_.batching.max_batch : 0},
+          WorkerHooks{
+              [this](int threads, int64_t rows, std::chrono::nanoseconds took,
+                     std::map<int64_t, int>* seen) { ObserveComputed(threads, rows, took, seen); },
+              [this](std::vector<WorkSlice> orphans, const std::string& why) {
+                sets_.RetryOrphans(std::move(orphans), why);
+                controller_->RestartSoon();
+              },
+              [this](const std::string&) { controller_->RestartSoon(); },  // sequences failed
+              config_.batching.mode == BatchingMode::kLayered
+                  ? std::function<TopUpSource(int)>(
+                        [this](int threads) { return layered_->SourceFor(threads); })
+                  : nullptr}),
       sets_(InstanceSetsOptions{config_.name, ResizableRuntimes(), ParkLimit(),
                                 std::chrono::seconds(config_.reconfiguration.drain_timeout_s),
                                 options_.allocator, options_.metrics, &slowdowns_, &revision_},
@@ -65,6 +64,20 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
 }
 
 ServedModel::~ServedModel() { Stop(std::chrono::seconds(5)); }
+
+std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kFailed:
+      return "FAILED";
+    case ModelState::kStopped:
+      return "STOPPED";
+  }
+  return "UNKNOWN";
+}
 
 void ServedModel::SetState(ModelState state) {
   state_.store(state, std::memory_order_release);
@@ -189,8 +202,8 @@ std::shared_ptr<InstanceSet> ServedModel::MakeSet(uint64_t generation,
   for (const auto& w : set->workers) executors.push_back(w->instance.get());
   // Layered batching runs one batch per instance at a time, each started as soon as an
   // instance is free; rows that arrive meanwhile stay queued and may join at a stage boundary.
-  const int inflight = layered_ ? static_cast<int>(executors.size())
-                                : config_.batching.max_inflight_batches;
+  const int inflight =
+      layered_ ? static_cast<int>(executors.size()) : config_.batching.max_inflight_batches;
   set->dispatcher = std::make_shared<Dispatcher>(
       executors, inflight,
       [this] {
@@ -405,7 +418,7 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
     SetState(ModelState::kStopped);
   }
   const auto deadline = std::chrono::steady_clock::now() + drain;
-  if (controller_) controller_->Stop();  // plan changes queued get their answer
+  if (controller_) controller_->Stop();            // plan changes queued get their answer
   queue_rows_metric_ = metrics::CallbackHandle();  // before the scheduler it reads goes away
   if (scheduler_) {
     scheduler_->Drain(deadline);
@@ -467,8 +480,8 @@ void ServedModel::ObserveComputed(int threads, int64_t rows, std::chrono::nanose
   if (optimizer_ == nullptr || (*seen)[rows]++ < kColdSlices) return;
   const std::optional<double> predicted = optimizer_->profile().InterpolatedLatency(threads, rows);
   if (!predicted || *predicted <= 0) return;
-  const double ratio = std::clamp(
-      std::chrono::duration<double, std::milli>(took).count() / *predicted, 0.25, 4.0);
+  const double ratio =
+      std::clamp(std::chrono::duration<double, std::milli>(took).count() / *predicted, 0.25, 4.0);
   slowdowns_.Record(threads, ratio,
                     std::chrono::steady_clock::now() -
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(took));

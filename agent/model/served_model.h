@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/batching/batch_scheduler.h"
@@ -46,12 +47,16 @@
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/resource_allocator.h"
 #include "common/clock.h"
-#include "common/revision.h"
 #include "common/mutex.h"
+#include "common/revision.h"
 
 namespace packrat {
 
 enum class ModelState { kLoading, kReady, kFailed, kStopped };
+
+// "LOADING", "READY", "FAILED" or "STOPPED": the state as model metadata reports it (REST and
+// gRPC alike).
+std::string_view ModelStateName(ModelState state);
 
 struct ServedModelOptions {
   std::string runtime_path;
