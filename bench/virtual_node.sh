@@ -15,9 +15,18 @@
 #       published 16-core profile (data/profiles), `instances: auto`, serving RATE req/s
 #       (default 27); at SWITCH_AT s (default 20) the management API moves it from its plan for
 #       B = 8 to its plan for B = 16 — the switch the estimator made in the recorded run — so
-#       that the shadow set starts on CPUs the serving set runs on. Runs it twice, with
-#       reconfiguration.skip_warmup_on_busy_cpus false (the recorded run) and true (the
-#       default since), and writes bench/results/virtual-node/t16-{warm,cold}.{csv,log,txt}.
+#       that the shadow set starts on CPUs the serving set runs on. Runs it unloaded, then at
+#       normal priority (idle_start_s: 0) with reconfiguration.skip_warmup_on_busy_cpus false
+#       (the recorded run) and true (cold), then at idle priority (idle_start_s: 3) warming up
+#       only while there (the default) and always; writes bench/results/virtual-node/
+#       t16-{idle,warm,cold,idle-priority,idle-priority-warm}.{csv,log,txt}.
+#   bench/virtual_node.sh switch real [RATE SECONDS SWITCH_AT]
+#   bench/virtual_node.sh switch emulated PROFILE.csv [RATE SECONDS SWITCH_AT]
+#       ResNet-18 at T = 2 serving <1,2,4> under RATE req/s (default 2) for SECONDS (60); at
+#       SWITCH_AT (20) the management API asks for 2x<1,1,2>, whose shadow runtimes start on
+#       the serving runtime's CPUs. COLD=false warms them up; IDLE_START=0 starts them at
+#       normal priority (default 3: idle priority for at most 3 s); TAG names the output,
+#       bench/results/virtual-node/switch-{real,emulated}[-TAG].{csv,log,txt}.
 #
 #   bench/virtual_node.sh overhead [N] [RATE] [SECONDS]
 #       The emulators' own cost on the two real cores: N one-thread emulated runtimes (default
@@ -141,7 +150,7 @@ switch_run() {
   paste -d' ' "$tmp/decisions" "$tmp/serving" "$tmp/drained" > "$out-events.txt"
   {
     echo "$(basename "$out"): $rate req/s for $seconds s (Poisson, seed 1); at ${switch_at} s: $from -> $to"
-    grep -E "plan for T=|starts cold|reconfiguring|generation [0-9]+ (serving|drained)" "$out.log" |
+    grep -E "plan for T=|starts (cold|at idle)|reconfiguring|generation [0-9]+ (serving|drained)" "$out.log" |
       sed 's/^[^]]*] //'
     read -r d v e < "$out-events.txt"
     echo "switch under load: asked at t=$d s, new set serving at t=$v s" \
@@ -170,7 +179,7 @@ models:
     batching: {max_batch: 8, max_delay_us: 5000}
     instances: [{count: 1, threads: ${FROM_T:-2}, batch: 4}]
     warmup_iterations: 2
-    reconfiguration: {skip_warmup_on_busy_cpus: ${COLD:-true}, parked_runtimes: 0}
+    reconfiguration: {skip_warmup_on_busy_cpus: ${COLD:-true}, parked_runtimes: 0, idle_start_s: ${IDLE_START:-3}}
 $emulate
 YAML
   make_body
@@ -190,7 +199,7 @@ models:
     batching: {max_batch: 64, max_delay_us: 2000}
     instances: auto
     warmup_iterations: 2
-    reconfiguration: {adaptive: false, skip_warmup_on_busy_cpus: $warm, parked_runtimes: 0}
+    reconfiguration: {adaptive: false, skip_warmup_on_busy_cpus: $warm, parked_runtimes: 0, idle_start_s: ${IDLE_START:-3}}
 YAML
   switch_run "$work/t16-$tag" '{"batch": 8}' '{"batch": 4}' "$rate" "$seconds" "$switch_at"
 }
@@ -249,9 +258,11 @@ case "${1:-}" in
     shift
     make_body
     rate=${1:-27}; seconds=${2:-60}; switch_at=${3:-20}
-    t16_run idle false 0.2 "$seconds" "$switch_at"
-    t16_run warm false "$rate" "$seconds" "$switch_at"
-    t16_run cold true "$rate" "$seconds" "$switch_at"
+    IDLE_START=0 t16_run idle false 0.2 "$seconds" "$switch_at"
+    IDLE_START=0 t16_run warm false "$rate" "$seconds" "$switch_at"
+    IDLE_START=0 t16_run cold true "$rate" "$seconds" "$switch_at"
+    IDLE_START=3 t16_run idle-priority true "$rate" "$seconds" "$switch_at"
+    IDLE_START=3 t16_run idle-priority-warm false "$rate" "$seconds" "$switch_at"
     ;;
   *) sed -n '2,30p' "$0"; exit 2 ;;
 esac

@@ -13,4 +13,13 @@ double ContentionRate(const ContentionView& view, double neighbour_slowdown) {
   return shared / (1.0 + neighbour_slowdown * busy_others / others);
 }
 
+double IdleContentionRate(const ContentionView& view, double neighbour_slowdown) {
+  ContentionView alone = view;
+  alone.max_busy = 1;
+  // None of its CPUs is busy where it runs at all: they count busy now, as its own.
+  alone.busy_cpus = view.busy_cpus + static_cast<uint32_t>(view.own_cpus);
+  const double rate = ContentionRate(alone, neighbour_slowdown);
+  return view.max_busy > 0 ? kIdlePriorityShare * rate : rate;
+}
+
 }  // namespace packrat::emulator

@@ -13,9 +13,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
+#include "emulator/contention.h"
+#include "emulator/slice_progress.h"
+#include "common/starvation_watch.h"
 #include "shm/virtual_cpus.h"
 
 namespace packrat::emulator {
@@ -39,20 +44,39 @@ class EmulatedCpus {
   // Computes `work` (the time at speed 1) on `cpus`: blocks until it is done at the speed the
   // node allows, or until `keep_going` returns false (checked at every wake-up; then false is
   // returned and the work is abandoned). InvalidArgument for CPUs outside the node.
+  // Until `idle_until` it computes at idle priority (contention.h): its CPUs are not counted
+  // busy, and it advances only while they have no busy thread; from then on as usual. As a
+  // real runtime.s start (common/idle_priority.h), idle priority also ends for good once the
+  // idle computations of this object were starved (common/starvation_watch.h).
   StatusOr<bool> Compute(std::chrono::nanoseconds work, const std::vector<int>& cpus,
-                         const std::function<bool()>& keep_going);
+                         const std::function<bool()>& keep_going, SteadyTime idle_until = {});
+
+  // Whether idle priority ended early: its computations were starved.
+  bool idle_starved() const { return idle_starved_; }
 
   // The speed a computation on `cpus` would have now (1 without a node); for logs and tests.
   double RateNow(const std::vector<int>& cpus) const;
+  // The same at idle priority (not counted busy itself).
+  double IdleRateNow(const std::vector<int>& cpus) const;
   const shm::VirtualCpus* node() const { return node_.get(); }
 
  private:
   EmulatedCpus(std::unique_ptr<shm::VirtualCpus> node, int holder, EmulatedCpusOptions options)
       : node_(std::move(node)), holder_(holder), options_(options) {}
 
+  // The part of Compute at idle priority: until `progress` finishes, `idle_until` passes or
+  // `keep_going` fails (then false). Woken by every change of the node's counts.
+  bool ComputeIdle(SliceProgress* progress, const std::vector<int>& cpus,
+                   const std::function<bool()>& keep_going, SteadyTime idle_until);
+  ContentionView ViewOf(const std::vector<int>& cpus) const;
+
   std::unique_ptr<shm::VirtualCpus> node_;  // null: no contention
   int holder_;
   EmulatedCpusOptions options_;
+  // Idle-priority computations: when the first began, the work they did, and the verdict.
+  std::optional<StarvationWatch> idle_watch_;
+  std::chrono::nanoseconds idle_done_{0};
+  bool idle_starved_ = false;
 };
 
 }  // namespace packrat::emulator

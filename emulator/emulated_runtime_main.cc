@@ -8,7 +8,8 @@
 //   packrat-emulated-runtime --segment NAME --emulate PROFILE.csv --threads T [--cores 0,1]
 //                   [--node NODE] [--load-s 1.5] [--neighbour-slowdown 0.13]
 //                   [--output FP32:1000]... [--warmup-batch 4]... [--warmup-iterations 3]
-//                   [--agent-pid PID] [--name demo/0] [--idle-spin-us 100]
+//                   [--agent-pid PID] [--name demo/0] [--idle-spin-us 100] [--idle-start-s 5]
+//                   [--warmup always|while-idle]
 //   and, accepted for the real runtime's command line and ignored: --model, --input,
 //   --output-type, --precision, --memory-format, --freeze, --accuracy-*.
 //
@@ -99,6 +100,14 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return f;
 }
 
+// As runtime::IdleStart::ReportItem: "" where no idle start was asked for.
+std::string StartPriorityItem(double idle_start_s, SteadyTime idle_until, bool starved) {
+  if (idle_start_s <= 0) return "";
+  if (starved) return " start_priority=idle-until-starved";
+  return std::chrono::steady_clock::now() < idle_until ? " start_priority=idle"
+                                                       : " start_priority=idle-until-limit";
+}
+
 std::string FormatSeconds(std::chrono::nanoseconds ns) {
   return std::to_string(static_cast<double>(ns.count()) / 1e9);
 }
@@ -115,6 +124,11 @@ int Main(int argc, char** argv) {
   }
   const Flags& flags = *flags_or;
   SetLogComponent("emulated[" + flags.common.name + "]");
+  // --idle-start-s: load and warm up at idle priority (common/idle_priority.h) until then, as
+  // the real runtime does where it may (emulated: always).
+  const SteadyTime idle_until =
+      std::chrono::steady_clock::now() +
+      std::chrono::nanoseconds(static_cast<int64_t>(flags.common.idle_start_s * 1e9));
   auto segment_or = runtime::AttachToAgent(flags.common.segment, flags.common.agent_pid);
   if (!segment_or.ok()) {
     PACKRAT_LOG(ERROR) << segment_or.status().ToString();
@@ -160,20 +174,30 @@ int Main(int argc, char** argv) {
       loading = {cpu};
     }
   }
-  auto loaded = cpus->Compute(load, loading, alive);
+  auto loaded = cpus->Compute(load, loading, alive, idle_until);
   if (!loaded.ok()) return fail(loaded.status());
   if (!*loaded) return 1;
-  // Warm-up: the forward passes the real runtime makes, at the profile's latencies.
+  // Warm-up: the forward passes the real runtime makes, at the profile's latencies (with
+  // --warmup while-idle only while still at idle priority, as the real runtime).
+  auto idle_now = [&] {
+    return flags.common.idle_start_s > 0 && !cpus->idle_starved() &&
+           std::chrono::steady_clock::now() < idle_until;
+  };
+  bool warmed = true;
   for (int64_t b : flags.common.warmup_batches) {
-    for (int i = 0; i < flags.common.warmup_iterations; ++i) {
-      auto warmed = cpus->Compute(model->Latency(b), flags.common.cores, alive);
-      if (!warmed.ok()) return fail(warmed.status());
-      if (!*warmed) return 1;
+    for (int i = 0; warmed && i < flags.common.warmup_iterations; ++i) {
+      warmed = !flags.common.warmup_while_idle || idle_now();
+      if (!warmed) break;
+      auto done = cpus->Compute(model->Latency(b), flags.common.cores, alive, idle_until);
+      if (!done.ok()) return fail(done.status());
+      if (!*done) return 1;
     }
   }
   segment->SetInfo("kernel=" + flags.kernel +
                    " checked=0 fallback=0 emulated=1 load_s=" + std::to_string(flags.load_s) +
-                   " neighbour_slowdown=" + std::to_string(flags.neighbour_slowdown));
+                   " neighbour_slowdown=" + std::to_string(flags.neighbour_slowdown) +
+                   StartPriorityItem(flags.common.idle_start_s, idle_until, cpus->idle_starved()) +
+                   (warmed ? "" : " warmed=0"));
   PACKRAT_LOG(INFO) << "ready: emulating " << flags.profile << " at " << flags.common.threads
                     << " thread(s) on " << flags.common.cores.size() << " CPU(s) (L[t,1] "
                     << FormatSeconds(model->Latency(1)) << " s)"

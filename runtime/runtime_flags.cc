@@ -54,6 +54,15 @@ StatusOr<bool> ParseCommonFlag(const std::string& flag, const std::string& value
     flags->warmup_iterations = std::atoi(value.c_str());
   } else if (flag == "--idle-spin-us") {
     flags->idle_spin_us = std::atoi(value.c_str());
+  } else if (flag == "--warmup") {
+    if (value != "always" && value != "while-idle") return InvalidArgument("bad --warmup " + value);
+    flags->warmup_while_idle = value == "while-idle";
+  } else if (flag == "--idle-start-s") {
+    char* end = nullptr;
+    flags->idle_start_s = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(flags->idle_start_s >= 0)) {
+      return InvalidArgument("bad --idle-start-s " + value);
+    }
   } else {
     return false;
   }

@@ -23,6 +23,13 @@ struct CommonFlags {
   std::vector<int64_t> warmup_batches;  // --warmup-batch, repeated: sizes to warm up at
   int warmup_iterations = 3;            // --warmup-iterations: passes per size
   int idle_spin_us = 100;               // --idle-spin-us: polling before sleeping on the ring
+  // --idle-start-s: the runtime starts at idle priority (SCHED_IDLE) for at most this long;
+  // 0: never. The agent starts a real runtime there and enforces it (common/idle_priority.h);
+  // an emulated one emulates it all.
+  double idle_start_s = 0;
+  // --warmup while-idle: warm up only while at idle priority, else start cold (default:
+  // always).
+  bool warmup_while_idle = false;
 };
 
 // Reads `value` into `flags` where `flag` is one of CommonFlags'. False where it is not (a

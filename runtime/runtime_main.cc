@@ -8,6 +8,7 @@
 //                   [--precision bf16] [--memory-format channels_last] [--freeze]
 //                   [--accuracy-samples 8] [--accuracy-max-rel-error 0.05]
 //                   [--accuracy-min-top1 0.9] [--accuracy-strict] [--idle-spin-us 100]
+//                   [--idle-start-s 5] [--warmup always|while-idle]
 //   packrat-runtime --generate --segment NAME --model PATH --threads T --slots S
 //                   [--refill half|step|static] [--cores 0,1] [--agent-pid PID] [--name gpt/0]
 //
@@ -15,12 +16,14 @@
 #include <malloc.h>
 #include <sched.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "common/idle_priority.h"
 #include "common/logging.h"
 #include "runtime/decoder.h"
 #include "runtime/generation_loop.h"
@@ -155,16 +158,26 @@ int Main(int argc, char** argv) {
   auto fail = [&segment](const Status& s) { return FailStart(segment.get(), s); };
   if (Status s = PinToCores(flags.common.cores); !s.ok()) return fail(s);
   KeepFreedMemory();
+  // Beside a serving set the agent starts a runtime at idle priority (common/idle_priority.h)
+  // and moves it back at its limit (--idle-start-s) or once starved; the runtime itself moves
+  // back once ready, so that it never serves there.
+  const bool started_idle = sched_getscheduler(0) == SCHED_IDLE;
+  // The load report, once loaded and warmed up; serving runs at normal priority.
+  auto report_ready = [&segment, started_idle](const std::string& report) {
+    if (started_idle) {
+      if (Status s = LeaveIdlePriority(getpid()); !s.ok()) PACKRAT_LOG(WARNING) << s.message();
+    }
+    segment->SetInfo(report);
+  };
 
   if (flags.generate) {
     auto decoder_or = LoadTorchDecoder(flags.model, flags.common.threads, flags.slots);
     if (!decoder_or.ok()) return fail(decoder_or.status());
     std::unique_ptr<Decoder> decoder = std::move(decoder_or).value();
     const DecoderShape& shape = decoder->shape();
-    segment->SetInfo(
-        "kernel=fp32 layers=" + std::to_string(shape.layers) +
-        " heads=" + std::to_string(shape.heads) + " max_len=" + std::to_string(shape.max_len) +
-        " vocab=" + std::to_string(shape.vocab) + " slots=" + std::to_string(flags.slots));
+    report_ready("kernel=fp32 layers=" + std::to_string(shape.layers) + " heads=" +
+                 std::to_string(shape.heads) + " max_len=" + std::to_string(shape.max_len) +
+                 " vocab=" + std::to_string(shape.vocab) + " slots=" + std::to_string(flags.slots));
     PACKRAT_LOG(INFO) << "ready: generative model " << flags.model << ", " << flags.common.threads
                       << " thread(s), " << flags.slots << " slot(s)";
     GenerationOptions o;
@@ -193,14 +206,17 @@ int Main(int argc, char** argv) {
     }
     return Status::Ok();  // not a slab: nothing to back
   });
-  segment->SetInfo(runner->report().ToString());
-  if (!flags.inputs.empty() && !flags.common.warmup_batches.empty()) {
-    if (Status s = runner->Warmup(flags.inputs, flags.common.warmup_batches,
-                                  flags.common.warmup_iterations);
-        !s.ok()) {
-      return fail(s);
+  // Pass by pass: with --warmup while-idle, a start no longer at idle priority (starved, or
+  // never there) stops warming up and serves cold, as its CPUs are busy.
+  bool warmed = true;
+  for (int64_t b : flags.inputs.empty() ? std::vector<int64_t>{} : flags.common.warmup_batches) {
+    for (int i = 0; warmed && i < flags.common.warmup_iterations; ++i) {
+      warmed = !flags.common.warmup_while_idle || sched_getscheduler(0) == SCHED_IDLE;
+      if (!warmed) break;
+      if (Status s = runner->Warmup(flags.inputs, {b}, 1); !s.ok()) return fail(s);
     }
   }
+  report_ready(runner->report().ToString() + (warmed ? "" : " warmed=0"));
   PACKRAT_LOG(INFO) << "ready: model " << flags.model << ", " << flags.common.threads
                     << " thread(s)";
 

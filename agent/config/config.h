@@ -193,8 +193,21 @@ struct ReconfigurationConfig {
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under
-  // load against 1.0 s idle). Its first batches then run cold instead. false warms up anyway.
+  // load against 1.0 s idle). Its first batches then run cold instead. With idle_start_s it
+  // warms up while still at idle priority, where that costs the serving runtimes nothing.
+  // false warms up anyway.
   bool skip_warmup_on_busy_cpus = true;
+  // A shadow runtime placed on CPUs that the serving set still uses loads (and warms up, where
+  // it does) at idle priority, SCHED_IDLE, for at most this many seconds: the kernel runs it
+  // only while the serving runtimes leave those CPUs idle, so starting it no longer slows the
+  // set that serves (common/idle_priority.h). Past the limit, counted from its launch, or
+  // once it waited on the run queue for 98% of a second (a serving set that leaves no idle
+  // time: common/starvation_watch.h) it goes on at normal priority. A model that is behind
+  // (rows queued beyond two batches of its serving set) starts its runtimes at normal
+  // priority: it needs their capacity now. 0: normal priority from the
+  // start. Coming back to normal priority needs CAP_SYS_NICE (deploy/daemonset.yaml grants it);
+  // without it the runtime starts at normal priority.
+  double idle_start_s = 3;
   // The most runtimes of earlier sets kept parked: started and warm but idle (an idle runtime
   // sleeps on its ring and uses no CPU; each holds one copy of the model in memory), so that a
   // move back to their shapes — the estimator's step up after a quiet spell — switches at once

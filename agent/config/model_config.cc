@@ -260,7 +260,7 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
       {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms", "drain_timeout_s",
        "max_utilization", "overload_window_ms", "scale_down_delay_ms", "restart_margin",
        "slowdown_floor", "plan_at_rate", "skip_warmup_on_busy_cpus", "parked_runtimes",
-       "min_capacity", "burst_reserve_ms"}));
+       "min_capacity", "burst_reserve_ms", "idle_start_s"}));
   if (const YAML::Node parked = rc["parked_runtimes"]) {
     if (parked.IsScalar() && parked.as<std::string>() == "auto") {
       c.parked_runtimes = ReconfigurationConfig::kParkAuto;
@@ -287,6 +287,9 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
     RETURN_IF_ERROR(
         r.GetDouble(rc["burst_reserve_ms"], k + ".burst_reserve_ms", 0, 3'600'000, &ms));
     c.burst_reserve_ms = ms;
+  }
+  if (rc["idle_start_s"]) {
+    RETURN_IF_ERROR(r.GetDouble(rc["idle_start_s"], k + ".idle_start_s", 0, 3600, &c.idle_start_s));
   }
   if (rc["skip_warmup_on_busy_cpus"]) {
     RETURN_IF_ERROR(r.Get(rc["skip_warmup_on_busy_cpus"], k + ".skip_warmup_on_busy_cpus",

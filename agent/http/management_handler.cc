@@ -208,6 +208,10 @@ std::string ModelConfigJson(const ServedModel& model) {
     out += ",\"capacity\":" + std::to_string(w.capacity);
     if (w.generation > 0) out += ",\"generation\":" + std::to_string(w.generation);
     if (w.started_cold) out += ",\"started_cold\":true";
+    if (!w.start_priority.empty()) {
+      out += ",\"start_priority\":";
+      AppendJsonString(out, w.start_priority);
+    }
     out += ",\"state\":\"" + std::string(state) + "\"}";
   };
   out += "],\"workers\":[";

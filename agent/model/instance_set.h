@@ -45,6 +45,7 @@ struct Worker {
   std::string load_report() const {
     return instance ? instance->load_report() : decoder ? decoder->load_report() : "";
   }
+  std::string start_priority() const { return instance ? instance->start_priority() : ""; }
   // Lets running work finish (up to `drain`), then stops the process.
   void Stop(std::chrono::milliseconds drain) {
     if (instance) instance->Stop(drain);

@@ -5,6 +5,7 @@
 
 #include "agent/batching/slice_io.h"
 #include "agent/model/set_diff.h"
+#include "common/load_report.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -421,7 +422,9 @@ void InstanceSets::Fill(ServingSnapshot* s) const {
       info.generation = set.generation;
       info.draining = draining;
       info.alive = w->alive();
-      info.started_cold = w->started_cold;
+      info.started_cold =
+          w->started_cold || LoadReport::Parse(w->load_report()).Get("warmed") == "0";
+      info.start_priority = w->start_priority();
       s->workers.push_back(std::move(info));
     }
   };

@@ -34,7 +34,8 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
               config_.batching.mode == BatchingMode::kLayered
                   ? std::function<TopUpSource(int)>(
                         [this](int threads) { return layered_->SourceFor(threads); })
-                  : nullptr}),
+                  : nullptr,
+              [this] { return backlog_rows() > 0; }}),
       sets_(InstanceSetsOptions{config_.name, ResizableRuntimes(), ParkLimit(),
                                 std::chrono::seconds(config_.reconfiguration.drain_timeout_s),
                                 options_.allocator, options_.metrics, &slowdowns_, &revision_},

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "agent/model/model_controller.h"
@@ -25,6 +26,9 @@ struct WorkerInfo {
   bool draining = false;  // in an old set that is finishing its batches
   bool alive = false;
   bool started_cold = false;  // started without warm-up (its CPUs still served another set)
+  // How it loaded (the load report's start_priority): "idle", "idle-until-limit" or "normal"
+  // where an idle start was asked for (its CPUs still served another set), else "".
+  std::string start_priority;
 };
 
 struct ServingSnapshot {

@@ -1,5 +1,6 @@
 #include "agent/model/worker_starter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 
@@ -65,12 +66,11 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> WorkerStarter::Start(
     w->batch = shapes[i].second;
     w->placement = placements[i];
     if (options_.cpusets) {
-      ASSIGN_OR_RETURN(
-          w->cgroup, options_.cpusets->Create(
-                         config_.name + "." + std::to_string(generation) + "." +
-                             std::to_string(i) + "." +
-                             std::to_string(g_group_counter.fetch_add(1)),
-                         w->placement.cpus, w->placement.mems));
+      ASSIGN_OR_RETURN(w->cgroup,
+                       options_.cpusets->Create(config_.name + "." + std::to_string(generation) +
+                                                    "." + std::to_string(i) + "." +
+                                                    std::to_string(g_group_counter.fetch_add(1)),
+                                                w->placement.cpus, w->placement.mems));
     }
     if (options_.allocator) {
       // Before this worker's own lease: CPUs held now belong to running instances.
@@ -87,10 +87,23 @@ StatusOr<std::vector<std::shared_ptr<Worker>>> WorkerStarter::Start(
   return workers;
 }
 
+RuntimeStart DecideRuntimeStart(const ReconfigurationConfig& rc, bool beside, bool behind) {
+  RuntimeStart start;
+  if (!beside) return start;
+  if (!behind) start.idle_start_s = rc.idle_start_s;
+  if (rc.skip_warmup_on_busy_cpus) {
+    start.warmup_while_idle = start.idle_start_s > 0;
+    start.cold = !start.warmup_while_idle;
+  }
+  return start;
+}
+
 Status WorkerStarter::StartBatchRuntimes(const std::vector<std::shared_ptr<Worker>>& workers,
-                                         const std::vector<bool>& busy,
-                                         uint64_t generation) const {
+                                         const std::vector<bool>& busy, uint64_t generation) const {
   std::vector<std::future<StatusOr<std::unique_ptr<RuntimeInstance>>>> starts;
+  const ReconfigurationConfig& rc = config_.reconfiguration;
+  const bool beside = std::find(busy.begin(), busy.end(), true) != busy.end();
+  const bool behind = beside && hooks_.behind && hooks_.behind();
   for (size_t i = 0; i < workers.size(); ++i) {
     RuntimeInstanceOptions o = BatchRuntimeOptions(config_, options_.runtime_path);
     o.index = static_cast<int>(i);
@@ -100,18 +113,30 @@ Status WorkerStarter::StartBatchRuntimes(const std::vector<std::shared_ptr<Worke
     o.capacity = SliceCapacity(o.batch);
     o.cores = workers[i]->placement.cpus;
     if (workers[i]->cgroup) o.cgroup_procs = workers[i]->cgroup->procs_file();
-    if (busy[i] && config_.reconfiguration.skip_warmup_on_busy_cpus) {
+    // Beside a serving set: at idle priority and cold, each where configured; at idle
+    // priority a warm-up costs the serving runtimes nothing, so only a start no longer there
+    // (starved) stays cold.
+    const RuntimeStart start = DecideRuntimeStart(rc, busy[i], behind);
+    o.idle_start_s = start.idle_start_s;
+    o.warmup_while_idle = start.warmup_while_idle;
+    if (start.cold) {
       o.warmup_iterations = 0;
       workers[i]->started_cold = true;
+    }
+    if (busy[i] && (start.cold || start.idle_start_s > 0)) {
       PACKRAT_LOG(INFO) << "model '" << config_.name << "': instance " << generation << "." << i
-                        << " starts cold: its CPUs " << FormatCpuList(workers[i]->placement.cpus)
+                        << " starts" << (start.cold ? " cold" : "")
+                        << (start.idle_start_s > 0 ? " at idle priority" : "")
+                        << (start.warmup_while_idle ? ", warm only if still there" : "")
+                        << (behind && rc.idle_start_s > 0 ? " (the model is behind)" : "")
+                        << ": its CPUs " << FormatCpuList(workers[i]->placement.cpus)
                         << " still serve the current set";
     }
     o.idle_spin_us = options_.runtime_idle_spin_us;
     if (hooks_.computed) {
       o.on_slice_computed = [computed = hooks_.computed, threads = o.threads,
-                             seen = std::make_shared<std::map<int64_t, int>>()](
-                                const SliceTiming& t) {
+                             seen =
+                                 std::make_shared<std::map<int64_t, int>>()](const SliceTiming& t) {
         computed(threads, t.rows, t.compute, seen.get());
       };
     }

@@ -38,6 +38,10 @@ struct WorkerHooks {
   // Layered batching: the top-up source of runtimes of `threads` threads; empty where the model
   // is not layered. A layered model without a policy for `threads` fails the start.
   std::function<TopUpSource(int threads)> top_up;
+  // Whether the model is behind (rows queued beyond what its serving set runs): a set started
+  // then is urgent, so runtimes beside the serving ones start at normal priority, not idle
+  // (reconfiguration.idle_start_s). Empty: never behind.
+  std::function<bool()> behind;
 };
 
 struct WorkerStarterOptions {
@@ -50,6 +54,20 @@ struct WorkerStarterOptions {
   // max(b, slice_capacity). batching.max_batch where runtimes are resizable, else 0.
   int64_t slice_capacity = 0;
 };
+
+// How a batch runtime starts: at idle priority for how long, and whether it warms up.
+struct RuntimeStart {
+  double idle_start_s = 0;         // 0: normal priority (RuntimeInstanceOptions::idle_start_s)
+  bool warmup_while_idle = false;  // warm up only while still at idle priority
+  bool cold = false;               // no warm-up at all
+};
+
+// The start of a runtime whose CPUs still serve the current set (`beside`), or not, for a
+// model that is `behind` (rows queued beyond two batches of its set: a start is urgent) or
+// not. Beside a serving set: at idle priority unless behind or idle_start_s is 0; cold where
+// skip_warmup_on_busy_cpus says so, which at idle priority means warm only while still there.
+// Elsewhere: as configured (normal priority, warm). Pure.
+RuntimeStart DecideRuntimeStart(const ReconfigurationConfig& rc, bool beside, bool behind);
 
 class WorkerStarter {
  public:
@@ -65,9 +83,7 @@ class WorkerStarter {
       const std::vector<std::pair<int, int64_t>>& shapes, const std::vector<int>& exclude,
       uint64_t generation) const;
 
-  int64_t SliceCapacity(int64_t batch) const {
-    return std::max(batch, options_.slice_capacity);
-  }
+  int64_t SliceCapacity(int64_t batch) const { return std::max(batch, options_.slice_capacity); }
   const WorkerStarterOptions& options() const { return options_; }
 
  private:

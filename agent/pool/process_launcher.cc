@@ -17,6 +17,7 @@
 #include <future>
 #include <thread>
 
+#include "common/idle_priority.h"
 #include "common/mutex.h"
 
 namespace packrat {
@@ -68,6 +69,7 @@ StatusOr<pid_t> ForkExec(const LaunchSpec& spec) {
       close(fd);
     }
     if (!spec.cores.empty()) sched_setaffinity(0, sizeof(set), &set);
+    if (spec.idle_priority) SetIdlePriority(0);  // best effort: the runtime checks its policy
     execv(argv[0], argv.data());
     fail(kExec);
   }

@@ -20,6 +20,11 @@ struct LaunchSpec {
   // A cgroup's cgroup.procs: the child joins that cgroup before exec. Empty = stay in the
   // agent's cgroup. Failing to join fails the launch.
   std::string cgroup_procs;
+  // The child starts at idle priority (SCHED_IDLE) before exec, so that its exec and dynamic
+  // loading too run only where its CPUs are otherwise idle. Ask only where a child may come
+  // back (MayLeaveIdlePriority, common/idle_priority.h): StartRuntimeProcess and the runtime
+  // move it back.
+  bool idle_priority = false;
 };
 
 class ProcessLauncher {

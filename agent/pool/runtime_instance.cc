@@ -9,6 +9,8 @@
 
 #include "agent/batching/slice_io.h"
 #include "agent/pool/runtime_process.h"
+#include "common/idle_priority.h"
+#include "common/load_report.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -81,6 +83,11 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   spec.path = options.runtime_path;
   if (!options.emulate.virtual_node) spec.cores = options.cores;
   spec.cgroup_procs = options.cgroup_procs;
+  // A real runtime starting at idle priority does from its exec on (an emulated one emulates
+  // it, at normal priority: it computes nothing).
+  static const bool may_leave_idle = MayLeaveIdlePriority();
+  spec.idle_priority = options.idle_start_s > 0 && !options.emulate.enabled && may_leave_idle;
+  p.idle_limit = std::chrono::milliseconds(static_cast<int64_t>(options.idle_start_s * 1000));
   auto add = [&spec](const std::string& flag, const std::string& value) {
     spec.args.push_back(flag);
     spec.args.push_back(value);
@@ -104,6 +111,8 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   if (options.batch != 1) add("--warmup-batch", "1");
   add("--warmup-iterations", std::to_string(options.warmup_iterations));
   add("--idle-spin-us", std::to_string(options.idle_spin_us));
+  if (options.idle_start_s > 0) add("--idle-start-s", std::to_string(options.idle_start_s));
+  if (options.warmup_while_idle) add("--warmup", "while-idle");
   if (options.kernel.precision == Precision::kBf16) add("--precision", "bf16");
   if (options.kernel.memory_format == MemoryFormat::kChannelsLast) {
     add("--memory-format", "channels_last");
@@ -133,6 +142,12 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   auto instance = std::unique_ptr<RuntimeInstance>(
       new RuntimeInstance(options, launcher, std::move(process.segment), process.pid));
   instance->load_report_ = std::move(process.load_report);
+  instance->start_priority_ = std::move(process.start_priority);
+  if (options.idle_start_s > 0 && instance->start_priority_.empty()) {
+    const std::optional<std::string_view> emulated =
+        LoadReport::Parse(instance->load_report_).Get("start_priority");
+    instance->start_priority_ = emulated ? std::string(*emulated) : "normal";
+  }
   if (!instance->load_report_.empty()) {
     PACKRAT_LOG(INFO) << "instance " << p.label << ": " << instance->load_report_;
   }

@@ -31,8 +31,8 @@
 #include "agent/kserve/tensor.h"
 #include "agent/pool/hang_watch.h"
 #include "agent/pool/process_launcher.h"
-#include "shm/segment.h"
 #include "common/mutex.h"
+#include "shm/segment.h"
 
 namespace packrat {
 
@@ -68,6 +68,10 @@ struct RuntimeInstanceOptions {
   std::chrono::milliseconds slice_timeout{0};
   uint32_t slots = 2;      // slices in flight: one computing while the next is copied in
   int idle_spin_us = 100;  // the runtime polls this long for the next slice before sleeping
+  // Start at idle priority for at most this long (0: never); common/idle_priority.h.
+  double idle_start_s = 0;
+  // Warm up only while at idle priority (else start cold): for a start on busy CPUs.
+  bool warmup_while_idle = false;
   // Slab bytes per slot of each tensor whose row size varies (BatchingConfig).
   uint64_t variable_slab_bytes = 16ull << 20;
   // An emulated runtime (`emulate.enabled`; runtime_path is then packrat-emulated-runtime):
@@ -112,6 +116,10 @@ class RuntimeInstance : public InstanceExecutor {
   // figures, "kernel=bf16+cl max_rel_error=0.004 top1_agreement=1 fallback=0" (see
   // runtime_main.cc); empty from runtimes that report nothing.
   const std::string& load_report() const { return load_report_; }
+  // How it started beside a serving set: "idle", "idle-until-limit", "idle-until-starved" or
+  // "normal" (RuntimeProcess::start_priority; an emulated runtime's from its load report);
+  // "" where no idle start was asked for.
+  const std::string& start_priority() const { return start_priority_; }
   const RuntimeInstanceOptions& options() const { return options_; }
   bool alive() const override;
 
@@ -140,6 +148,7 @@ class RuntimeInstance : public InstanceExecutor {
   std::unique_ptr<shm::Segment> segment_;
   const pid_t pid_;
   std::string load_report_;  // set once at start
+  std::string start_priority_;
 
   mutable Mutex mu_;
   CondVar idle_cv_;  // signalled when nothing is queued or running

@@ -5,13 +5,17 @@
 
 #include <atomic>
 
+#include "common/idle_priority.h"
 #include "common/logging.h"
+#include "common/starvation_watch.h"
 #include "shm/futex.h"
 
 namespace packrat {
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
+// How often an idle start's limit and CPU time are looked at.
+constexpr auto kIdleLookInterval = std::chrono::milliseconds(100);
 std::atomic<uint64_t> g_segment_counter{0};
 
 }  // namespace
@@ -28,8 +32,14 @@ StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& option
   LaunchSpec spec = options.spec;
   spec.args.insert(spec.args.begin(), {"--segment", name});
   ASSIGN_OR_RETURN(p.pid, launcher->Launch(spec));
-  const auto deadline = std::chrono::steady_clock::now() + options.startup_timeout;
+  const auto launched = std::chrono::steady_clock::now();
+  const auto deadline = launched + options.startup_timeout;
   std::atomic<uint32_t>* state = &p.segment->header()->state;
+  // An idle start: until the runtime is ready, its limit passes or it is starved.
+  bool idle = spec.idle_priority;
+  if (idle) p.start_priority = "idle";
+  StarvationWatch starvation(launched);
+  const std::optional<std::chrono::nanoseconds> waited_at_launch = RunQueueWait(p.pid);
   while (true) {
     const uint32_t s = state->load(std::memory_order_acquire);
     if (s == static_cast<uint32_t>(shm::RuntimeState::kReady)) break;
@@ -53,7 +63,29 @@ StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& option
       return DeadlineExceeded("runtime " + options.label + " was not ready within " +
                               std::to_string(options.startup_timeout.count()) + " s");
     }
-    shm::FutexWait(state, s, kPollInterval);
+    if (idle) {
+      const auto now = std::chrono::steady_clock::now();
+      // Progress: the time it did not wait on the run queue (unknown: never starved).
+      const std::optional<std::chrono::nanoseconds> waited = RunQueueWait(p.pid);
+      const bool starved =
+          waited && waited_at_launch &&
+          starvation.Starved(now, (now - launched) - (*waited - *waited_at_launch));
+      const char* why = nullptr;
+      if (now - launched >= options.idle_limit) {
+        why = "limit";
+      } else if (starved) {
+        why = "starved";
+      }
+      if (why != nullptr) {
+        idle = false;
+        p.start_priority = std::string("idle-until-") + why;
+        const Status moved = LeaveIdlePriority(p.pid);
+        PACKRAT_LOG(INFO) << "runtime " << options.label << " leaves idle priority ("
+                          << (why[0] == 'l' ? "its limit" : "starved") << ")"
+                          << (moved.ok() ? "" : ": " + moved.message());
+      }
+    }
+    shm::FutexWait(state, s, idle ? kIdleLookInterval : kPollInterval);
   }
   p.load_report = p.segment->InfoText();
   return p;

@@ -26,12 +26,19 @@ struct RuntimeProcessOptions {
   // Back every input slab with memory before the launch (Segment::Reserve): for small slabs
   // that are written whole. Otherwise the instance backs what it writes as it goes.
   bool back_input_slabs = false;
+  // With spec.idle_priority: the longest the runtime may stay at idle priority, from its
+  // launch; it is moved back earlier once starved (StarvationWatch on its CPU time), and moves
+  // back itself once ready.
+  std::chrono::milliseconds idle_limit{0};
 };
 
 struct RuntimeProcess {
   std::unique_ptr<shm::Segment> segment;
   pid_t pid = 0;
   std::string load_report;  // the runtime's one-line report (SegmentHeader::info)
+  // With spec.idle_priority: "idle" (ready there), "idle-until-limit" or "idle-until-starved"
+  // (moved back by the agent first); "" otherwise.
+  std::string start_priority;
 };
 
 // Creates the segment, launches the runtime and blocks until it reports ready. Errors carry the

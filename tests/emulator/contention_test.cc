@@ -27,5 +27,17 @@ TEST(ContentionTest, BusyNeighboursCostTheirShareOfTheSlowdown) {
   EXPECT_DOUBLE_EQ(ContentionRate({1, 4, 4, 4}, 0.3), 1.0);
 }
 
+TEST(ContentionTest, AnIdlePriorityInstanceRunsOnlyWhereItsCpusAreFree) {
+  // The view counts others' busy threads only: none on its CPUs, it runs as alone.
+  EXPECT_DOUBLE_EQ(IdleContentionRate({0, 0, 1, 16}, 0), 1.0);
+  EXPECT_DOUBLE_EQ(IdleContentionRate({0, 7, 2, 16}, 0), 1.0);
+  // One busy thread on any of its CPUs leaves it the idle class's share.
+  EXPECT_DOUBLE_EQ(IdleContentionRate({1, 1, 1, 16}, 0), kIdlePriorityShare);
+  EXPECT_DOUBLE_EQ(IdleContentionRate({3, 9, 4, 16}, 0), kIdlePriorityShare);
+  // Neighbours still cost bandwidth: 2 own CPUs of 10, 4 of the 8 others busy.
+  EXPECT_DOUBLE_EQ(IdleContentionRate({0, 4, 2, 10}, 0.2), 1.0 / 1.1);
+  EXPECT_DOUBLE_EQ(IdleContentionRate({1, 4, 2, 10}, 0.2), kIdlePriorityShare / 1.1);
+}
+
 }  // namespace
 }  // namespace packrat::emulator

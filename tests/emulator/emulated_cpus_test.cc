@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "shm/segment.h"
@@ -17,10 +18,10 @@ using Clock = std::chrono::steady_clock;
 
 class EmulatedCpusTest : public ::testing::Test {
  protected:
-  std::unique_ptr<EmulatedCpus> Join() {
+  std::unique_ptr<EmulatedCpus> Join(EmulatedCpusOptions options = {}) {
     auto node = shm::VirtualCpus::Open(name_);
     EXPECT_TRUE(node.ok()) << node.status().ToString();
-    auto cpus = EmulatedCpus::Create(std::move(node).value(), EmulatedCpusOptions{});
+    auto cpus = EmulatedCpus::Create(std::move(node).value(), options);
     EXPECT_TRUE(cpus.ok()) << cpus.status().ToString();
     return std::move(cpus).value();
   }
@@ -61,6 +62,57 @@ TEST_F(EmulatedCpusTest, AnAbandonedComputationUnmarksItsCpus) {
   EXPECT_EQ(node_->busy(2), 0u);
   EXPECT_EQ(cpus->Compute(milliseconds(1), {4}, [] { return true; }).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// At idle priority a computation is not counted busy (it slows no one) until its limit; from
+// then on it is, as any other.
+TEST_F(EmulatedCpusTest, AnIdlePriorityComputationIsCountedBusyOnlyAfterItsLimit) {
+  EmulatedCpusOptions options;
+  options.poll = milliseconds(5);  // keep_going sees the counts every 5 ms
+  auto cpus = Join(options);
+  const auto start = Clock::now();
+  const auto idle_until = start + milliseconds(300);
+  uint32_t busy_before = 0, busy_after = 0;
+  bool seen_before = false, seen_after = false;
+  auto done = cpus->Compute(
+      milliseconds(600), {2},
+      [&] {
+        const uint32_t busy = node_->busy(2);
+        if (Clock::now() < idle_until) {
+          busy_before = std::max(busy_before, busy);
+          seen_before = true;
+        } else {
+          busy_after = std::max(busy_after, busy);
+          seen_after = true;
+        }
+        return true;
+      },
+      idle_until);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_TRUE(*done);
+  EXPECT_GE(Clock::now() - start, milliseconds(600));
+  ASSERT_TRUE(seen_before && seen_after);
+  EXPECT_EQ(busy_before, 0u);
+  EXPECT_EQ(busy_after, 1u);
+  EXPECT_EQ(node_->busy(2), 0u);
+}
+
+// An idle-priority computation on a CPU where another computes advances (almost) only once
+// that one is done: 80 ms after 80 ms.
+TEST_F(EmulatedCpusTest, AnIdlePriorityComputationWaitsForTheBusyCpu) {
+  auto busy = Join();
+  auto idle = Join();
+  const auto start = Clock::now();
+  std::thread other(
+      [&] { EXPECT_TRUE(*busy->Compute(milliseconds(80), {0}, [] { return true; })); });
+  while (node_->busy(0) == 0 && Clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::yield();  // until the other computation has marked CPU 0
+  }
+  ASSERT_EQ(node_->busy(0), 1u);
+  EXPECT_TRUE(*idle->Compute(
+      milliseconds(80), {0, 1}, [] { return true; }, Clock::now() + std::chrono::hours(1)));
+  other.join();
+  EXPECT_GE(Clock::now() - start, milliseconds(155));
 }
 
 TEST(EmulatedCpusNoNodeTest, WithoutANodeAComputationJustLastsItsWork) {

@@ -220,6 +220,7 @@ struct WorkerView {
   int64_t batch;
   std::string state;
   bool started_cold;
+  std::string start_priority;  // "" where no idle start was asked for
 };
 
 // An autoscaler's move or hold (the management API's "autoscaler" object).
@@ -289,15 +290,21 @@ ConfigView ParseConfig(const std::string& body) {
   auto worker = [](simdjson::dom::element w) {
     bool cold = false;
     if (w["started_cold"].get(cold) != simdjson::SUCCESS) cold = false;
+    std::string_view priority;
+    if (w["start_priority"].get(priority) != simdjson::SUCCESS) priority = "";
     return WorkerView{static_cast<pid_t>(int64_t(w["pid"])),
                       std::string(std::string_view(w["cpus"])),
-                      static_cast<int>(int64_t(w["threads"])), int64_t(w["batch"]),
-                      std::string(std::string_view(w["state"])), cold};
+                      static_cast<int>(int64_t(w["threads"])),
+                      int64_t(w["batch"]),
+                      std::string(std::string_view(w["state"])),
+                      cold,
+                      std::string(priority)};
   };
   for (simdjson::dom::element w : doc["workers"].get_array()) v.workers.push_back(worker(w));
   for (simdjson::dom::element w : doc["parked"].get_array()) v.parked.push_back(worker(w));
   simdjson::dom::element autoscaler = doc["autoscaler"];
-  for (simdjson::dom::element m : autoscaler["moves"].get_array()) v.moves.push_back(ParseReason(m));
+  for (simdjson::dom::element m : autoscaler["moves"].get_array())
+    v.moves.push_back(ParseReason(m));
   simdjson::dom::element hold;
   if (autoscaler["last_hold"].get(hold) == simdjson::SUCCESS) v.last_hold = ParseReason(hold);
   return v;
@@ -532,9 +539,8 @@ TEST_F(ReconfigurationTest, EstimatorFollowsTheLoad) {
   {
     // Four closed-loop clients keep about four rows in the system: B rises again.
     Load load(agent_->http_port(), &samples, 4);
-    const auto up = AwaitConfig("the step up", [](const ConfigView& c) {
-      return c.MovedAndSettled("estimator_step_up");
-    });
+    const auto up = AwaitConfig(
+        "the step up", [](const ConfigView& c) { return c.MovedAndSettled("estimator_step_up"); });
     ASSERT_TRUE(up);
     EXPECT_EQ(up->moves.back().rule, "estimator_step_up");
     const ConfigView busy = *up;
@@ -584,9 +590,8 @@ TEST_F(ReconfigurationTest, OverloadMovesToABatchThatKeepsUpAtOnce) {
   }
   {
     Load load(agent_->http_port(), &samples, 4);
-    const auto eight = AwaitConfig("the overload move", [](const ConfigView& c) {
-      return c.MovedAndSettled("overload");
-    });
+    const auto eight = AwaitConfig(
+        "the overload move", [](const ConfigView& c) { return c.MovedAndSettled("overload"); });
     ASSERT_TRUE(eight);
     const ReasonView& move = eight->moves.back();
     EXPECT_EQ(move.rule, "overload");
@@ -626,9 +631,8 @@ TEST_F(ReconfigurationTest, OverloadMovesOnlyToPlansWithinTheBatchLatencyLimit) 
   ASSERT_EQ(r.status, 200) << r.body;
   {
     Load load(agent_->http_port(), &samples, 4);
-    const auto four = AwaitConfig("the overload move", [](const ConfigView& c) {
-      return c.MovedAndSettled("overload");
-    });
+    const auto four = AwaitConfig(
+        "the overload move", [](const ConfigView& c) { return c.MovedAndSettled("overload"); });
     ASSERT_TRUE(four);
     EXPECT_EQ(four->moves.back().to_batch, 4);
     EXPECT_NEAR(four->moves.back().target_capacity, 13.33, 0.05);
@@ -768,9 +772,8 @@ TEST_F(ReconfigurationTest, AMoveStaysOnTheServingRuntimesUnlessANewPlanIsMuchFa
   all_runtimes.insert(one.workers[0].pid);
   {
     Load load(agent_->http_port(), &samples, 4);
-    const auto moved = AwaitConfig("the overload move", [](const ConfigView& c) {
-      return c.MovedAndSettled("overload");
-    });
+    const auto moved = AwaitConfig(
+        "the overload move", [](const ConfigView& c) { return c.MovedAndSettled("overload"); });
     ASSERT_TRUE(moved);
     // The serving runtime's ⟨1,2,8⟩, with the optimizer's ⟨2,1,4⟩ passed over: at the rate the
     // closed-loop clients send, their simulated p99s are within the restart margin.
@@ -866,9 +869,8 @@ TEST_F(ReconfigurationTest, AtALowRateThePlanForBMovesToTheOneWithTheLowerSimula
   all_runtimes.insert(fat_pid);
   {
     Load load(agent_->http_port(), &samples, 4);
-    ASSERT_TRUE(AwaitConfig("the overload move", [](const ConfigView& c) {
-      return c.MovedAndSettled("overload");
-    }));
+    ASSERT_TRUE(AwaitConfig("the overload move",
+                            [](const ConfigView& c) { return c.MovedAndSettled("overload"); }));
     load.Stop();
     EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
   }
@@ -1001,18 +1003,26 @@ TEST_F(ReconfigurationTest, StaticPlanBatchChangeStartsNewRuntimes) {
 }
 
 // With no idle CPU left for the shadow set (the serving set holds every usable one), the new
-// runtimes start cold instead of warming up on CPUs that serving runtimes run on; with
-// skip_warmup_on_busy_cpus: false they warm up as before. Either way the new set answers right.
-TEST_F(ReconfigurationTest, ShadowSetOnBusyCpusStartsCold) {
+// runtimes start beside the serving ones: at idle priority, warming up only while still there
+// (the default; past a 1-ms limit, cold); cold at normal priority (idle_start_s: 0); or warm
+// at normal priority as before (skip_warmup_on_busy_cpus: false too). Either way the new set
+// answers right.
+TEST_F(ReconfigurationTest, ShadowSetOnBusyCpusStartsAtIdlePriorityOrCold) {
   const std::vector<Sample> samples = MakeSamples(6);
   cpu_set_t mask;
   ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
   const std::string cpus = std::to_string(CPU_COUNT(&mask));
-  for (const bool skip : {true, false}) {
-    SCOPED_TRACE(skip ? "skip_warmup_on_busy_cpus: true" : "skip_warmup_on_busy_cpus: false");
+  struct Case {
+    const char* reconfiguration;
+    bool idle;  // an idle start asked for
+    bool cold;  // cold, where no idle start
+  };
+  for (const Case& c : {Case{"{}", true, false}, Case{"{idle_start_s: 0.001}", true, false},
+                        Case{"{idle_start_s: 0}", false, true},
+                        Case{"{idle_start_s: 0, skip_warmup_on_busy_cpus: false}", false, false}}) {
+    SCOPED_TRACE(c.reconfiguration);
     StartAgent(Config("[{count: " + cpus + ", threads: 1, batch: 1}]",
-                      std::string("    reconfiguration: {skip_warmup_on_busy_cpus: ") +
-                          (skip ? "true" : "false") + "}\n"));
+                      std::string("    reconfiguration: ") + c.reconfiguration + "\n"));
     std::set<pid_t> runtimes;
     for (const auto& w : GetConfig().workers) runtimes.insert(w.pid);
     const HttpResult r =
@@ -1021,7 +1031,25 @@ TEST_F(ReconfigurationTest, ShadowSetOnBusyCpusStartsCold) {
     ASSERT_EQ(r.status, 200) << r.body;
     const ConfigView after = ParseConfig(r.body);
     ASSERT_EQ(after.workers.size(), 1u) << r.body;
-    EXPECT_EQ(after.workers[0].started_cold, skip) << r.body;
+    const WorkerView& shadow = after.workers[0];
+    if (c.idle) {
+      // Where the agent may bring a runtime back from SCHED_IDLE (root in CI): "idle", then it
+      // warmed up there (the serving runtimes idle), or with a 1-ms limit "idle-until-limit",
+      // then it started cold. Where it may not: "normal", cold.
+      const std::string& p = shadow.start_priority;
+      if (p == "normal") {
+        EXPECT_TRUE(shadow.started_cold) << r.body;
+      } else if (std::string(c.reconfiguration) == "{}") {
+        EXPECT_EQ(p, "idle") << r.body;
+        EXPECT_FALSE(shadow.started_cold) << r.body;
+      } else {
+        EXPECT_EQ(p, "idle-until-limit") << r.body;
+        EXPECT_TRUE(shadow.started_cold) << r.body;
+      }
+    } else {
+      EXPECT_EQ(shadow.start_priority, "") << r.body;
+      EXPECT_EQ(shadow.started_cold, c.cold) << r.body;
+    }
     HttpClient client("127.0.0.1", agent_->http_port());
     for (const Sample& s : samples) {
       const HttpResult answer = client.Post("/v2/models/tiny/infer", s.body);

@@ -52,15 +52,19 @@ TEST(ParseRowSpecTest, NamesTheFlagOnAnUnknownDatatypeOrBadDimensions) {
 
 TEST(ParseCommonFlagTest, TakesTheFlagsEveryRuntimeShares) {
   CommonFlags flags;
-  const std::vector<std::pair<std::string, std::string>> given = {{"--segment", "packrat.1.demo.0"},
-                                                                  {"--name", "demo/0"},
-                                                                  {"--threads", "4"},
-                                                                  {"--agent-pid", "77"},
-                                                                  {"--cores", "2,3,4,5"},
-                                                                  {"--warmup-batch", "1"},
-                                                                  {"--warmup-batch", "8"},
-                                                                  {"--warmup-iterations", "2"},
-                                                                  {"--idle-spin-us", "0"}};
+  const std::vector<std::pair<std::string, std::string>> given = {
+      {"--segment", "packrat.1.demo.0"},
+      {"--name", "demo/0"},
+      {"--threads", "4"},
+      {"--agent-pid", "77"},
+      {"--cores", "2,3,4,5"},
+      {"--warmup-batch", "1"},
+      {"--warmup-batch", "8"},
+      {"--warmup-iterations", "2"},
+      {"--idle-spin-us", "0"},
+      {"--idle-start-s", "2.5"},
+      {"--warmup", "while-idle"},
+  };
   for (const auto& [flag, value] : given) {
     auto taken = ParseCommonFlag(flag, value, &flags);
     ASSERT_TRUE(taken.ok()) << flag;
@@ -74,6 +78,8 @@ TEST(ParseCommonFlagTest, TakesTheFlagsEveryRuntimeShares) {
   EXPECT_EQ(flags.warmup_batches, (std::vector<int64_t>{1, 8}));
   EXPECT_EQ(flags.warmup_iterations, 2);
   EXPECT_EQ(flags.idle_spin_us, 0);
+  EXPECT_EQ(flags.idle_start_s, 2.5);
+  EXPECT_TRUE(flags.warmup_while_idle);
 }
 
 TEST(ParseCommonFlagTest, LeavesOtherFlagsToTheBinaryAndRefusesBadCores) {
@@ -82,6 +88,10 @@ TEST(ParseCommonFlagTest, LeavesOtherFlagsToTheBinaryAndRefusesBadCores) {
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(*other);
   EXPECT_EQ(ParseCommonFlag("--cores", "0,,1", &flags).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseCommonFlag("--idle-start-s", "-1", &flags).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseCommonFlag("--warmup", "sometimes", &flags).status().code(),
             StatusCode::kInvalidArgument);
 }
 

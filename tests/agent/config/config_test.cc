@@ -251,6 +251,7 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   auto config = Parse(OneModel(""));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_TRUE(config->models[0].reconfiguration.skip_warmup_on_busy_cpus);
+  EXPECT_EQ(config->models[0].reconfiguration.idle_start_s, 3);
   EXPECT_EQ(config->models[0].reconfiguration.overload_window_ms, 2000);
   EXPECT_EQ(config->models[0].reconfiguration.scale_down_delay_ms, 30000);
   EXPECT_EQ(config->models[0].reconfiguration.restart_margin, 0.1);
@@ -262,12 +263,14 @@ TEST_F(ConfigTest, ReconfigurationSection) {
       Parse(OneModel("    reconfiguration: {timeout_ms: 5000, max_utilization: 1, "
                      "skip_warmup_on_busy_cpus: false, overload_window_ms: 0, "
                      "scale_down_delay_ms: 5000, restart_margin: 0, plan_at_rate: true, "
-                     "slowdown_floor: 1, min_capacity: 215.5, burst_reserve_ms: 0}\n"));
+                     "slowdown_floor: 1, min_capacity: 215.5, burst_reserve_ms: 0, "
+                     "idle_start_s: 0}\n"));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const ReconfigurationConfig& r = config->models[0].reconfiguration;
   EXPECT_EQ(r.timeout_ms, 5000);
   EXPECT_EQ(r.max_utilization, 1);
   EXPECT_FALSE(r.skip_warmup_on_busy_cpus);
+  EXPECT_EQ(r.idle_start_s, 0);
   EXPECT_EQ(r.overload_window_ms, 0);
   EXPECT_EQ(r.scale_down_delay_ms, 5000);
   EXPECT_EQ(r.restart_margin, 0);
@@ -285,6 +288,8 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   EXPECT_NE(
       ErrorOf(OneModel("    reconfiguration: {slowdown_floor: 0.1}\n")).find("slowdown_floor"),
       std::string::npos);
+  EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {idle_start_s: -1}\n")).find("idle_start_s"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {skip_warmup_on_busy_cpus: often}\n"))
                 .find("skip_warmup_on_busy_cpus"),
             std::string::npos);
