@@ -61,11 +61,30 @@ Status LeaveIdlePriority(pid_t pid) {
   return Status::Ok();
 }
 
-std::optional<std::chrono::nanoseconds> RunQueueWait(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  long long on_cpu = 0, waited = 0;
-  if (!(in >> on_cpu >> waited)) return std::nullopt;
-  return std::chrono::nanoseconds(waited);
+std::optional<SchedSample> ReadSchedSample(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses; after the last ')' come
+  // state (field 3) ... utime (14) and stime (15), space-separated.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::vector<std::string> fields;
+  size_t pos = close + 1;
+  while (fields.size() < 13) {
+    const size_t start = text.find_first_not_of(' ', pos);
+    if (start == std::string::npos) return std::nullopt;
+    const size_t end = text.find(' ', start);
+    fields.push_back(text.substr(start, end == std::string::npos ? end : end - start));
+    if (end == std::string::npos) break;
+    pos = end;
+  }
+  if (fields.size() < 13) return std::nullopt;
+  const long hz = sysconf(_SC_CLK_TCK);
+  const long long ticks = std::atoll(fields[11].c_str()) + std::atoll(fields[12].c_str());
+  SchedSample sample;
+  sample.cpu = std::chrono::nanoseconds(ticks * (1'000'000'000LL / (hz > 0 ? hz : 100)));
+  sample.runnable = fields[0] == "R";
+  return sample;
 }
 
 }  // namespace packrat

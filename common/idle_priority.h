@@ -34,9 +34,14 @@ bool MayLeaveIdlePriority();
 // error names one that could not be moved.
 Status LeaveIdlePriority(pid_t pid);
 
-// How long the main thread of process `pid` has waited on a run queue, runnable but not
-// running (/proc/PID/schedstat, ns); nullopt where the kernel keeps no such count
-// (CONFIG_SCHED_INFO off) or the process is gone.
-std::optional<std::chrono::nanoseconds> RunQueueWait(pid_t pid);
+// What StartRuntimeProcess samples of a starting runtime, from /proc/PID/stat: the CPU time of
+// all its threads (utime + stime, in clock ticks: 10 ms on most kernels), and whether its main
+// thread is runnable (state R: running or waiting for a CPU; not blocked on I/O or a lock).
+// nullopt where the process is gone.
+struct SchedSample {
+  std::chrono::nanoseconds cpu{0};
+  bool runnable = false;
+};
+std::optional<SchedSample> ReadSchedSample(pid_t pid);
 
 }  // namespace packrat

@@ -1,13 +1,15 @@
 // When a start at idle priority (common/idle_priority.h) is starved: a serving set that leaves
 // its CPUs no idle time would hold a shadow runtime back until the idle limit, delaying the
-// switch for nothing. `progress` is the time the start was not held back: for a real runtime
-// the time its main thread did not wait on the run queue (it may also block on I/O: not
-// starved), for an emulated one its work done. Over every window of `window`, a start whose
-// progress was under `min_share` of it is starved and goes on at normal priority.
+// switch for nothing. `progress` is what the start got: for a real runtime its CPU time plus
+// the time it was not runnable (blocked on I/O is not starved; StartRuntimeProcess samples
+// /proc/PID/stat every 100 ms), for an emulated one its work done. Over every window of
+// `window`, a start whose progress was under `min_share` of it is starved and goes on at
+// normal priority.
 //
 // With the defaults (1 s, 2%): beside serving runtimes that are never idle (the idle class
-// gets ~0.4% then, contention.h) the start is starved after a second; beside ones idle 5% of
-// the time it is not, and takes its time at no cost to them (the limit bounds it).
+// gets ~0.4% then, emulator/contention.h) the start is starved after a window or two (the CPU
+// time is counted in 10-ms ticks); beside ones idle 5% of the time it is not, and takes its
+// time at no cost to them (the limit bounds it).
 //
 // Pure: the caller gives every time and the progress. A value type; not thread-safe.
 #pragma once

@@ -100,7 +100,8 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return f;
 }
 
-// As runtime::IdleStart::ReportItem: "" where no idle start was asked for.
+// The load report's start_priority (RuntimeInstance::start_priority): "" where no idle start
+// was asked for.
 std::string StartPriorityItem(double idle_start_s, SteadyTime idle_until, bool starved) {
   if (idle_start_s <= 0) return "";
   if (starved) return " start_priority=idle-until-starved";
@@ -166,11 +167,13 @@ int Main(int argc, char** argv) {
   // runtime's loaded beside that runtime and slowed it, which a real one need not do.)
   const auto load = std::chrono::nanoseconds(static_cast<int64_t>(flags.load_s * 1e9));
   std::vector<int> loading;
-  double fastest = -1;
+  uint32_t least = UINT32_MAX;
   for (int cpu : flags.common.cores) {
-    const double rate = cpus->RateNow({cpu});
-    if (rate > fastest) {
-      fastest = rate;
+    // Busy threads of others on it (RateNow cannot tell a free CPU from one with a single busy
+    // thread: it counts the caller's own, not marked yet).
+    const uint32_t busy = cpus->node() ? cpus->node()->busy(cpu) : 0;
+    if (busy < least) {
+      least = busy;
       loading = {cpu};
     }
   }

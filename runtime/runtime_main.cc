@@ -160,13 +160,12 @@ int Main(int argc, char** argv) {
   KeepFreedMemory();
   // Beside a serving set the agent starts a runtime at idle priority (common/idle_priority.h)
   // and moves it back at its limit (--idle-start-s) or once starved; the runtime itself moves
-  // back once ready, so that it never serves there.
-  const bool started_idle = sched_getscheduler(0) == SCHED_IDLE;
+  // back once ready (report_ready), so that it never serves there.
   // The load report, once loaded and warmed up; serving runs at normal priority.
-  auto report_ready = [&segment, started_idle](const std::string& report) {
-    if (started_idle) {
-      if (Status s = LeaveIdlePriority(getpid()); !s.ok()) PACKRAT_LOG(WARNING) << s.message();
-    }
+  auto report_ready = [&segment](const std::string& report) {
+    // Every thread, also where the agent already moved the main one back (only SCHED_IDLE
+    // ones change); the agent checks again once the runtime reports ready.
+    if (Status s = LeaveIdlePriority(getpid()); !s.ok()) PACKRAT_LOG(WARNING) << s.message();
     segment->SetInfo(report);
   };
 

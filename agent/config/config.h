@@ -200,8 +200,8 @@ struct ReconfigurationConfig {
   // A shadow runtime placed on CPUs that the serving set still uses loads (and warms up, where
   // it does) at idle priority, SCHED_IDLE, for at most this many seconds: the kernel runs it
   // only while the serving runtimes leave those CPUs idle, so starting it no longer slows the
-  // set that serves (common/idle_priority.h). Past the limit, counted from its launch, or
-  // once it waited on the run queue for 98% of a second (a serving set that leaves no idle
+  // set that serves (common/idle_priority.h). Past the limit, counted from its launch, or once
+  // it got under 2% of a CPU in a second while runnable (a serving set that leaves no idle
   // time: common/starvation_watch.h) it goes on at normal priority. A model that is behind
   // (rows queued beyond two batches of its serving set) starts its runtimes at normal
   // priority: it needs their capacity now. 0: normal priority from the

@@ -144,8 +144,8 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   instance->load_report_ = std::move(process.load_report);
   instance->start_priority_ = std::move(process.start_priority);
   if (options.idle_start_s > 0 && instance->start_priority_.empty()) {
-    const std::optional<std::string_view> emulated =
-        LoadReport::Parse(instance->load_report_).Get("start_priority");
+    const LoadReport report = LoadReport::Parse(instance->load_report_);  // owns what Get views
+    const std::optional<std::string_view> emulated = report.Get("start_priority");
     instance->start_priority_ = emulated ? std::string(*emulated) : "normal";
   }
   if (!instance->load_report_.empty()) {

@@ -38,11 +38,23 @@ StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& option
   // An idle start: until the runtime is ready, its limit passes or it is starved.
   bool idle = spec.idle_priority;
   if (idle) p.start_priority = "idle";
+  // Its progress for the starvation watch: CPU time, and the time it was not runnable (I/O).
   StarvationWatch starvation(launched);
-  const std::optional<std::chrono::nanoseconds> waited_at_launch = RunQueueWait(p.pid);
+  std::optional<SchedSample> last = ReadSchedSample(p.pid);
+  auto last_at = launched;
+  std::chrono::nanoseconds progress{0};
   while (true) {
     const uint32_t s = state->load(std::memory_order_acquire);
-    if (s == static_cast<uint32_t>(shm::RuntimeState::kReady)) break;
+    if (s == static_cast<uint32_t>(shm::RuntimeState::kReady)) {
+      // The runtime moved itself back; where it could not (a capability the agent has and
+      // its exec dropped), the agent does: a runtime never serves at idle priority.
+      if (spec.idle_priority) {
+        if (Status moved = LeaveIdlePriority(p.pid); !moved.ok()) {
+          PACKRAT_LOG(WARNING) << "runtime " << options.label << ": " << moved.message();
+        }
+      }
+      break;
+    }
     if (s == static_cast<uint32_t>(shm::RuntimeState::kFailed)) {
       // A runtime exits after reporting its failure; one that hangs on the way out is killed,
       // so that no process outlives the failed start.
@@ -65,11 +77,14 @@ StatusOr<RuntimeProcess> StartRuntimeProcess(const RuntimeProcessOptions& option
     }
     if (idle) {
       const auto now = std::chrono::steady_clock::now();
-      // Progress: the time it did not wait on the run queue (unknown: never starved).
-      const std::optional<std::chrono::nanoseconds> waited = RunQueueWait(p.pid);
-      const bool starved =
-          waited && waited_at_launch &&
-          starvation.Starved(now, (now - launched) - (*waited - *waited_at_launch));
+      const std::optional<SchedSample> sample = ReadSchedSample(p.pid);
+      if (sample && last) {
+        progress += sample->cpu - last->cpu;
+        if (!sample->runnable || !last->runnable) progress += now - last_at;
+      }
+      last = sample;
+      last_at = now;
+      const bool starved = starvation.Starved(now, progress);
       const char* why = nullptr;
       if (now - launched >= options.idle_limit) {
         why = "limit";

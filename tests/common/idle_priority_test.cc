@@ -52,15 +52,24 @@ TEST(IdlePriorityTest, AProcessComesBackWithAllItsThreads) {
   EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);  // the test's own thread never moved
 }
 
-TEST(IdlePriorityTest, RunQueueWaitIsAGrowingCountOfALiveProcess) {
-  const std::optional<std::chrono::nanoseconds> first = RunQueueWait(getpid());
-  if (!first) GTEST_SKIP() << "no /proc/PID/schedstat (CONFIG_SCHED_INFO off)";
-  volatile uint64_t x = 0;
-  for (int i = 0; i < 10'000'000; ++i) x = x + i;
-  const std::optional<std::chrono::nanoseconds> second = RunQueueWait(getpid());
-  ASSERT_TRUE(second.has_value());
-  EXPECT_GE(*second, *first);
-  EXPECT_FALSE(RunQueueWait(0x7ffffff0).has_value());  // no such process
+TEST(IdlePriorityTest, ASampleCountsTheCpuTimeOfAllThreadsOfARunningProcess) {
+  const std::optional<SchedSample> first = ReadSchedSample(getpid());
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(first->runnable);  // this thread is running while it reads
+  // Two threads compute until the process has used 50 ms more (bounded by wall time).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto spin = [&] {
+    volatile uint64_t x = 0;
+    while (ReadSchedSample(getpid())->cpu - first->cpu < std::chrono::milliseconds(50) &&
+           std::chrono::steady_clock::now() < give_up) {
+      for (int i = 0; i < 100'000; ++i) x = x + i;
+    }
+  };
+  std::thread other(spin);
+  spin();
+  other.join();
+  EXPECT_GE(ReadSchedSample(getpid())->cpu - first->cpu, std::chrono::milliseconds(50));
+  EXPECT_FALSE(ReadSchedSample(0x7ffffff0).has_value());  // no such process
 }
 
 }  // namespace

@@ -1033,15 +1033,18 @@ TEST_F(ReconfigurationTest, ShadowSetOnBusyCpusStartsAtIdlePriorityOrCold) {
     ASSERT_EQ(after.workers.size(), 1u) << r.body;
     const WorkerView& shadow = after.workers[0];
     if (c.idle) {
-      // Where the agent may bring a runtime back from SCHED_IDLE (root in CI): "idle", then it
-      // warmed up there (the serving runtimes idle), or with a 1-ms limit "idle-until-limit",
-      // then it started cold. Where it may not: "normal", cold.
+      // Where the agent may bring a runtime back from SCHED_IDLE (root in CI): "idle" when it
+      // got to ready there, then warm (it warmed up there); on a machine busy with other work
+      // the limit or starvation may end it first. With a 1-ms limit the agent moves it back
+      // before it loads: "idle-until-limit", cold. Where it may not: "normal", cold.
       const std::string& p = shadow.start_priority;
       if (p == "normal") {
         EXPECT_TRUE(shadow.started_cold) << r.body;
       } else if (std::string(c.reconfiguration) == "{}") {
-        EXPECT_EQ(p, "idle") << r.body;
-        EXPECT_FALSE(shadow.started_cold) << r.body;
+        EXPECT_TRUE(p == "idle" || p == "idle-until-limit" || p == "idle-until-starved") << r.body;
+        if (p == "idle") {
+          EXPECT_FALSE(shadow.started_cold) << r.body;
+        }
       } else {
         EXPECT_EQ(p, "idle-until-limit") << r.body;
         EXPECT_TRUE(shadow.started_cold) << r.body;
