@@ -8,7 +8,7 @@
 //   packrat-emulated-runtime --segment NAME --emulate PROFILE.csv --threads T [--cores 0,1]
 //                   [--node NODE] [--load-s 1.5] [--neighbour-slowdown 0.13]
 //                   [--output FP32:1000]... [--warmup-batch 4]... [--warmup-iterations 3]
-//                   [--agent-pid PID] [--name demo/0] [--idle-spin-us 100] [--idle-start-s 5]
+//                   [--agent-pid PID] [--name demo/0] [--idle-spin-us 100] [--idle-start-s 3]
 //                   [--warmup always|while-idle]
 //   and, accepted for the real runtime's command line and ignored: --model, --input,
 //   --output-type, --precision, --memory-format, --freeze, --accuracy-*.

@@ -8,7 +8,7 @@
 //                   [--precision bf16] [--memory-format channels_last] [--freeze]
 //                   [--accuracy-samples 8] [--accuracy-max-rel-error 0.05]
 //                   [--accuracy-min-top1 0.9] [--accuracy-strict] [--idle-spin-us 100]
-//                   [--idle-start-s 5] [--warmup always|while-idle]
+//                   [--idle-start-s 3] [--warmup always|while-idle]
 //   packrat-runtime --generate --segment NAME --model PATH --threads T --slots S
 //                   [--refill half|step|static] [--cores 0,1] [--agent-pid PID] [--name gpt/0]
 //
