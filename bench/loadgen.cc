@@ -3,11 +3,13 @@
 // request's latency is recorded from its *scheduled* arrival, so a slow server cannot hide
 // queueing in the client (no coordinated omission).
 //
-//   loadgen --port P --target /v2/models/m/infer --body FILE [--header K:V]...
+//   loadgen --port P --target /v2/models/m/infer --body FILE [--body FILE]... [--header K:V]...
 //           --schedule RATE:SECONDS[,RATE:SECONDS...] [--arrivals poisson|constant]
 //           [--max-requests N] [--connections N] [--seed S] --out FILE.csv
 //
-// The run is bounded in time (the schedule) and, with --max-requests, in count.
+// Each request sends one of the --body files, drawn uniformly (with the arrivals' seed): requests
+// of several sizes, such as rows per request. The run is bounded in time (the schedule) and,
+// with --max-requests, in count.
 //
 // Output: one CSV line per request, "start_s,latency_ms,status", start_s counted from the
 // first arrival; and on stdout the wall-clock time (UTC seconds since midnight, like the
@@ -65,7 +67,8 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   int port = 0;
-  std::string target, body_file, out_file, arrivals = "poisson";
+  std::string target, out_file, arrivals = "poisson";
+  std::vector<std::string> body_files;
   std::vector<Step> schedule;
   std::map<std::string, std::string> headers;
   int connections = 64;
@@ -79,7 +82,7 @@ int main(int argc, char** argv) {
     } else if (a == "--target") {
       target = next();
     } else if (a == "--body") {
-      body_file = next();
+      body_files.push_back(next());
     } else if (a == "--out") {
       out_file = next();
     } else if (a == "--arrivals") {
@@ -110,18 +113,23 @@ int main(int argc, char** argv) {
       return Usage(("unknown flag " + a).c_str());
     }
   }
-  if (port <= 0 || target.empty() || body_file.empty() || out_file.empty() || schedule.empty() ||
+  if (port <= 0 || target.empty() || body_files.empty() || out_file.empty() || schedule.empty() ||
       connections < 1 || (arrivals != "poisson" && arrivals != "constant")) {
     return Usage("missing or bad flags");
   }
-  std::ifstream in(body_file, std::ios::binary);
-  if (!in) return Usage("cannot read --body");
-  const std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> bodies;
+  for (const std::string& file : body_files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return Usage(("cannot read --body " + file).c_str());
+    bodies.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
 
   // Every arrival time, fixed in advance.
   std::mt19937_64 rng(seed);
   std::vector<double> arrivals_s;
   std::vector<size_t> step_of;
+  std::vector<size_t> body_of;
+  std::uniform_int_distribution<size_t> pick(0, bodies.size() - 1);
   double t0 = 0;
   for (size_t k = 0; k < schedule.size(); ++k) {
     std::exponential_distribution<double> gap(schedule[k].rate);
@@ -132,6 +140,7 @@ int main(int argc, char** argv) {
       if (max_requests > 0 && arrivals_s.size() >= max_requests) break;
       arrivals_s.push_back(t);
       step_of.push_back(k);
+      body_of.push_back(bodies.size() > 1 ? pick(rng) : 0);
     }
     t0 += schedule[k].seconds;
   }
@@ -155,7 +164,7 @@ int main(int argc, char** argv) {
           i = due.front();
           due.pop_front();
         }
-        const packrat::testing::HttpResult r = client.Post(target, body, headers);
+        const packrat::testing::HttpResult r = client.Post(target, bodies[body_of[i]], headers);
         const auto end = Clock::now();
         const double scheduled = arrivals_s[i];
         records[i].start_s = scheduled;

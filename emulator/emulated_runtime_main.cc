@@ -7,17 +7,24 @@
 //
 //   packrat-emulated-runtime --segment NAME --emulate PROFILE.csv --threads T [--cores 0,1]
 //                   [--node NODE] [--load-s 1.5] [--neighbour-slowdown 0.13]
+//                   [--profile-error 0.2] [--jitter-cv 0.3] [--seed 7]
 //                   [--output FP32:1000]... [--warmup-batch 4]... [--warmup-iterations 3]
 //                   [--agent-pid PID] [--name demo/0] [--idle-spin-us 100] [--idle-start-s 3]
 //                   [--warmup always|while-idle]
 //   and, accepted for the real runtime's command line and ignored: --model, --input,
 //   --output-type, --precision, --memory-format, --freeze, --accuracy-*.
 //
+// --emulate is the profile the runtime lasts (the model's truth, which may differ from the one
+// the agent plans on); --profile-error scales each of its points by a factor fixed by --seed,
+// --jitter-cv each slice by a random one (emulator/latency_truth.h).
+//
 // --cores names the CPUs of the node (virtual ones on a virtual node): it is never pinned to
 // them. --node names the node's shared state (shm/virtual_cpus.h); without it there is no
 // contention.
 //
 // Exit codes: 0 orderly shutdown, 1 start-up failure (also recorded in the segment), 2 usage.
+
+#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -28,6 +35,7 @@
 #include "emulator/emulated_cpus.h"
 #include "emulator/emulated_model.h"
 #include "emulator/emulated_worker.h"
+#include "emulator/latency_truth.h"
 #include "runtime/runtime_flags.h"
 #include "runtime/runtime_lifecycle.h"
 #include "shm/segment.h"
@@ -43,6 +51,9 @@ struct Flags {
   std::vector<OutputSpec> outputs;
   double load_s = 0;
   double neighbour_slowdown = 0;
+  double profile_error = 0;
+  double jitter_cv = 0;
+  uint64_t seed = 0;
   std::string kernel = "fp32";  // the settings the real runtime would report
   bool bf16 = false, channels_last = false, freeze = false;
 };
@@ -79,6 +90,15 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       ASSIGN_OR_RETURN(f.load_s, ParseNumber(flag, value));
     } else if (flag == "--neighbour-slowdown") {
       ASSIGN_OR_RETURN(f.neighbour_slowdown, ParseNumber(flag, value));
+    } else if (flag == "--profile-error") {
+      ASSIGN_OR_RETURN(f.profile_error, ParseNumber(flag, value));
+      if (f.profile_error >= 1) return InvalidArgument("--profile-error must be below 1");
+    } else if (flag == "--jitter-cv") {
+      ASSIGN_OR_RETURN(f.jitter_cv, ParseNumber(flag, value));
+    } else if (flag == "--seed") {
+      char* end = nullptr;
+      f.seed = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0') return InvalidArgument("bad --seed " + value);
     } else if (flag == "--precision") {
       f.bf16 = value == "bf16";
     } else if (flag == "--memory-format") {
@@ -139,8 +159,8 @@ int Main(int argc, char** argv) {
   auto fail = [&segment](const Status& s) { return runtime::FailStart(segment.get(), s); };
   auto profile = Profile::LoadCsv(flags.profile);
   if (!profile.ok()) return fail(profile.status());
-  auto model =
-      EmulatedModel::Create(std::move(profile).value(), flags.common.threads, flags.outputs);
+  auto model = EmulatedModel::Create(PerturbedProfile(*profile, flags.profile_error, flags.seed),
+                                     flags.common.threads, flags.outputs);
   if (!model.ok()) return fail(model.status());
   std::unique_ptr<shm::VirtualCpus> node;
   if (!flags.node.empty()) {
@@ -158,6 +178,9 @@ int Main(int argc, char** argv) {
   worker_options.agent_pid = flags.common.agent_pid;
   worker_options.idle_spin = std::chrono::microseconds(std::max(0, flags.common.idle_spin_us));
   worker_options.cpus = flags.common.cores;
+  worker_options.jitter_cv = flags.jitter_cv;
+  // Each runtime draws its own slices' jitter: the seed and its pid.
+  worker_options.jitter_seed = flags.seed ^ (static_cast<uint64_t>(getpid()) << 32);
   EmulatedWorker worker(segment.get(), &*model, cpus.get(), worker_options);
   auto alive = [&worker] { return worker.AgentAlive(); };
 
@@ -199,6 +222,8 @@ int Main(int argc, char** argv) {
   segment->SetInfo("kernel=" + flags.kernel +
                    " checked=0 fallback=0 emulated=1 load_s=" + std::to_string(flags.load_s) +
                    " neighbour_slowdown=" + std::to_string(flags.neighbour_slowdown) +
+                   " profile_error=" + std::to_string(flags.profile_error) +
+                   " jitter_cv=" + std::to_string(flags.jitter_cv) +
                    StartPriorityItem(flags.common.idle_start_s, idle_until, cpus->idle_starved()) +
                    (warmed ? "" : " warmed=0"));
   PACKRAT_LOG(INFO) << "ready: emulating " << flags.profile << " at " << flags.common.threads

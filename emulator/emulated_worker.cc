@@ -16,7 +16,8 @@ EmulatedWorker::EmulatedWorker(shm::Segment* segment, const EmulatedModel* model
       model_(model),
       cpus_(cpus),
       options_(std::move(options)),
-      link_(segment, options_.agent_pid, options_.poll_interval) {
+      link_(segment, options_.agent_pid, options_.poll_interval),
+      jitter_(options_.jitter_cv, options_.jitter_seed) {
   options_.poll_interval = link_.poll_interval();
 }
 
@@ -40,8 +41,10 @@ bool EmulatedWorker::Execute(const shm::BatchMessage& msg, shm::CompletionMessag
   if (status.ok() && rows < 1) status = InvalidArgument("a batch of no rows");
   if (status.ok()) {
     const auto start = std::chrono::steady_clock::now();
+    const auto latency = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double, std::nano>(model_->Latency(rows)) * jitter_.Next());
     StatusOr<bool> computed =
-        cpus_->Compute(model_->Latency(rows), options_.cpus, [this] { return link_.AgentAlive(); });
+        cpus_->Compute(latency, options_.cpus, [this] { return link_.AgentAlive(); });
     if (!computed.ok()) {
       status = computed.status();
     } else if (!*computed) {

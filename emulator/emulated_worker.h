@@ -1,7 +1,8 @@
 // The serving loop of packrat-emulated-runtime: the same ring protocol as the real runtime's
 // Worker (runtime/worker.h) — pop a batch from the segment's request ring, answer it on the
 // completion ring — but the batch is not computed: it lasts the profile's L[t,b] under the
-// node's contention (EmulatedCpus) and is answered with zero-filled outputs of the declared
+// node's contention (EmulatedCpus), times a jitter factor where one is asked for
+// (latency_truth.h), and is answered with zero-filled outputs of the declared
 // shapes. compute_ns is the wall time it lasted, as a real runtime reports.
 //
 // Batches are not topped up (layered batching is refused for emulated models by the config);
@@ -19,6 +20,7 @@
 #include "common/status.h"
 #include "emulator/emulated_cpus.h"
 #include "emulator/emulated_model.h"
+#include "emulator/latency_truth.h"
 #include "runtime/agent_link.h"
 #include "shm/segment.h"
 
@@ -29,6 +31,8 @@ struct EmulatedWorkerOptions {
   std::chrono::milliseconds poll_interval{500};  // how often an idle loop checks the agent
   std::chrono::microseconds idle_spin{5};        // polling before sleeping on the ring
   std::vector<int> cpus;                         // where its slices compute
+  double jitter_cv = 0;  // each slice's latency times a lognormal of mean 1 and this CV
+  uint64_t jitter_seed = 0;
 };
 
 class EmulatedWorker {
@@ -51,6 +55,7 @@ class EmulatedWorker {
   EmulatedCpus* cpus_;
   EmulatedWorkerOptions options_;
   runtime::AgentLink link_;
+  Jitter jitter_;  // the serving loop's thread only
 };
 
 }  // namespace packrat::emulator

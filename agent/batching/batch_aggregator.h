@@ -65,6 +65,11 @@ class BatchAggregator {
   std::vector<std::shared_ptr<InferenceRequest>> TakeAll();
 
   int64_t queued_rows() const { return queued_rows_; }
+  // When the request at the front of the queue arrived; nullopt when the queue is empty.
+  std::optional<SteadyTime> OldestArrival() const {
+    if (queue_.empty()) return std::nullopt;
+    return queue_.front()->arrival();
+  }
   size_t queued_requests() const { return queue_.size(); }
   int64_t target_rows() const { return options_.target_rows; }
   // A new B for the batches cut from now on (reconfiguration).

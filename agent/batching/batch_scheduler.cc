@@ -81,6 +81,11 @@ int64_t BatchScheduler::queued_rows() const {
   return aggregator_.queued_rows();
 }
 
+std::optional<SteadyTime> BatchScheduler::oldest_queued_arrival() const {
+  MutexLock lock(&mu_);
+  return aggregator_.OldestArrival();
+}
+
 void BatchScheduler::Loop() {
   MutexLock lock(&mu_);
   while (!stop_) {

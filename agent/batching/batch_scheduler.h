@@ -49,6 +49,8 @@ class BatchScheduler {
       const std::function<bool(const InferenceRequest& request, int64_t rows)>& admit);
 
   int64_t queued_rows() const;
+  // When the oldest queued request arrived (not yet in a batch); nullopt when none is queued.
+  std::optional<SteadyTime> oldest_queued_arrival() const;
 
   // Called with the queued rows whenever they change (under the queue's lock: must be quick and
   // must not call back into the scheduler). Set before requests arrive.

@@ -237,6 +237,11 @@ struct EmulateConfig {
                                   // auto` also the model's profile (nothing is measured)
   double load_s = 1.0;            // a runtime's model load: seconds of one CPU
   double neighbour_slowdown = 0;  // slower by 1 + this x the share of other CPUs busy
+  // The truth the runtimes emulate where it differs from `profile` (emulator/latency_truth.h):
+  std::string truth;         // another CSV profile (absolute after loading); empty: profile
+  double profile_error = 0;  // each point ⟨t,b⟩ of it scaled by a factor in [1 − e, 1 + e]
+  double jitter_cv = 0;      // each slice times a lognormal of mean 1 and this CV
+  int64_t seed = 0;          // fixes the profile error's factors, seeds the jitter
   // Set by the agent (ResolveEmulation, agent/pool/virtual_node.h):
   std::string node_state;     // the node's shared CPU state; empty: no contention
   bool virtual_node = false;  // CPUs are virtual: passed to runtimes, never pinned

@@ -330,14 +330,32 @@ Status ParseEmulate(const Reader& r, const YAML::Node& model, const YAML::Node& 
   const std::string k = key + ".emulate";
   EmulateConfig& em = m->emulate;
   em.enabled = true;
-  RETURN_IF_ERROR(r.CheckKeys(e, k, {"profile", "load_s", "neighbour_slowdown"}));
+  RETURN_IF_ERROR(r.CheckKeys(
+      e, k,
+      {"profile", "load_s", "neighbour_slowdown", "truth", "profile_error", "jitter_cv", "seed"}));
   if (!e["profile"]) return r.Error(e, k + ".profile", "is required");
-  RETURN_IF_ERROR(r.GetString(e["profile"], k + ".profile", &em.profile));
-  std::filesystem::path p(em.profile);
-  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-  em.profile = p.lexically_normal().string();
-  if (StatusOr<Profile> profile = Profile::LoadCsv(em.profile); !profile.ok()) {
-    return r.Error(e["profile"], k + ".profile", profile.status().message());
+  // A profile path, made absolute and checked to load.
+  auto read_profile = [&](const char* name, std::string* path) -> Status {
+    RETURN_IF_ERROR(r.GetString(e[name], k + "." + name, path));
+    std::filesystem::path p(*path);
+    if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+    *path = p.lexically_normal().string();
+    if (StatusOr<Profile> profile = Profile::LoadCsv(*path); !profile.ok()) {
+      return r.Error(e[name], k + "." + name, profile.status().message());
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(read_profile("profile", &em.profile));
+  if (e["truth"]) RETURN_IF_ERROR(read_profile("truth", &em.truth));
+  if (e["profile_error"]) {
+    RETURN_IF_ERROR(
+        r.GetDouble(e["profile_error"], k + ".profile_error", 0, 0.9, &em.profile_error));
+  }
+  if (e["jitter_cv"]) {
+    RETURN_IF_ERROR(r.GetDouble(e["jitter_cv"], k + ".jitter_cv", 0, 3, &em.jitter_cv));
+  }
+  if (e["seed"]) {
+    RETURN_IF_ERROR(r.GetInt(e["seed"], k + ".seed", 0, INT64_MAX, &em.seed));
   }
   if (e["load_s"]) RETURN_IF_ERROR(r.GetDouble(e["load_s"], k + ".load_s", 0, 3600, &em.load_s));
   if (e["neighbour_slowdown"]) {

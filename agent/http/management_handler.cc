@@ -81,7 +81,8 @@ void AppendReason(std::string& out, const Reason& r, const MoveRecord* move = nu
   number("target_p99_ms", r.target_p99_ms);
   if (r.backlog_batch > 0) out += ",\"backlog_batch\":" + std::to_string(r.backlog_batch);
   if (r.busy_only) out += ",\"busy_only\":true";
-  if (r.exploring) out += ",\"exploring\":true";
+  number("oldest_wait_ms", r.oldest_wait_ms);
+  number("behind_wait_ms", r.behind_wait_ms);
   if (r.passed_over) {
     out += ",\"passed_over\":";
     AppendJsonString(out, r.passed_over->ConfigString());

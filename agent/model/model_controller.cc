@@ -226,7 +226,11 @@ void ModelController::Tick(SteadyTime now) {
   if (active->plan) view.plan_latency_ms = active->plan->latency_ms;
   view.parked_threads = options_.sets->LiveParkedThreads();
   view.slowdown = Slowdowns();
-  view.exploring = Slowdowns(/*exploring=*/true);
+  if (options_.oldest_queued) {
+    if (const std::optional<SteadyTime> oldest = options_.oldest_queued()) {
+      view.oldest_wait_ms = std::chrono::duration<double, std::milli>(now - *oldest).count();
+    }
+  }
   const SetSwitcher::StartTimes starts = options_.sets->start_times();
   view.first_start_s = starts.first;
   view.last_start_s = starts.last;
@@ -257,8 +261,7 @@ Status ModelController::SwitchForMove(const Move& move) {
     MutexLock lock(&mu_);
     if (rate_ > 0) rate = rate_;
   }
-  // An exploring move is judged, and staged, at the slowdowns it was decided at.
-  const SlowdownFn slowdown = Slowdowns(move.reason.exploring);
+  const SlowdownFn slowdown = Slowdowns();
   const double need = autoscaler_.NeededCapacity(move.plan, rate, slowdown);
   return Migrate(move.plan, rate, need, slowdown, std::nullopt, move.reason.text);
 }
@@ -281,14 +284,9 @@ Status ModelController::Resize(const ResizeRequest& request) {
   return status;
 }
 
-SlowdownFn ModelController::Slowdowns(bool exploring) const {
+SlowdownFn ModelController::Slowdowns() const {
   const SlowdownTracker* slowdowns = options_.slowdowns;
   if (slowdowns == nullptr) return nullptr;
-  if (exploring) {
-    return [slowdowns, budget = autoscaler_.options().threads](int threads) {
-      return slowdowns->Exploring(threads, budget);
-    };
-  }
   return [slowdowns](int threads) { return slowdowns->Get(threads); };
 }
 

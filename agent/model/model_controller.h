@@ -69,6 +69,9 @@ struct ModelControllerOptions {
   // running total of rows (decode steps asked for) that arrived. Any thread.
   std::function<int64_t()> rows_in_system;
   std::function<int64_t()> rows_arrived;
+  // When the oldest request still waiting for a batch arrived; nullopt when none waits (or the
+  // model has no queue). Any thread. Empty: never.
+  std::function<std::optional<SteadyTime>()> oldest_queued;
   // Whether the model serves (not loading, failed or stopping): ticks and restarts do nothing
   // otherwise.
   std::function<bool()> serving;
@@ -154,9 +157,8 @@ class ModelController {
 
  private:
   void Loop() EXCLUDES(mu_);
-  // The measured slowdowns as the policy takes them (empty without a tracker: 1); with
-  // `exploring`, thread counts not served yet at SlowdownTracker::Exploring's guess.
-  SlowdownFn Slowdowns(bool exploring = false) const;
+  // The measured slowdowns as the policy takes them (empty without a tracker: 1).
+  SlowdownFn Slowdowns() const;
   // Resize's switch to `fresh` (the partition's plan for the new budget) at `rate` rows/s:
   // with `at_once`, the runtimes inside the share alone where they keep up; else a plan keeping
   // the serving runtimes where it is within kResizeMargin of fresh's p99; else fresh, reached in

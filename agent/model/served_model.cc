@@ -251,6 +251,11 @@ Status ServedModel::Load() {
     c.adaptive = config_.auto_instances && config_.reconfiguration.adaptive;
     c.rows_in_system = [this] { return RowsInSystem(); };
     c.rows_arrived = [this] { return rows_arrived_.load(std::memory_order_relaxed); };
+    // Ticks run only while the model serves, after Load has set scheduler_ (once).
+    c.oldest_queued = [this]() -> std::optional<SteadyTime> {
+      if (scheduler_ == nullptr) return std::nullopt;
+      return scheduler_->oldest_queued_arrival();
+    };
     c.serving = [this] { return state() == ModelState::kReady; };
     controller_ = std::make_unique<ModelController>(
         std::move(c),

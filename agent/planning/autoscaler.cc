@@ -51,11 +51,12 @@ std::string_view RuleName(Rule rule) {
   // In the order of the enum's members.
   // clang-format off
   static constexpr std::string_view kNames[] = {
-      "overload",         "plan_at_rate",      "estimator_step_up",  "estimator_step_down",
+      "behind",           "overload",         "plan_at_rate",      "estimator_step_up",  "estimator_step_down",
       "replan_at_rate",   "backlog_draining",  "backlog_drained",    "step_up_gains_too_little",
       "scale_down_delay", "peak_guard",        "serving_p99_lowest", "min_capacity",
       "burst_reserve",    "no_plan",           "idle_decode_slots",  "rate_move_held",
-      "within_restart_margin",                 "no_handover"};
+      "within_restart_margin",                 "behind_at_most_capacity",
+      "no_handover"};
   // clang-format on
   static_assert(std::size(kNames) == static_cast<size_t>(Rule::kNoHandover) + 1);
   const auto i = static_cast<size_t>(rule);
@@ -64,6 +65,7 @@ std::string_view RuleName(Rule rule) {
 
 bool IsMove(Rule rule) {
   switch (rule) {
+    case Rule::kBehind:
     case Rule::kOverload:
     case Rule::kPlanAtRate:
     case Rule::kEstimatorStepUp:
@@ -80,6 +82,7 @@ Autoscaler::Autoscaler(AutoscalerOptions options, const Optimizer* optimizer)
 
 void Autoscaler::Reset() {
   last_overload_move_.reset();
+  behind_since_.reset();
   backlog_ = false;
 }
 
@@ -222,20 +225,86 @@ bool Autoscaler::FallsShort(const ServingView& view, const LoadTracker& load) co
 }
 
 Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTime now) {
-  if (!view.exploring || !view.adaptive || !FallsShort(view, load)) {
-    return DecideOn(view, load, now);
-  }
-  ServingView learning = view;
-  learning.slowdown = view.exploring;
-  Decision d = DecideOn(learning, load, now);
-  for (Reason* r : {d.move ? &d.move->reason : nullptr, d.hold ? &*d.hold : nullptr}) {
-    if (r == nullptr) continue;
-    r->exploring = true;
-    r->text +=
-        " [unserved thread counts at a guess from their neighbours: the serving plan falls "
-        "short]";
-  }
+  Decision behind;
+  if (view.adaptive && CatchUp(view, now, &behind)) return behind;
+  Decision d = DecideOn(view, load, now);
+  if (!d.move && behind.hold) d.hold = std::move(behind.hold);  // the first rule that held
   return d;
+}
+
+double Autoscaler::BehindWaitMs(const ServingView& view) const {
+  const PlanEvaluator eval = Evaluator(view);
+  double batch_ms = eval.PredictedLatencyMs(ServingPlan(view));
+  if (view.backlog_batch > view.batch) {
+    const std::optional<double> rows_per_s =
+        eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch);
+    if (rows_per_s && *rows_per_s > 0) {
+      batch_ms = std::max(batch_ms, 1e3 * static_cast<double>(view.backlog_batch) / *rows_per_s);
+    }
+  }
+  const double keeps_up =
+      std::chrono::duration<double, std::milli>(options_.evaluation.max_delay).count() +
+      options_.evaluation.max_inflight_batches * batch_ms;
+  return 2 * std::max(keeps_up, options_.p99_target_ms);
+}
+
+std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView& view) const {
+  std::optional<PlanChoice> best;
+  for (int64_t p = 1;; p *= 2) {
+    const int64_t b = std::min(p, options_.max_batch);
+    std::optional<PlanChoice> choice = PlanFor(b, view, std::nullopt);
+    if (choice && (!best || choice->capacity > best->capacity)) best = std::move(choice);
+    if (b == options_.max_batch) return best;
+  }
+}
+
+bool Autoscaler::CatchUp(const ServingView& view, SteadyTime now, Decision* d) {
+  const auto window = std::chrono::milliseconds(options_.overload_window_ms);
+  if (window.count() <= 0 || optimizer_ == nullptr || options_.generative || view.groups.empty()) {
+    return false;
+  }
+  const double bound = BehindWaitMs(view);
+  if (view.oldest_wait_ms <= bound) {
+    behind_since_.reset();
+    return false;
+  }
+  // Behind since the oldest row's wait passed the bound (it has waited since then), but not
+  // before the last move: the serving set's window starts when it serves.
+  const SteadyTime crossed =
+      now - std::chrono::duration_cast<SteadyTime::duration>(
+                std::chrono::duration<double, std::milli>(view.oldest_wait_ms - bound));
+  if (!behind_since_) behind_since_ = std::max(crossed, last_applied_);
+  if (now - *behind_since_ < window) return false;
+  Reason r;
+  r.from_batch = view.batch;
+  r.oldest_wait_ms = view.oldest_wait_ms;
+  r.behind_wait_ms = bound;
+  r.serving_capacity = ServingCapacity(view);
+  std::optional<PlanChoice> target = MostCapacity(view);
+  std::ostringstream text;
+  text.precision(3);
+  text << "behind: the oldest queued row has waited " << view.oldest_wait_ms << " ms, beyond "
+       << bound << " ms for " << window.count() << " ms; the plan for B=" << view.batch
+       << " serves " << *r.serving_capacity << " rows/s";
+  if (!target || target->capacity <= *r.serving_capacity) {
+    r.rule = Rule::kBehindAtMostCapacity;
+    r.quiet = true;
+    text << ", and no plan serves more";
+    r.text = text.str();
+    d->hold = std::move(r);
+    return false;
+  }
+  r.rule = Rule::kBehind;
+  r.to_batch = target->plan.batch;
+  r.target_capacity = target->capacity;
+  r.passed_over = target->passed_over;
+  text << "; B " << view.batch << " -> " << target->plan.batch << " serves " << target->capacity
+       << " (the most capacity)"
+       << PassedOverNote(target->plan, target->passed_over, options_.restart_margin, false);
+  r.text = text.str();
+  d->move = Move{target->plan, std::move(r), now};
+  d->restart_arrivals = true;  // the arrivals seen while behind hid the load
+  return true;
 }
 
 Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now) {
@@ -285,7 +354,12 @@ Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, Steady
 }
 
 void Autoscaler::Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load) {
+  if (ok) {
+    last_applied_ = now;
+    behind_since_.reset();
+  }
   switch (move.reason.rule) {
+    case Rule::kBehind:
     case Rule::kOverload:
       if (!ok) return;
       // What the estimator saw while the old plan fell behind (a backlog) says nothing about

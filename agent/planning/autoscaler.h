@@ -5,6 +5,15 @@
 // with Applied(). Tests do the same with made-up profiles and hand-made time points.
 //
 // The rules, in the order Decide() applies them (docs/architecture.md, "Autoscaling"):
+//   0. Behind, observed (above every cost model): the oldest request still waiting for a batch
+//      has waited longer than BehindWaitMs() at every sample for overload_window_ms: move at
+//      once to the plan of most capacity the CPUs allow (MostCapacity), where it runs more
+//      than the serving set. It is never held: a start cost is no reason to stay behind, and
+//      the move is staged as any other (no capacity is dropped before its replacement
+//      serves). The wait sees what the arrival rate cannot: clients with a bounded
+//      connection pool send less once latency grows, so an overload hides its own rate, but
+//      never its queue. Its backlog then drains before the estimator is listened to again,
+//      as after rule 1.
 //   1. Overload (reconfiguration.overload_window_ms): rows arrive faster than the serving plan
 //      runs them (fully busy, in the batches it cuts from a backlog; or above max_utilization
 //      where the move starts no runtime and, for a batch model, its requests' simulated p99
@@ -49,17 +58,9 @@
 //      not: twice the serving p99 (its batches at half speed) plus the queue's wait for the
 //      new plan's capacity. Where rows pile up beyond its capacity the overload rule (1),
 //      never held, moves at once.
-//   Learning by serving: plans count each thread count at its measured slowdown (ServingView::
-//   slowdown; one not served yet at the slowest one served, SlowdownTracker::Get). While the
-//   arrivals exceed max_utilization of the serving plan's capacity (OverloadedRate: over the
-//   overload window, twice and four times it), the rules count thread counts not served yet at
-//   a guess from their busy neighbours instead (ServingView::exploring; fat at its profile,
-//   SlowdownTracker::Exploring): a plan the serving one's slowdown only
-//   appears to rule out is then served, and its speed measured, where it promises more; served,
-//   its own slowdown counts (from SlowdownTracker's min_slices slices on), so each thread count
-//   is learned once, and only while the serving plan falls short (BERT-like on a real 16-core
-//   Xeon: thin instances 1.44x slower than their profile, the fat one at its profile, never
-//   served while counted 1.44x slow too).
+//   Plans count each thread count at its measured slowdown (ServingView::slowdown), one not
+//   served yet at its profile (SlowdownTracker): a shape the profile flatters is served,
+//   measured, and left by rule 0 where it falls behind.
 //   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
 //   the best plan on the serving runtimes where the optimizer's would start runtimes and is not
 //   better by more than restart_margin (runtimes of parked shapes start nothing); none whose
@@ -123,9 +124,8 @@ struct ServingView {
   double plan_latency_ms = 0;
   std::vector<int> parked_threads;  // thread counts of the live parked runtimes
   SlowdownFn slowdown;              // measured (empty: 1)
-  // Thread counts not served yet at a guess (SlowdownTracker::Exploring); what the rules
-  // judge by while the serving plan falls short (see the class comment). Empty: slowdown.
-  SlowdownFn exploring;
+  // How long the oldest request still waiting for a batch has waited (ms; 0: none waits).
+  double oldest_wait_ms = 0;
   // Seconds the model's runtimes took to start and serve: its first set (at load) and its
   // latest switch that started any (SetSwitcher::StartTimes); 0: none yet. Rule 3's cost.
   double first_start_s = 0;
@@ -135,6 +135,7 @@ struct ServingView {
 
 enum class Rule {
   // Moves.
+  kBehind,             // 0: the oldest queued row waited too long for a whole window
   kOverload,           // 1: rows arrive faster than the serving plan runs them
   kPlanAtRate,         // 2a
   kEstimatorStepUp,    // 2b
@@ -154,6 +155,7 @@ enum class Rule {
   kIdleDecodeSlots,       // a decoder's step down with the same thread counts changes nothing
   kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one
   kWithinRestartMargin,   // a better plan at the rate, but not by more than restart_margin
+  kBehindAtMostCapacity,  // behind (rule 0), but no plan runs more than the serving set
   kNoHandover,            // a move would start runtimes beside a busy set (see class comment)
   // Keep kNoHandover last, or change RuleName's table, which counts to it.
 };
@@ -182,9 +184,9 @@ struct Reason {
   // The optimizer's plan for to_batch, passed over for one on the serving runtimes (it needed
   // new runtimes and was not faster by more than restart_margin).
   std::optional<Plan> passed_over;
-  // Judged with ServingView::exploring: the arrivals exceeded max_utilization of the serving
-  // plan's capacity.
-  bool exploring = false;
+  // Behind (rule 0): the oldest queued row's wait, and the wait it was judged against.
+  std::optional<double> oldest_wait_ms;
+  std::optional<double> behind_wait_ms;
   // Whether the log should say it (the quiet holds recur at every decision).
   bool quiet = false;
   std::string text;  // for the log: the rule in words with the figures above
@@ -310,8 +312,17 @@ class Autoscaler {
 
  private:
   PlanEvaluator Evaluator(const ServingView& view) const;
-  // Decide() on `view`, whose slowdown may be the exploring one.
+  // Rules 1 to 3.
   Decision DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now);
+  // Rule 0's bound: twice the longest a queued row waits while the serving set keeps up — the
+  // batching delay and max_inflight_batches of its batches ahead (at the backlog batch where
+  // it cuts one) — or twice batching.p99_target_ms where that is longer.
+  double BehindWaitMs(const ServingView& view) const;
+  // Rule 0 (see the class comment): updates behind_since_; true where it decided.
+  bool CatchUp(const ServingView& view, SteadyTime now, Decision* d);
+  // The plan of most capacity over every B up to max_batch (the smallest such B); nullopt
+  // where no B has a plan within the batch-latency limit.
+  std::optional<PlanChoice> MostCapacity(const ServingView& view) const;
   // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
   // (as the overload rule counts it).
   double ServingCapacity(const ServingView& view) const;
@@ -383,7 +394,10 @@ class Autoscaler {
   const BatchingSimulator simulator_;  // its arrivals are drawn once; Run is const
   std::optional<SteadyTime> last_overload_move_;
   std::optional<SteadyTime> last_rate_move_;
-  bool backlog_ = false;  // an overload move's backlog is draining
+  // Since when every sample has seen the oldest queued row wait beyond BehindWaitMs (rule 0).
+  std::optional<SteadyTime> behind_since_;
+  SteadyTime last_applied_{};  // the last move carried out: rule 0's window starts after it
+  bool backlog_ = false;       // an overload move's backlog is draining
 };
 
 }  // namespace packrat

@@ -1,7 +1,6 @@
 #include "agent/planning/slowdown_tracker.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace packrat {
 
@@ -32,50 +31,13 @@ const SlowdownTracker::Estimate* SlowdownTracker::MeasuredLocked(int threads) co
 
 double SlowdownTracker::Get(int threads) const {
   MutexLock lock(&mu_);
-  return GetLocked(threads);
-}
-
-double SlowdownTracker::GetLocked(int threads) const {
-  if (const Estimate* e = MeasuredLocked(threads)) return std::max(fastest_, e->value);
-  // The slowest thread count measured; below 1 only if one with more threads than `threads`
-  // is measured (see the header). The profile's figures until some thread count is measured.
-  double slowest = 0;
-  bool larger = false;
-  for (const auto& [t, e] : estimates_) {
-    if (e.slices < min_slices_) continue;
-    slowest = std::max(slowest, e.value);
-    larger = larger || t > threads;
-  }
-  return larger ? std::max(fastest_, slowest) : std::max(1.0, slowest);
+  const Estimate* e = MeasuredLocked(threads);
+  return e != nullptr ? std::max(fastest_, e->value) : 1.0;
 }
 
 bool SlowdownTracker::Measured(int threads) const {
   MutexLock lock(&mu_);
   return MeasuredLocked(threads) != nullptr;
-}
-
-double SlowdownTracker::Exploring(int threads, int budget) const {
-  MutexLock lock(&mu_);
-  const double slowdown = GetLocked(threads);
-  if (MeasuredLocked(threads) != nullptr) return slowdown;
-  // The measured count nearest in threads (the fatter one on a tie).
-  const Estimate* nearest = nullptr;
-  int nearest_threads = 0;
-  for (const auto& [t, e] : estimates_) {
-    if (e.slices < min_slices_) continue;
-    if (nearest == nullptr || std::abs(t - threads) <= std::abs(nearest_threads - threads)) {
-      nearest = &e;
-      nearest_threads = t;
-    }
-  }
-  const auto neighbours = [budget](int t) {
-    return budget > 1 ? std::max(0.0, static_cast<double>(budget - t) / (budget - 1)) : 0.0;
-  };
-  if (nearest == nullptr || nearest->value <= 1 || neighbours(nearest_threads) <= 0) {
-    return std::min(1.0, slowdown);
-  }
-  const double per_share = (nearest->value - 1) / neighbours(nearest_threads);
-  return std::max(fastest_, 1 + per_share * neighbours(threads));
 }
 
 }  // namespace packrat

@@ -126,7 +126,14 @@ StatusOr<std::unique_ptr<RuntimeInstance>> RuntimeInstance::Start(
   }
 
   if (options.emulate.enabled) {
-    add("--emulate", options.emulate.profile);
+    add("--emulate",
+        options.emulate.truth.empty() ? options.emulate.profile : options.emulate.truth);
+    if (options.emulate.profile_error > 0) {
+      add("--profile-error", std::to_string(options.emulate.profile_error));
+    }
+    if (options.emulate.jitter_cv > 0)
+      add("--jitter-cv", std::to_string(options.emulate.jitter_cv));
+    add("--seed", std::to_string(options.emulate.seed));
     add("--load-s", std::to_string(options.emulate.load_s));
     add("--neighbour-slowdown", std::to_string(options.emulate.neighbour_slowdown));
     if (!options.emulate.node_state.empty()) add("--node", options.emulate.node_state);

@@ -664,6 +664,26 @@ TEST_F(ConfigFileTest, VirtualCpusAndEmulatedModels) {
   EXPECT_EQ(error("models:\n  - name: e\n    emulate: {load_s: 1}\n" +
                   emulated.substr(emulated.find("    inputs"))),
             ":3: models[0].emulate.profile: is required");
+  // A truth the agent does not plan on: another profile, a profile error, jitter.
+  Write("truth.csv", "threads,batch,latency_ms\n1,1,12\n2,1,7\n");
+  text = emulated;
+  text.replace(text.find("load_s: 2.5"), 11,
+               "truth: truth.csv, profile_error: 0.2, jitter_cv: 0.3, seed: 7");
+  config = LoadConfig(Write("t.yaml", "models:\n" + text));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const EmulateConfig& t = config->models[0].emulate;
+  EXPECT_EQ(t.truth, (std::filesystem::path(dir_) / "truth.csv").lexically_normal().string());
+  EXPECT_NE(t.truth, t.profile);
+  EXPECT_DOUBLE_EQ(t.profile_error, 0.2);
+  EXPECT_DOUBLE_EQ(t.jitter_cv, 0.3);
+  EXPECT_EQ(t.seed, 7);
+  text.replace(text.find("truth.csv"), 9, "gone.csv");
+  EXPECT_NE(error("models:\n" + text).find(":3: models[0].emulate.truth: cannot"),
+            std::string::npos);
+  text = emulated;
+  text.replace(text.find("load_s: 2.5"), 11, "profile_error: 1");
+  EXPECT_EQ(error("models:\n" + text),
+            ":3: models[0].emulate.profile_error: must be between 0.000000 and 0.900000");
   // What emulated runtimes cannot do: generation, layered top-ups.
   EXPECT_EQ(error("models:\n  - name: g\n    emulate: {profile: prof.csv}\n    generation: {}\n"
                   "    instances: [{count: 1, threads: 1, batch: 4}]\n"),
