@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -425,6 +426,65 @@ TEST_F(VirtualNodeTest, AModelLearnsAPlanItsProfileRanksLowerByServingIt) {
   while (!served && std::chrono::steady_clock::now() < deadline) served = learned();
   load.Stop();
   EXPECT_TRUE(served) << body << agent_->Digest();
+  EXPECT_EQ(load.failed(), 0) << load.Describe();
+}
+
+// A step from nothing to a pool of 64 closed-loop clients, which send no faster than they are
+// answered: on the fat plan for B = 1 (⟨1,16,1⟩, ~55 rows/s in the batches it cuts from a
+// backlog) the arrivals never exceed what it serves, so no rate shows the overload; the queue
+// does (Autoscaler rule 0). Threads pay little on this profile (L = 10 + 40·b / t^0.3 ms): one
+// instance a CPU serves 300-400 rows/s. The model gets there, and every request is answered.
+TEST_F(VirtualNodeTest, AnOverloadThatHidesItsRateGetsTheMostCapacity) {
+  const std::string profile = dir_.path() + "/threads-pay-little.csv";
+  {
+    std::ofstream out(profile);
+    out << "threads,batch,latency_ms\n";
+    for (int t : {1, 2, 4, 8, 16}) {
+      for (int b = 1; b <= 64; b *= 2)
+        out << t << ',' << b << ',' << 10 + 40.0 * b / std::pow(t, 0.3) << '\n';
+    }
+  }
+  agent_ = std::make_unique<AgentProcess>(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "virtual_cpus: 16}\nmodels:\n"
+      "  - name: m\n"
+      "    emulate: {profile: " +
+          profile +
+          ", load_s: 0.2}\n"
+          "    inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]\n"
+          "    outputs: [{name: y, datatype: FP32, shape: [-1, 3]}]\n"
+          "    batching: {max_batch: 64, max_delay_us: 1000, p99_target_ms: 200}\n"
+          "    instances: auto\n"
+          "    warmup_iterations: 1\n");
+  ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
+  HttpClient management("127.0.0.1", agent_->management_port());
+  HttpResult set =
+      management.Request("PUT", "/v2/models/m/config",
+                         R"({"instances":[{"count":1,"threads":16,"batch":1}],"adaptive":true})");
+  ASSERT_EQ(set.status, 200) << set.body;
+  simdjson::dom::parser parser;
+  uint64_t revision = 0;
+  std::string body;
+  // Runtimes serving, on the long poll's answer (each read waits for the next revision).
+  const auto runtimes = [&] {
+    const HttpResult config = management.Get("/v2/models/m/config?timeout_ms=10000&wait_after=" +
+                                             std::to_string(revision));
+    body = config.body;
+    simdjson::dom::element doc;
+    if (config.status != 200 || parser.parse(config.body).get(doc) != simdjson::SUCCESS) return 0;
+    revision = static_cast<uint64_t>(int64_t(doc["revision"]));
+    int64_t count = 0;
+    for (simdjson::dom::element g : doc["instances"].get_array()) count += int64_t(g["count"]);
+    return static_cast<int>(count);
+  };
+  ASSERT_EQ(runtimes(), 1) << body;
+  ClosedLoop load(agent_->http_port(), "m", 64);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int serving = 1;
+  while (serving < 8 && std::chrono::steady_clock::now() < deadline) serving = runtimes();
+  load.Stop();
+  EXPECT_GE(serving, 8) << body << agent_->Digest();
   EXPECT_EQ(load.failed(), 0) << load.Describe();
 }
 

@@ -107,6 +107,20 @@ TEST_F(BatchAggregatorTest, NextDeadlineFollowsTheOldestRequest) {
   EXPECT_FALSE(aggregator_.NextDeadline().has_value());
 }
 
+// The autoscaler's rule 0 reads the wait of the oldest row not yet in a batch.
+TEST_F(BatchAggregatorTest, OldestArrivalIsTheFrontRequests) {
+  EXPECT_FALSE(aggregator_.OldestArrival().has_value());
+  const SteadyTime t0 = now_;
+  ASSERT_TRUE(Enqueue(1).ok());
+  now_ += 1ms;
+  ASSERT_TRUE(Enqueue(1, /*width=*/3).ok());
+  EXPECT_EQ(aggregator_.OldestArrival(), t0);
+  ASSERT_TRUE(aggregator_.Poll(t0 + kMaxDelay).has_value());
+  EXPECT_EQ(aggregator_.OldestArrival(), t0 + 1ms);
+  ASSERT_TRUE(aggregator_.Poll(t0 + 1ms + kMaxDelay).has_value());
+  EXPECT_FALSE(aggregator_.OldestArrival().has_value());
+}
+
 TEST_F(BatchAggregatorTest, ZeroDelayFlushesImmediately) {
   BatchAggregator::Options o = Options();
   o.max_delay = 0us;
