@@ -17,6 +17,19 @@
 #                                $OUT. The same call again waits on the same run, so a run may
 #                                outlast one command (a ResNet-50 profile at T = 16: 10 min).
 #
+#   bench/device.sh robust-bundle [BASE_BIN]
+#                                here: packs build/bin's packrat-agent, packrat-emulated-runtime,
+#                                packrat and loadgen (and BASE_BIN's agent and emulated runtime,
+#                                bench/robust's peer `base`) with the shared libraries they load
+#                                beyond glibc into .device/robust.tar.xz; carry .device
+#   bench/device.sh robust S [bench/robust arguments]
+#                                there: those binaries (no build, no libtorch: the runtimes are
+#                                emulated) run bench/robust on all its cores in its own session
+#                                until S seconds after this script started; leaves robust.tar.xz
+#                                (bench/data/robust and the runs' logs) and lscpu in $OUT. Here,
+#                                unpack it and `bench/robust --judge-only` with the same
+#                                arguments renders what it measured.
+#
 #   bench/device.sh virtual S [bench/virtual arguments]
 #                                there: as session, but runs `bench/virtual --real --no-docs`
 #                                (real runtimes on its cores, each model's profile measured
@@ -64,6 +77,43 @@ if [[ $mode == bundle ]]; then
      $py/flask $py/werkzeug $py/itsdangerous $py/[Ff]lask-*info $py/[Ww]erkzeug-*info \
      $py/itsdangerous-*info)
   ls -l "$ROOT/.device/deps.tar.xz"
+  exit 0
+fi
+if [[ $mode == robust-bundle ]]; then
+  stage=$(mktemp -d)
+  mkdir -p "$stage/bin" "$stage/lib" "$ROOT/.device"
+  cp "$ROOT"/build/bin/{packrat-agent,packrat-emulated-runtime,packrat,loadgen} "$stage/bin/"
+  if [[ -n ${1:-} ]]; then
+    mkdir -p "$stage/bin-base"
+    cp "$1"/{packrat-agent,packrat-emulated-runtime} "$stage/bin-base/"
+  fi
+  # Every library they load but glibc's own (the device has a newer glibc and libstdc++).
+  ldd "$stage"/bin*/* | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux-x86-64)\.so' |
+    xargs -I{} cp -L {} "$stage/lib/"
+  tar -C "$stage" -cJf "$ROOT/.device/robust.tar.xz" .
+  rm -rf "$stage"
+  ls -l "$ROOT/.device/robust.tar.xz"
+  exit 0
+fi
+if [[ $mode == robust ]]; then
+  seconds=${1:?seconds}
+  shift
+  OUT=${OUT:-/tmp/packrat-device-out}
+  mkdir -p "$OUT" "$ROOT/.device/robust"
+  cd "$ROOT"
+  [[ -x .device/robust/bin/packrat-agent ]] || tar -C .device/robust -xJf .device/robust.tar.xz
+  mkdir -p build/bin
+  cp .device/robust/bin/* build/bin/
+  export LD_LIBRARY_PATH=$ROOT/.device/robust/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  lscpu > "$OUT/lscpu.txt" 2>&1 || true
+  if ! pgrep -f "bench/robust" > /dev/null; then
+    PYTHONUNBUFFERED=1 setsid python3 bench/robust "$@" > "$OUT/robust.log" 2>&1 < /dev/null &
+  fi
+  while pgrep -f "bench/robust" > /dev/null && ((SECONDS < seconds)); do sleep 5; done
+  pgrep -f "bench/robust" > /dev/null && echo "== still running" || echo "== finished"
+  tar -C bench -cJf "$OUT/robust.tar.xz" data/robust 2>/dev/null || true
+  tail -n 30 "$OUT/robust.log"
   exit 0
 fi
 [[ $mode == session || $mode == virtual ]] || { echo "unknown mode $mode" >&2; exit 2; }
