@@ -107,11 +107,11 @@ if [[ $mode == robust ]]; then
   cp .device/robust/bin/* build/bin/
   export LD_LIBRARY_PATH=$ROOT/.device/robust/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   lscpu > "$OUT/lscpu.txt" 2>&1 || true
-  if ! pgrep -f "bench/robust" > /dev/null; then
-    PYTHONUNBUFFERED=1 setsid python3 bench/robust "$@" > "$OUT/robust.log" 2>&1 < /dev/null &
+  if ! pgrep -f "$ROOT/bench/robust" > /dev/null; then
+    PYTHONUNBUFFERED=1 setsid python3 "$ROOT/bench/robust" "$@" > "$OUT/robust.log" 2>&1 < /dev/null &
   fi
-  while pgrep -f "bench/robust" > /dev/null && ((SECONDS < seconds)); do sleep 5; done
-  pgrep -f "bench/robust" > /dev/null && echo "== still running" || echo "== finished"
+  while pgrep -f "$ROOT/bench/robust" > /dev/null && ((SECONDS < seconds)); do sleep 5; done
+  pgrep -f "$ROOT/bench/robust" > /dev/null && echo "== still running" || echo "== finished"
   tar -C bench -cJf "$OUT/robust.tar.xz" data/robust 2>/dev/null || true
   tail -n 30 "$OUT/robust.log"
   exit 0
