@@ -109,7 +109,8 @@ struct BatchingConfig {
   // limit. Where the arrival rate is known, a batch model's plan is judged on the mean
   // latency of the batches that rate cuts (simulated), not on full ones. A p99 objective of
   // X ms wants about X/2: a row may wait for one batch, then run in the next. An explicit
-  // plan (management API) is not bound by it.
+  // plan (management API) is not bound by it. Unset with p99_target_ms: p99_target_ms /
+  // max_inflight_batches.
   double max_batch_latency_ms = 0;
   // The p99 latency (ms, arrival to answer) the node's joint partition of CPUs among models
   // aims to keep this model within (agent/planning/joint_partition.h); 0 = none.

@@ -454,6 +454,15 @@ TEST_F(ConfigTest, JointPartitionKeys) {
       "    batching: {max_batch: 8, p99_target_ms: 250.5}\n    min_threads: 2\n    weight: 1.5\n"));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_DOUBLE_EQ(config->models[0].batching.p99_target_ms, 250.5);
+  // The target bounds the batches where no limit is given: two in flight within it.
+  EXPECT_DOUBLE_EQ(config->models[0].batching.max_batch_latency_ms, 250.5 / 2);
+  auto limited = Parse(OneModel(
+      "    batching: {p99_target_ms: 300, max_batch_latency_ms: 0, max_inflight_batches: 3}\n"));
+  ASSERT_TRUE(limited.ok()) << limited.status().ToString();
+  EXPECT_DOUBLE_EQ(limited->models[0].batching.max_batch_latency_ms, 0);  // given: kept
+  limited = Parse(OneModel("    batching: {p99_target_ms: 300, max_inflight_batches: 3}\n"));
+  ASSERT_TRUE(limited.ok()) << limited.status().ToString();
+  EXPECT_DOUBLE_EQ(limited->models[0].batching.max_batch_latency_ms, 100);
   EXPECT_EQ(config->models[0].min_threads, 2);
   EXPECT_DOUBLE_EQ(config->models[0].weight, 1.5);
   auto defaults = Parse(OneModel());
