@@ -117,7 +117,8 @@ bool Autoscaler::RateMoveHeld(SteadyTime now) const {
 }
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const ServingView& view,
-                                                          std::optional<double> rate) const {
+                                                          std::optional<double> rate,
+                                                          bool bounded) const {
   if (optimizer_ == nullptr) return std::nullopt;
   const PlanEvaluator eval = Evaluator(view);
   auto best = optimizer_->Solve(options_.threads, static_cast<int>(b));
@@ -178,7 +179,7 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
                           : rate  ? LoadedLatencyMs(choice.plan, optimizer_->profile(), *rate,
                                                     [&](int t) { return eval.Slowdown(t); })
                                   : eval.PredictedLatencyMs(choice.plan);
-  if (eval.TooSlow(batch_ms)) return std::nullopt;
+  if (bounded && eval.TooSlow(batch_ms)) return std::nullopt;
   choice.capacity = eval.Capacity(choice.plan);
   return choice;
 }
@@ -252,7 +253,7 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView
   std::optional<PlanChoice> best;
   for (int64_t p = 1;; p *= 2) {
     const int64_t b = std::min(p, options_.max_batch);
-    std::optional<PlanChoice> choice = PlanFor(b, view, std::nullopt);
+    std::optional<PlanChoice> choice = PlanFor(b, view, std::nullopt, /*bounded=*/false);
     if (choice && (!best || choice->capacity > best->capacity)) best = std::move(choice);
     if (b == options_.max_batch) return best;
   }

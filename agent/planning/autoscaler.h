@@ -227,15 +227,16 @@ class Autoscaler {
   // batches) with the rows/s it serves at full batches — at a rate the lowest simulated p99
   // among plans that serve it max_utilization busy (FasterAtRate), or where B's optimizer plan
   // cannot, the one of most capacity (MoreCapacity); nullopt where none is within the
-  // batch-latency limit. Exposed for tests and the management API.
+  // batch-latency limit (`bounded` false: whatever its batches take). Exposed for tests and the
+  // management API.
   struct PlanChoice {
     Plan plan;
     double capacity = 0;
     std::optional<Plan> passed_over;                     // see Reason::passed_over
     std::optional<BatchingSimulator::Result> simulated;  // at `rate`, batch models
   };
-  std::optional<PlanChoice> PlanFor(int64_t b, const ServingView& view,
-                                    std::optional<double> rate) const;
+  std::optional<PlanChoice> PlanFor(int64_t b, const ServingView& view, std::optional<double> rate,
+                                    bool bounded = true) const;
 
   // The most rows of one batch worth cutting from a backlog on instances of `groups` serving
   // B = `target` (BacklogBatch: where their capacity stops growing, at `slowdown`); 0 (B) unless
@@ -320,8 +321,9 @@ class Autoscaler {
   double BehindWaitMs(const ServingView& view) const;
   // Rule 0 (see the class comment): updates behind_since_; true where it decided.
   bool CatchUp(const ServingView& view, SteadyTime now, Decision* d);
-  // The plan of most capacity over every B up to max_batch (the smallest such B); nullopt
-  // where no B has a plan within the batch-latency limit.
+  // The plan of most capacity over every B up to max_batch (the smallest such B), whatever its
+  // batches take: behind, latency is already lost, and a limit measured slowdowns push every
+  // plan past must not leave the model where it falls behind. Nullopt where no B has a plan.
   std::optional<PlanChoice> MostCapacity(const ServingView& view) const;
   // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
   // (as the overload rule counts it).

@@ -104,6 +104,20 @@ TEST_F(AutoscalerBehindTest, AtTheMostCapacityItHolds) {
   EXPECT_EQ(hold->oldest_wait_ms, 3000);
 }
 
+// Behind, latency is already lost: a batch-latency limit that every plan breaks at the measured
+// slowdowns (here 30 ms, below any batch of this profile) still leaves the most capacity.
+TEST_F(AutoscalerBehindTest, ABatchLatencyLimitDoesNotKeepAModelBehind) {
+  SetUpModel(8, FixedCostPerBatch, [](AutoscalerOptions* o) {
+    o->p99_target_ms = 100;
+    o->evaluation.max_batch_latency_ms = 30;
+  });
+  Serve(1);
+  view_.oldest_wait_ms = 3000;
+  std::optional<Decision> d = TickUntil(Rule::kBehind, 64, 20, 100);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_GT(*d->move->reason.target_capacity, 2 * *d->move->reason.serving_capacity);
+}
+
 // A static plan is never moved.
 TEST_F(AutoscalerBehindTest, AStaticPlanIsNotMoved) {
   view_.adaptive = false;
