@@ -25,10 +25,11 @@
 #   bench/device.sh robust S [bench/robust arguments]
 #                                there: those binaries (no build, no libtorch: the runtimes are
 #                                emulated) run bench/robust on all its cores in its own session
-#                                until S seconds after this script started; leaves robust.tar.xz
-#                                (bench/data/robust and the runs' logs) and lscpu in $OUT. Here,
-#                                unpack it and `bench/robust --judge-only` with the same
-#                                arguments renders what it measured.
+#                                until S seconds after this script started (the same call
+#                                again waits on the same run); leaves robust.tar.xz (its
+#                                results.json under robust-data/DRAW), its log and lscpu in $OUT.
+#                                Here, unpack robust-data/DRAW into bench/data/robust/ and
+#                                `bench/robust --judge-only` with the same arguments renders it.
 #
 #   bench/device.sh virtual S [bench/virtual arguments]
 #                                there: as session, but runs `bench/virtual --real --no-docs`
@@ -104,16 +105,22 @@ if [[ $mode == robust ]]; then
   cd "$ROOT"
   [[ -x .device/robust/bin/packrat-agent ]] || tar -C .device/robust -xJf .device/robust.tar.xz
   mkdir -p build/bin
-  cp .device/robust/bin/* build/bin/
+  for f in .device/robust/bin/*; do  # not over running ones (a second call)
+    [[ -e build/bin/${f##*/} ]] || cp "$f" build/bin/
+  done
   export LD_LIBRARY_PATH=$ROOT/.device/robust/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   lscpu > "$OUT/lscpu.txt" 2>&1 || true
+  mkdir -p bench/results
   if ! pgrep -f "$ROOT/bench/robust" > /dev/null; then
-    PYTHONUNBUFFERED=1 setsid python3 "$ROOT/bench/robust" "$@" > "$OUT/robust.log" 2>&1 < /dev/null &
+    # Results in an ignored folder: each call lays the tracked files anew, an ignored one stays.
+    PYTHONUNBUFFERED=1 setsid python3 "$ROOT/bench/robust" --data bench/results/robust-data \
+      "$@" > bench/results/robust.log 2>&1 < /dev/null &
   fi
   while pgrep -f "$ROOT/bench/robust" > /dev/null && ((SECONDS < seconds)); do sleep 5; done
   pgrep -f "$ROOT/bench/robust" > /dev/null && echo "== still running" || echo "== finished"
-  tar -C bench -cJf "$OUT/robust.tar.xz" data/robust 2>/dev/null || true
-  tail -n 30 "$OUT/robust.log"
+  tar -C bench/results -cJf "$OUT/robust.tar.xz" robust-data 2>/dev/null || true
+  cp bench/results/robust.log "$OUT/"
+  tail -n 30 bench/results/robust.log
   exit 0
 fi
 [[ $mode == session || $mode == virtual ]] || { echo "unknown mode $mode" >&2; exit 2; }
