@@ -14,22 +14,6 @@
 namespace packrat {
 namespace {
 
-// For a reason's text: why a plan on the serving runtimes was taken instead of the optimizer's;
-// "" if it was not.
-std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over, double margin,
-                           bool generative) {
-  if (!passed_over) return "";
-  std::ostringstream note;
-  note.precision(3);
-  note << "; " << taken.ConfigString() << " on the serving runtimes (" << taken.latency_ms
-       << " ms profiled): " << passed_over->ConfigString() << " (" << passed_over->latency_ms
-       << " ms) would "
-       << (generative ? "change decoders (their sequences finish beside the new ones) for steps"
-                      : "start runtimes for batches")
-       << " at most " << margin * 100 << "% faster";
-  return note.str();
-}
-
 // For a reason's text: a plan's rows per second at full batches, or why B has no plan.
 std::string CapacityText(const std::optional<double>& rows_per_s) {
   if (!rows_per_s) return "no plan within the batch-latency limit";
@@ -46,6 +30,20 @@ int64_t LargestEstimate(int64_t max_batch) {
 }
 
 }  // namespace
+
+std::string Autoscaler::PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
+                                       double margin, bool generative) {
+  if (!passed_over) return "";
+  std::ostringstream note;
+  note.precision(3);
+  note << "; " << taken.ConfigString() << " on the serving runtimes (" << taken.latency_ms
+       << " ms profiled): " << passed_over->ConfigString() << " (" << passed_over->latency_ms
+       << " ms) would "
+       << (generative ? "change decoders (their sequences finish beside the new ones) for steps"
+                      : "start runtimes for batches")
+       << " at most " << margin * 100 << "% faster";
+  return note.str();
+}
 
 std::string_view RuleName(Rule rule) {
   // In the order of the enum's members.
@@ -231,81 +229,6 @@ Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTi
   Decision d = DecideOn(view, load, now);
   if (!d.move && behind.hold) d.hold = std::move(behind.hold);  // the first rule that held
   return d;
-}
-
-double Autoscaler::BehindWaitMs(const ServingView& view) const {
-  const PlanEvaluator eval = Evaluator(view);
-  double batch_ms = eval.PredictedLatencyMs(ServingPlan(view));
-  if (view.backlog_batch > view.batch) {
-    const std::optional<double> rows_per_s =
-        eval.CapacityOn(ThreadCounts(view.groups), view.backlog_batch);
-    if (rows_per_s && *rows_per_s > 0) {
-      batch_ms = std::max(batch_ms, 1e3 * static_cast<double>(view.backlog_batch) / *rows_per_s);
-    }
-  }
-  const double keeps_up =
-      std::chrono::duration<double, std::milli>(options_.evaluation.max_delay).count() +
-      options_.evaluation.max_inflight_batches * batch_ms;
-  return 2 * std::max(keeps_up, options_.p99_target_ms);
-}
-
-std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView& view) const {
-  std::optional<PlanChoice> best;
-  for (int64_t p = 1;; p *= 2) {
-    const int64_t b = std::min(p, options_.max_batch);
-    std::optional<PlanChoice> choice = PlanFor(b, view, std::nullopt, /*bounded=*/false);
-    if (choice && (!best || choice->capacity > best->capacity)) best = std::move(choice);
-    if (b == options_.max_batch) return best;
-  }
-}
-
-bool Autoscaler::CatchUp(const ServingView& view, SteadyTime now, Decision* d) {
-  const auto window = std::chrono::milliseconds(options_.overload_window_ms);
-  if (window.count() <= 0 || optimizer_ == nullptr || options_.generative || view.groups.empty()) {
-    return false;
-  }
-  const double bound = BehindWaitMs(view);
-  if (view.oldest_wait_ms <= bound) {
-    behind_since_.reset();
-    return false;
-  }
-  // Behind since the oldest row's wait passed the bound (it has waited since then), but not
-  // before the last move: the serving set's window starts when it serves.
-  const SteadyTime crossed =
-      now - std::chrono::duration_cast<SteadyTime::duration>(
-                std::chrono::duration<double, std::milli>(view.oldest_wait_ms - bound));
-  if (!behind_since_) behind_since_ = std::max(crossed, last_applied_);
-  if (now - *behind_since_ < window) return false;
-  Reason r;
-  r.from_batch = view.batch;
-  r.oldest_wait_ms = view.oldest_wait_ms;
-  r.behind_wait_ms = bound;
-  r.serving_capacity = ServingCapacity(view);
-  std::optional<PlanChoice> target = MostCapacity(view);
-  std::ostringstream text;
-  text.precision(3);
-  text << "behind: the oldest queued row has waited " << view.oldest_wait_ms << " ms, beyond "
-       << bound << " ms for " << window.count() << " ms; the plan for B=" << view.batch
-       << " serves " << *r.serving_capacity << " rows/s";
-  if (!target || target->capacity <= *r.serving_capacity) {
-    r.rule = Rule::kBehindAtMostCapacity;
-    r.quiet = true;
-    text << ", and no plan serves more";
-    r.text = text.str();
-    d->hold = std::move(r);
-    return false;
-  }
-  r.rule = Rule::kBehind;
-  r.to_batch = target->plan.batch;
-  r.target_capacity = target->capacity;
-  r.passed_over = target->passed_over;
-  text << "; B " << view.batch << " -> " << target->plan.batch << " serves " << target->capacity
-       << " (the most capacity)"
-       << PassedOverNote(target->plan, target->passed_over, options_.restart_margin, false);
-  r.text = text.str();
-  d->move = Move{target->plan, std::move(r), now};
-  d->restart_arrivals = true;  // the arrivals seen while behind hid the load
-  return true;
 }
 
 Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now) {

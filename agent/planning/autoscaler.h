@@ -312,12 +312,16 @@ class Autoscaler {
   void set_threads(int threads) { options_.threads = threads; }
 
  private:
+  // For a reason's text: why a plan on the serving runtimes was taken instead of the
+  // optimizer's; "" if it was not.
+  static std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
+                                    double margin, bool generative);
   PlanEvaluator Evaluator(const ServingView& view) const;
   // Rules 1 to 3.
   Decision DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now);
-  // Rule 0's bound: twice the longest a queued row waits while the serving set keeps up — the
-  // batching delay and max_inflight_batches of its batches ahead (at the backlog batch where
-  // it cuts one) — or twice batching.p99_target_ms where that is longer.
+  // Rule 0 (autoscaler_behind.cc). Its bound: twice the longest a queued row waits while the
+  // serving set keeps up — the batching delay and max_inflight_batches of its batches ahead (at the
+  // backlog batch where it cuts one) — or twice batching.p99_target_ms where that is longer.
   double BehindWaitMs(const ServingView& view) const;
   // Rule 0 (see the class comment): updates behind_since_; true where it decided.
   bool CatchUp(const ServingView& view, SteadyTime now, Decision* d);

@@ -372,6 +372,29 @@ TEST_F(VirtualNodeTest, AStepInTheLoadMovesCpusWithoutWaitingForTheInterval) {
   EXPECT_EQ(load.failed(), 0) << load.Describe();
 }
 
+// Long polls of model `m`'s config on the management port: each Next() answers once the
+// model's revision passes the last one seen (or after 10 s).
+class ConfigPoll {
+ public:
+  explicit ConfigPoll(uint16_t port) : http_("127.0.0.1", port) {}
+  // The config as parsed (valid until the next call); false where it could not be read.
+  bool Next(simdjson::dom::element* doc) {
+    const HttpResult config =
+        http_.Get("/v2/models/m/config?timeout_ms=10000&wait_after=" + std::to_string(revision_));
+    body_ = config.body;
+    if (config.status != 200 || parser_.parse(body_).get(*doc) != simdjson::SUCCESS) return false;
+    revision_ = static_cast<uint64_t>(int64_t((*doc)["revision"]));
+    return true;
+  }
+  const std::string& body() const { return body_; }
+
+ private:
+  HttpClient http_;
+  simdjson::dom::parser parser_;
+  uint64_t revision_ = 0;
+  std::string body_;
+};
+
 // A profile optimistic for thin instances only (as real 16 cores measured BERT-like's): on 4
 // virtual CPUs 4 × ⟨t=1⟩ serve 40 rows/s on the profile and the fat ⟨t=4⟩ 33, but beside 3 busy
 // neighbours (emulate.neighbour_slowdown 1) a one-thread instance runs 2× slower (20 rows/s)
@@ -397,24 +420,13 @@ TEST_F(VirtualNodeTest, AModelLearnsAPlanItsProfileRanksLowerByServingIt) {
           "    instances: auto\n"
           "    warmup_iterations: 1\n");
   ASSERT_TRUE(agent_->WaitUntilServing()) << agent_->Digest();
-  HttpClient management("127.0.0.1", agent_->management_port());
-  simdjson::dom::parser parser;
   // The fat runtime serving, moved to by a rule of the policy.
-  // Each read is a long poll: it answers once the model's revision passes the last one seen.
-  uint64_t revision = 0;
-  std::string body;
+  ConfigPoll poll(agent_->management_port());
   const auto learned = [&] {
-    const HttpResult config = management.Get("/v2/models/m/config?timeout_ms=10000&wait_after=" +
-                                             std::to_string(revision));
-    body = config.body;
     simdjson::dom::element doc;
-    if (config.status != 200 || parser.parse(config.body).get(doc) != simdjson::SUCCESS) {
-      return false;
-    }
-    revision = static_cast<uint64_t>(int64_t(doc["revision"]));
     simdjson::dom::array instances;
-    if (doc["instances"].get(instances) != simdjson::SUCCESS || instances.size() != 1 ||
-        int64_t(instances.at(0)["threads"]) != 4) {
+    if (!poll.Next(&doc) || doc["instances"].get(instances) != simdjson::SUCCESS ||
+        instances.size() != 1 || int64_t(instances.at(0)["threads"]) != 4) {
       return false;
     }
     simdjson::dom::array moves;
@@ -425,7 +437,7 @@ TEST_F(VirtualNodeTest, AModelLearnsAPlanItsProfileRanksLowerByServingIt) {
   bool served = learned();
   while (!served && std::chrono::steady_clock::now() < deadline) served = learned();
   load.Stop();
-  EXPECT_TRUE(served) << body << agent_->Digest();
+  EXPECT_TRUE(served) << poll.body() << agent_->Digest();
   EXPECT_EQ(load.failed(), 0) << load.Describe();
 }
 
@@ -463,28 +475,22 @@ TEST_F(VirtualNodeTest, AnOverloadThatHidesItsRateGetsTheMostCapacity) {
       management.Request("PUT", "/v2/models/m/config",
                          R"({"instances":[{"count":1,"threads":16,"batch":1}],"adaptive":true})");
   ASSERT_EQ(set.status, 200) << set.body;
-  simdjson::dom::parser parser;
-  uint64_t revision = 0;
-  std::string body;
-  // Runtimes serving, on the long poll's answer (each read waits for the next revision).
+  // Runtimes serving, on each new revision.
+  ConfigPoll poll(agent_->management_port());
   const auto runtimes = [&] {
-    const HttpResult config = management.Get("/v2/models/m/config?timeout_ms=10000&wait_after=" +
-                                             std::to_string(revision));
-    body = config.body;
     simdjson::dom::element doc;
-    if (config.status != 200 || parser.parse(config.body).get(doc) != simdjson::SUCCESS) return 0;
-    revision = static_cast<uint64_t>(int64_t(doc["revision"]));
+    if (!poll.Next(&doc)) return 0;
     int64_t count = 0;
     for (simdjson::dom::element g : doc["instances"].get_array()) count += int64_t(g["count"]);
     return static_cast<int>(count);
   };
-  ASSERT_EQ(runtimes(), 1) << body;
+  ASSERT_EQ(runtimes(), 1) << poll.body();
   ClosedLoop load(agent_->http_port(), "m", 64);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   int serving = 1;
   while (serving < 8 && std::chrono::steady_clock::now() < deadline) serving = runtimes();
   load.Stop();
-  EXPECT_GE(serving, 8) << body << agent_->Digest();
+  EXPECT_GE(serving, 8) << poll.body() << agent_->Digest();
   EXPECT_EQ(load.failed(), 0) << load.Describe();
 }
 
