@@ -20,6 +20,10 @@
 #include "common/idle_priority.h"
 #include "common/mutex.h"
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)  // linux/close_range.h, Linux 5.11
+#endif
+
 namespace packrat {
 namespace {
 
@@ -43,6 +47,7 @@ StatusOr<pid_t> ForkExec(const LaunchSpec& spec) {
   const pid_t parent = getpid();
 
   const char* cgroup_procs = spec.cgroup_procs.empty() ? nullptr : spec.cgroup_procs.c_str();
+  const long max_fd = sysconf(_SC_OPEN_MAX);
 
   // Reports a failure before exec back to the parent as {step, errno}; closed on exec.
   enum Step : int { kJoinCgroup = 1, kExec = 2 };
@@ -70,6 +75,13 @@ StatusOr<pid_t> ForkExec(const LaunchSpec& spec) {
     }
     if (!spec.cores.empty()) sched_setaffinity(0, sizeof(set), &set);
     if (spec.idle_priority) SetIdlePriority(0);  // best effort: the runtime checks its policy
+    // Nothing of the agent's but stdin, stdout and stderr crosses exec: a runtime holding a
+    // copy of an accepted socket keeps it open after the agent closed it, and the client's
+    // next request on it is never read (issue 53: blocks of requests waited for a switch to
+    // stop that runtime).
+    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      for (long fd = 3; fd < max_fd; ++fd) fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+    }
     execv(argv[0], argv.data());
     fail(kExec);
   }
