@@ -154,8 +154,7 @@ Status ParseBatching(const Reader& r, const YAML::Node& b, const std::string& ke
   // A target bounds the batches too where no limit is given: a row may wait for the batches in
   // flight ahead of it, then run in its own (docs/configuration.md).
   if (!b["max_batch_latency_ms"] && m->batching.p99_target_ms > 0) {
-    m->batching.max_batch_latency_ms =
-        m->batching.p99_target_ms / m->batching.max_inflight_batches;
+    m->batching.max_batch_latency_ms = m->batching.p99_target_ms / m->batching.max_inflight_batches;
   }
   if (b["max_queue_rows"]) {
     RETURN_IF_ERROR(r.GetInt(b["max_queue_rows"], k + ".max_queue_rows", 1, 1 << 24,
