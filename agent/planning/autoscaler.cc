@@ -209,20 +209,6 @@ double Autoscaler::BurstCapacity(const Plan& plan, const ServingView& view) cons
   return std::max(capacity, eval.CapacityOn(ThreadCounts(plan.groups), backlog).value_or(0));
 }
 
-bool Autoscaler::FallsShort(const ServingView& view, const LoadTracker& load) const {
-  if (optimizer_ == nullptr || view.groups.empty()) return false;
-  const double capacity = ServingCapacity(view);
-  if (capacity <= 0) return false;
-  const int64_t window_ms = options_.overload_window_ms > 0
-                                ? options_.overload_window_ms
-                                : options_.window * options_.sample_period_ms;
-  const ArrivalRate& arrivals = load.arrivals();
-  return OverloadedRate(
-             window_ms, options_.max_utilization * capacity,
-             [&arrivals](int64_t ms) { return arrivals.Over(std::chrono::milliseconds(ms)); })
-      .has_value();
-}
-
 Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTime now) {
   Decision behind;
   if (view.adaptive && CatchUp(view, now, &behind)) return behind;

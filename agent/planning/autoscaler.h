@@ -335,8 +335,6 @@ class Autoscaler {
   // What runtimes of `plan` serve fully busy, in the batches they would cut from a backlog
   // where larger (BacklogRows): what a burst meets without a switch.
   double BurstCapacity(const Plan& plan, const ServingView& view) const;
-  // Whether the arrivals exceed max_utilization of ServingCapacity (OverloadedRate).
-  bool FallsShort(const ServingView& view, const LoadTracker& load) const;
   // The serving plan as a Plan (its groups at B, the optimizer's latency for unprofiled ones).
   static Plan ServingPlan(const ServingView& view);
   // How requests fare on the serving set at a rate: it cuts batches of B, and of up to
