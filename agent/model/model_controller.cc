@@ -7,15 +7,6 @@
 #include "common/logging.h"
 
 namespace packrat {
-namespace {
-
-int64_t FloorPowerOfTwo(int64_t x) {
-  int64_t p = 1;
-  while (p * 2 <= x) p *= 2;
-  return p;
-}
-
-}  // namespace
 
 AutoscalerOptions AutoscalerOptionsFor(const ModelConfig& config, int threads, bool resizable) {
   const ReconfigurationConfig& rc = config.reconfiguration;

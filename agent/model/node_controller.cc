@@ -12,6 +12,7 @@
 #include "agent/model/model_controller.h"
 #include "agent/model/served_model.h"
 #include "agent/model/share_shrink.h"
+#include "agent/planning/poisson_noise.h"
 #include "agent/pool/cpu_list.h"
 #include "common/logging.h"
 
@@ -160,8 +161,8 @@ bool NodeController::Stepped() const {
     const double planned = found == planned_.end() ? 0.0 : found->second;
     // Beyond a fraction kWatchRise − 1 of the planned rate, and beyond Poisson noise over a
     // second at it (an idle model's 2 req/s that read 4 is no step).
-    const double moved = std::abs(rate - planned);
-    if (moved > (kWatchRise - 1) * planned && moved > 3 * std::sqrt(std::max(planned, 1.0))) {
+    if (std::abs(rate - planned) > (kWatchRise - 1) * planned &&
+        BeyondPoissonNoise(rate, planned, ModelController::kShiftSigmas)) {
       return true;
     }
   }
@@ -224,8 +225,8 @@ Status NodeController::MakeRoom(const std::string& model, int cpus) {
   MutexLock lock(&decide_mu_);
   const std::vector<std::shared_ptr<ServedModel>> models = Participants();
   const std::vector<int> pool = Pool(models);
-  const int total = std::min<int>(static_cast<int>(pool.size()),
-                                  options_.allocator->thread_budget()) - cpus;
+  const int total =
+      std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget()) - cpus;
   if (models.empty() || total < 1) {
     return ResourceExhausted("no CPUs to make room for model '" + model + "'");
   }
@@ -270,7 +271,8 @@ void NodeController::Decide(SteadyTime now) {
   // The pool: every CPU no other model's share holds.
   const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
   const std::vector<int> pool = Pool(models);
-  const int total = std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget());
+  const int total =
+      std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget());
 
   std::vector<ModelDemand> demands;
   for (const auto& m : models) demands.push_back(DemandOf(*m));
@@ -318,7 +320,7 @@ void NodeController::Decide(SteadyTime now) {
     view.push_back(std::move(p));
   }
   PartitionDecision decision = policy_.Decide(view, now);
-  if (decision.move && decision.why == "gain") {
+  if (decision.move && decision.reason == PartitionReason::kGain) {
     HoldRestartingShrink(models, target, plans, rates, &decision);
   }
 
@@ -342,9 +344,8 @@ void NodeController::Decide(SteadyTime now) {
             ",\"target_p99_ms\":" + Number(demands[i].p99_target_ms.value_or(kInf)) +
             ",\"ratio\":" + Number(p.ratio_target) + "}";
   }
-  json += "],\"decision\":{\"move\":" + std::string(decision.move ? "true" : "false") +
-          ",\"why\":";
-  AppendJsonString(json, decision.why);
+  json += "],\"decision\":{\"move\":" + std::string(decision.move ? "true" : "false") + ",\"why\":";
+  AppendJsonString(json, decision.Why());
   json += ",\"worst_now\":" + Number(decision.worst_now) +
           ",\"worst_target\":" + Number(decision.worst_target) +
           ",\"gain_ms\":" + Number(decision.gain_ms) + ",\"cost_ms\":" + Number(decision.cost_ms) +
@@ -355,11 +356,11 @@ void NodeController::Decide(SteadyTime now) {
   }
   if (!decision.move) {
     // A hold is logged when its reason or target changes, not at every decision.
-    const std::string hold = decision.why + " " + CountsJson(target);
-    if (hold != last_hold_ && decision.why != "no change") {
+    const std::string hold = decision.Why() + " " + CountsJson(target);
+    if (hold != last_hold_ && decision.reason != PartitionReason::kNoChange) {
       std::string at;
       for (const PartitionModel& p : view) at += " " + p.name + "@" + Number(p.rate);
-      PACKRAT_LOG(INFO) << "node partition: holding (" << decision.why << ") at "
+      PACKRAT_LOG(INFO) << "node partition: holding (" << decision.Why() << ") at "
                         << CountsJson(target) << ", rows/s" << at;
     }
     last_hold_ = hold;
@@ -371,17 +372,19 @@ void NodeController::Decide(SteadyTime now) {
   for (const PartitionModel& p : view) from[p.name] = p.current_cpus;
   std::string at;
   for (const PartitionModel& p : view) at += " " + p.name + "@" + Number(p.rate);
-  PACKRAT_LOG(INFO) << "node partition: moving CPUs (" << decision.why << "): " << CountsJson(from)
-                    << " -> " << CountsJson(target) << ", worst ratio " << decision.worst_now
-                    << " -> " << decision.worst_target << ", rows/s" << at;
+  PACKRAT_LOG(INFO) << "node partition: moving CPUs (" << decision.Why()
+                    << "): " << CountsJson(from) << " -> " << CountsJson(target) << ", worst ratio "
+                    << decision.worst_now << " -> " << decision.worst_target << ", rows/s" << at;
   const std::chrono::milliseconds took = Move(models, target, plans, rates, pool);
   policy_.MoveDone(options_.clock->Now(), took);
-  if (options_.metrics) options_.metrics->partition_moves(decision.why).Increment();
+  if (options_.metrics)
+    options_.metrics->partition_moves(std::string(PartitionReasonName(decision.reason)))
+        .Increment();
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
   std::string moved = "{\"at_unix_ms\":" + std::to_string(unix_ms) + ",\"why\":";
-  AppendJsonString(moved, decision.why);
+  AppendJsonString(moved, decision.Why());
   moved += ",\"took_ms\":" + std::to_string(took.count()) + ",\"from\":" + CountsJson(from) +
            ",\"to\":" + CountsJson(target) + "}";
   MutexLock lock(&mu_);
@@ -402,7 +405,8 @@ void NodeController::HoldRestartingShrink(const std::vector<std::shared_ptr<Serv
     const std::vector<int> kept = CpusToKeep(*share, want, m->ServingCpus());
     if (!m->ShrinkKeeps(kept, *plan, rates.at(m->name()))) {
       decision->move = false;
-      decision->why = "shrink restarts '" + m->name() + "'";
+      decision->reason = PartitionReason::kShrinkRestarts;
+      decision->model = m->name();
       return;
     }
   }
@@ -486,7 +490,8 @@ std::chrono::milliseconds NodeController::Move(
   }
   for (const auto& m : models) {
     if (metrics::ModelMetrics* mm = m->metrics()) {
-      mm->cpus().Set(static_cast<double>(allocator->Share(m->name()).value_or(std::vector<int>()).size()));
+      mm->cpus().Set(
+          static_cast<double>(allocator->Share(m->name()).value_or(std::vector<int>()).size()));
     }
   }
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -

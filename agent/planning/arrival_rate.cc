@@ -4,6 +4,8 @@
 #include <cassert>
 #include <cmath>
 
+#include "agent/planning/poisson_noise.h"
+
 namespace packrat {
 
 ArrivalRate::ArrivalRate(Duration horizon) : horizon_(horizon) {
@@ -57,16 +59,14 @@ std::optional<double> ArrivalRate::Shift(double baseline, Duration min_span, Dur
   const double seconds = std::chrono::duration<double>(newest_time - step->first).count();
   const double count = static_cast<double>(newest_total - step->second);
   const double expected = baseline * seconds;
-  if (std::abs(count - expected) <= sigmas * std::sqrt(std::max(expected, 1.0))) {
-    return std::nullopt;
-  }
+  if (!BeyondPoissonNoise(count, expected, sigmas)) return std::nullopt;
   const auto since = step - 1;  // one sample newer: the stretch after the step's interval
   if (since == samples_.rbegin() || newest_time - since->first < min_span) return std::nullopt;
   // One standard deviation of the count toward the baseline: a short stretch's count is noisy,
   // and a plan sized on a high draw takes CPUs another model needs.
   const double after = static_cast<double>(newest_total - since->second);
   const double after_s = std::chrono::duration<double>(newest_time - since->first).count();
-  const double sd = std::sqrt(std::max(after, 1.0));
+  const double sd = PoissonSd(after);
   return after > baseline * after_s ? std::max(baseline, (after - sd) / after_s)
                                     : std::min(baseline, (after + sd) / after_s);
 }

@@ -22,13 +22,6 @@ std::string CapacityText(const std::optional<double>& rows_per_s) {
   return out.str();
 }
 
-// The largest B the estimator estimates: max_batch floored to a power of two.
-int64_t LargestEstimate(int64_t max_batch) {
-  int64_t p = 1;
-  while (p * 2 <= max_batch) p *= 2;
-  return p;
-}
-
 }  // namespace
 
 std::string Autoscaler::PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
@@ -399,7 +392,7 @@ bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriv
     double p99_ms;
   };
   std::optional<Candidate> best;
-  const int64_t largest = LargestEstimate(options_.max_batch);
+  const int64_t largest = FloorPowerOfTwo(options_.max_batch);
   for (int64_t b = 1; b <= largest; b *= 2) {
     auto planned = PlanFor(b, view, arriving);
     if (!planned || *arriving > options_.max_utilization * planned->capacity) continue;

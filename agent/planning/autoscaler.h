@@ -285,7 +285,7 @@ class Autoscaler {
   static constexpr double kKeepCapacityMargin = 0.25;
   // Rule 3: above this share of the serving plan's capacity at the rate arriving, a move
   // without a hand-over waits.
-  static constexpr double kHandoverUtilization = 0.5;
+  static constexpr double kHandoverUtilization = kSharedCpuSpeed;
   // The stages a hand-over may take (ModelController carries out at most as many).
   static constexpr int kMaxHandoverStages = 8;
 

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "agent/planning/autoscaler.h"
+#include "agent/planning/batch_for_rate.h"
 #include "agent/planning/migration.h"
+#include "agent/planning/poisson_noise.h"
 
 namespace packrat {
 
@@ -183,7 +185,8 @@ BatchingSimulator::Result Autoscaler::ServingSimulation::At(double rate) const {
 
 bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double rate,
                               double capacity, double window_s, std::string* why) const {
-  const double start_s = std::max(2 * view.first_start_s, view.last_start_s);
+  // An idle start shares its CPUs with nothing; one beside the busy set at kSharedCpuSpeed.
+  const double start_s = std::max(view.first_start_s / kSharedCpuSpeed, view.last_start_s);
   if (start_s <= 0) return false;  // the cost is unknown
   const PlanEvaluator eval = Evaluator(view);
   const double drain = eval.Capacity(fresh) - rate;  // rows/s the new plan works off
@@ -197,7 +200,7 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
   // The gain is judged at the rate less two Poisson standard deviations of its count over the
   // window it was measured on: near the serving capacity a few rows/s decide whether the
   // serving plan queues without bound, and a burst must not buy a switch.
-  const double low = rate - 2 * std::sqrt(rate / std::max(window_s, 1e-3));
+  const double low = PoissonRateFloor(rate, window_s, kOverloadSigmas);
   if (low <= 0) {
     text << "the rate is too uncertain to judge a gain";
     *why = text.str();
@@ -205,7 +208,7 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
   }
   // Rows queued while both sets share the CPUs for start_s, then worked off: a triangle of
   // queue over time, in row-seconds of waiting.
-  const double queued = std::max(0.0, rate - capacity / 2) * start_s;
+  const double queued = std::max(0.0, rate - kSharedCpuSpeed * capacity) * start_s;
   const double cost = 0.5 * queued * (start_s + queued / drain);
   const ServingSimulation serving(*this, view);
   // Do no harm to a p99 target the serving plan meets: through the start its batches take
@@ -214,7 +217,8 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
   // gain of 90 ms).
   if (options_.p99_target_ms > 0) {
     const double serving_p99 = serving.At(rate).p99_ms;
-    const double through_start_ms = 2 * serving_p99 + 1e3 * queued / eval.Capacity(fresh);
+    const double through_start_ms =
+        serving_p99 / kSharedCpuSpeed + 1e3 * queued / eval.Capacity(fresh);
     if (serving_p99 <= options_.p99_target_ms && through_start_ms > options_.p99_target_ms) {
       text << "a " << start_s << "-s start queues " << queued
            << " row(s) and would answer in about " << through_start_ms

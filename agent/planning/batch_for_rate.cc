@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "agent/planning/poisson_noise.h"
+
 namespace packrat {
 namespace {
 
@@ -166,7 +168,8 @@ int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacit
 
 bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity) {
   const double expected = capacity * seconds;
-  return arrived > expected + kOverloadSigmas * std::sqrt(std::max(0.0, expected));
+  if (expected <= 0) return arrived > 0;  // a plan serving nothing
+  return AbovePoissonNoise(arrived, expected, kOverloadSigmas);
 }
 
 std::optional<double> OverloadedRate(int64_t window_ms, double capacity,

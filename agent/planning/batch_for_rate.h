@@ -126,8 +126,9 @@ inline constexpr double kOverloadSigmas = 2.0;
 
 // True if `arrived` rows in `seconds` are more than a plan serving `capacity` rows/s could have
 // been expected to see if it were exactly fully busy: arrived > m + kOverloadSigmas·√m with
-// m = capacity·seconds. At 60% utilisation a false alarm takes a 4σ burst; a real overload of
-// 15% is found within a few windows of 8 s at 15 rows/s.
+// m = capacity·seconds (AbovePoissonNoise, √m at least 1); any row exceeds a capacity of 0. At 60%
+// utilisation a false alarm takes a 4σ burst; a real overload of 15% is found within a few windows
+// of 8 s at 15 rows/s.
 bool ArrivalsExceedCapacity(double arrived, double seconds, double capacity);
 
 // The arrival rate over `window_ms`, or over twice or four times it (a smaller excess takes

@@ -137,4 +137,10 @@ std::optional<BatchSizeEstimator::SteadyTime> BatchSizeEstimator::next_decision_
   return next_decision_;
 }
 
+int64_t FloorPowerOfTwo(int64_t x) {
+  int64_t p = 1;
+  while (p <= x / 2) p *= 2;
+  return p;
+}
+
 }  // namespace packrat

@@ -130,4 +130,8 @@ class BatchSizeEstimator {
   std::array<int64_t, 63> counts_{};
 };
 
+// The largest power of two not above `x` (1 for x < 2): the largest B the estimator estimates
+// for a model whose batching.max_batch is x, and so the largest B every policy plans for.
+int64_t FloorPowerOfTwo(int64_t x);
+
 }  // namespace packrat

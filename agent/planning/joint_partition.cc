@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "agent/planning/batch_for_rate.h"
+#include "agent/planning/batch_size_estimator.h"
 
 namespace packrat {
 namespace {
@@ -18,13 +19,6 @@ constexpr double kOverloaded = 1e6;
 // A request's simulated latency is a difference of times, which may round a few ulps below the
 // slice it waited for; the lower bounds on p99 keep this far below theirs.
 constexpr double kBoundMargin = 1 - 1e-9;
-
-// The largest B the rule plans: max_batch floored to a power of two (as the estimator's).
-int64_t LargestBatch(int64_t max_batch) {
-  int64_t p = 1;
-  while (p * 2 <= max_batch) p *= 2;
-  return p;
-}
 
 std::string Quoted(const ModelDemand& m) { return "model '" + m.name + "'"; }
 
@@ -339,7 +333,7 @@ struct JointPartition::Pass {
     const double rate = demand.rate;
     const double max_utilization = demand.max_utilization;
     std::optional<Found> best;
-    const int64_t largest = LargestBatch(demand.max_batch);
+    const int64_t largest = FloorPowerOfTwo(demand.max_batch);
     for (int64_t b = 1; b <= largest; b *= 2) {
       const int batch = static_cast<int>(b);
       const Plans::Cell& cell = plans.At(*demand.optimizer, cpus, batch, true);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <utility>
 
 namespace packrat {
 namespace {
@@ -24,63 +26,53 @@ int Unsustained(const std::vector<PartitionModel>& models, bool target) {
 
 }  // namespace
 
-PartitionDecision PartitionPolicy::Decide(const std::vector<PartitionModel>& models,
-                                          std::chrono::steady_clock::time_point now) {
-  PartitionDecision d;
-  d.worst_now = Worst(models, false);
-  d.worst_target = Worst(models, true);
+std::string_view PartitionReasonName(PartitionReason reason) {
+  static constexpr std::string_view kNames[] = {
+      "floor",       "unsustained", "overloaded",          "gain",
+      "no change",   "starves",     "gain below min_gain", "cost exceeds gain",
+      "unconfirmed", "cooldown",    "shrink restarts"};
+  static_assert(std::size(kNames) == static_cast<size_t>(PartitionReason::kShrinkRestarts) + 1);
+  return kNames[static_cast<size_t>(reason)];
+}
 
+std::string PartitionDecision::Why() const {
+  std::string why(PartitionReasonName(reason));
+  if (!model.empty()) why += " '" + model + "'";
+  return why;
+}
+
+bool PartitionPolicy::Confirm(const std::vector<PartitionModel>& models) {
   std::map<std::string, int> target;
   bool changes = false;
-  bool floor = false;
   for (const PartitionModel& m : models) {
     target[m.name] = m.target_cpus;
     changes = changes || m.target_cpus != m.current_cpus;
-    floor = floor || m.current_cpus < m.min_threads;
   }
   seen_ = target == last_target_ ? seen_ + 1 : 1;
   last_target_ = std::move(target);
-  if (!changes) {
-    d.why = "no change";
-    return d;
-  }
-  // 1: correctness first.
-  if (floor) {
-    d.move = true;
-    d.why = "floor";
-    return d;
-  }
-  if (Unsustained(models, true) < Unsustained(models, false)) {
-    d.move = true;
-    d.why = "unsustained";
-    return d;
-  }
-  // 1b: a model that sustains its rate neither now nor at the target gains capacity with every
-  // CPU it gets: grow it, unless that leaves another model unsustained.
-  if (Unsustained(models, true) <= Unsustained(models, false)) {
-    for (const PartitionModel& m : models) {
-      if (m.rate > 0 && std::isinf(m.p99_now_ms) && std::isinf(m.p99_target_ms) &&
-          m.target_cpus > m.current_cpus) {
-        d.move = true;
-        d.why = "overloaded";
-        return d;
-      }
-    }
-  }
-  // 2: never at the expense of a model that would then not keep up (its p99 at the target is
-  // infinite, and so would be its switch's cost).
+  return changes;
+}
+
+std::optional<PartitionReason> PartitionPolicy::Needed(const std::vector<PartitionModel>& models) {
   for (const PartitionModel& m : models) {
-    if (m.rate > 0 && m.target_cpus < m.current_cpus && std::isinf(m.p99_target_ms)) {
-      d.why = "starves '" + m.name + "'";
-      return d;
+    if (m.current_cpus < m.min_threads) return PartitionReason::kFloor;
+  }
+  const int before = Unsustained(models, false);
+  const int after = Unsustained(models, true);
+  if (after < before) return PartitionReason::kUnsustained;
+  if (after > before) return std::nullopt;
+  // A model that sustains its rate neither now nor at the target gains capacity with every CPU
+  // it gets.
+  for (const PartitionModel& m : models) {
+    if (m.rate > 0 && std::isinf(m.p99_now_ms) && std::isinf(m.p99_target_ms) &&
+        m.target_cpus > m.current_cpus) {
+      return PartitionReason::kOverloaded;
     }
   }
-  // 2a.
-  if (!(d.worst_target <= (1 - options_.min_gain) * d.worst_now)) {
-    d.why = "gain below min_gain";
-    return d;
-  }
-  // 2b: request-milliseconds over the horizon against those the switch costs.
+  return std::nullopt;
+}
+
+void PartitionPolicy::Weigh(const std::vector<PartitionModel>& models, PartitionDecision* d) const {
   const double switch_s =
       std::chrono::duration<double>(switch_time_.value_or(options_.default_switch)).count();
   const double horizon_s = std::chrono::duration<double>(options_.horizon).count();
@@ -88,26 +80,46 @@ PartitionDecision PartitionPolicy::Decide(const std::vector<PartitionModel>& mod
     if (m.rate <= 0) continue;
     const double now_ms = std::isinf(m.p99_now_ms) ? 0 : m.p99_now_ms;
     if (std::isfinite(m.p99_now_ms) && std::isfinite(m.p99_target_ms)) {
-      d.gain_ms += horizon_s * m.rate * std::max(0.0, m.p99_now_ms - m.p99_target_ms);
+      d->gain_ms += horizon_s * m.rate * std::max(0.0, m.p99_now_ms - m.p99_target_ms);
     }
-    if (m.target_cpus != m.current_cpus) d.cost_ms += switch_s * m.rate * now_ms;
+    if (m.target_cpus != m.current_cpus) d->cost_ms += switch_s * m.rate * now_ms;
   }
-  if (!(d.gain_ms > d.cost_ms)) {
-    d.why = "cost exceeds gain";
+}
+
+PartitionDecision PartitionPolicy::Decide(const std::vector<PartitionModel>& models,
+                                          std::chrono::steady_clock::time_point now) {
+  PartitionDecision d;
+  d.worst_now = Worst(models, false);
+  d.worst_target = Worst(models, true);
+  const auto held = [&d](PartitionReason reason, std::string model = {}) {
+    d.reason = reason;
+    d.model = std::move(model);
     return d;
+  };
+  if (!Confirm(models)) return held(PartitionReason::kNoChange);
+  // 1: correctness first.
+  if (const std::optional<PartitionReason> needed = Needed(models)) {
+    d.move = true;
+    return held(*needed);
   }
-  // 2c, 2d.
-  if (seen_ < options_.confirmations) {
-    d.why = "unconfirmed";
-    return d;
+  // 2: never at the expense of a model that would then not keep up (its p99 at the target is
+  // infinite, and so would be its switch's cost).
+  for (const PartitionModel& m : models) {
+    if (m.rate > 0 && m.target_cpus < m.current_cpus && std::isinf(m.p99_target_ms)) {
+      return held(PartitionReason::kStarves, m.name);
+    }
   }
+  if (!(d.worst_target <= (1 - options_.min_gain) * d.worst_now)) {
+    return held(PartitionReason::kBelowMinGain);  // 2a
+  }
+  Weigh(models, &d);
+  if (!(d.gain_ms > d.cost_ms)) return held(PartitionReason::kCostExceedsGain);    // 2b
+  if (seen_ < options_.confirmations) return held(PartitionReason::kUnconfirmed);  // 2c
   if (last_move_end_ && now - *last_move_end_ < options_.cooldown) {
-    d.why = "cooldown";
-    return d;
+    return held(PartitionReason::kCooldown);  // 2d
   }
   d.move = true;
-  d.why = "gain";
-  return d;
+  return held(PartitionReason::kGain);
 }
 
 void PartitionPolicy::MoveDone(std::chrono::steady_clock::time_point now,

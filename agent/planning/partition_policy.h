@@ -25,7 +25,8 @@
 //      c. the same target (CPU counts) has come out of `confirmations` consecutive decisions
 //         (a rate spike of one decision does not move cores);
 //      d. at least `cooldown` has passed since the last move ended.
-// A held decision says which condition held it (for GET /v2/node/partition and the log).
+// A decision says which rule moved or which condition held it (PartitionReason, for
+// GET /v2/node/partition, the log and packrat_partition_moves_total{reason}).
 //
 // Thread-safety: none; the node controller's thread owns it.
 #pragma once
@@ -34,6 +35,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/planning/joint_partition.h"
@@ -61,12 +63,31 @@ struct PartitionModel {
   int min_threads = 1;
 };
 
+enum class PartitionReason {
+  // Moves, by the rule that takes them.
+  kFloor,        // 1: a model below its floor, or new
+  kUnsustained,  // 1: the target leaves fewer models unable to sustain their rates
+  kOverloaded,   // 1: a model sustained neither now nor at the target gets more CPUs
+  kGain,         // 2: the target is better by min_gain, repays its switch, confirmed
+  // Holds, by the condition that held the move.
+  kNoChange,         // the target is the current partition
+  kStarves,          // 2: a shrunk model would not sustain its rate (`model`)
+  kBelowMinGain,     // 2a
+  kCostExceedsGain,  // 2b
+  kUnconfirmed,      // 2c
+  kCooldown,         // 2d
+  kShrinkRestarts,   // the node controller's veto: a shrink of `model` would start runtimes
+  // Keep kShrinkRestarts last, or change PartitionReasonName's table, which counts to it.
+};
+// "floor", "unsustained", ..., "shrink restarts": the reason in words.
+std::string_view PartitionReasonName(PartitionReason reason);
+
 struct PartitionDecision {
   bool move = false;
-  // Why: "unsustained" / "overloaded" / "floor" / "gain" for a move; for a hold, the condition that
-  // held it: "no change", "starves 'NAME'", "gain below min_gain", "cost exceeds gain",
-  // "unconfirmed", "cooldown".
-  std::string why;
+  PartitionReason reason = PartitionReason::kNoChange;
+  std::string model;  // the model a kStarves or kShrinkRestarts hold names
+  // The reason in words, with its model where it names one ("starves 'b'").
+  std::string Why() const;
   double worst_now = 0;
   double worst_target = 0;
   double gain_ms = 0;  // request-milliseconds over the horizon (2b)
@@ -87,6 +108,13 @@ class PartitionPolicy {
   const PartitionPolicyOptions& options() const { return options_; }
 
  private:
+  // Records the target for rule 2c; whether it changes any model's CPUs.
+  bool Confirm(const std::vector<PartitionModel>& models);
+  // Rule 1: the move correctness needs, or nullopt.
+  static std::optional<PartitionReason> Needed(const std::vector<PartitionModel>& models);
+  // Rule 2b: d's gain and cost.
+  void Weigh(const std::vector<PartitionModel>& models, PartitionDecision* d) const;
+
   const PartitionPolicyOptions options_;
   std::map<std::string, int> last_target_;  // the previous decision's target counts
   int seen_ = 0;                            // consecutive decisions with that target

@@ -27,6 +27,13 @@ namespace packrat {
 // How much slower than the profile instances of `threads` threads serve (>= 0.25).
 using SlowdownFn = std::function<double(int threads)>;
 
+// The speed, against its profile, of a runtime whose CPUs a starting runtime's threads share:
+// the kernel splits a CPU evenly between two runnable threads (the emulator's contention model
+// does the same). A set more busy than this falls behind while runtimes start beside it, and
+// its batches take 1 / kSharedCpuSpeed as long meanwhile. The one place the policy prices a
+// start beside busy runtimes (Autoscaler, rule 3).
+inline constexpr double kSharedCpuSpeed = 0.5;
+
 struct PlanEvaluatorOptions {
   // The batching the agent applies (batching.max_delay_us, max_inflight_batches).
   std::chrono::microseconds max_delay{2000};

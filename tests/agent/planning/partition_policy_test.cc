@@ -27,7 +27,7 @@ TEST(PartitionPolicyTest, NoChangeHolds) {
   same[1].target_cpus = same[1].current_cpus;
   const PartitionDecision d = policy.Decide(same, At(0));
   EXPECT_FALSE(d.move);
-  EXPECT_EQ(d.why, "no change");
+  EXPECT_EQ(d.reason, PartitionReason::kNoChange);
 }
 
 TEST(PartitionPolicyTest, AClearGainMovesOnceConfirmed) {
@@ -35,7 +35,7 @@ TEST(PartitionPolicyTest, AClearGainMovesOnceConfirmed) {
   // a: 50 -> 20 ms, b: 20 -> 25 ms: the worst ratio 5.0 -> 2.5.
   PartitionDecision d = policy.Decide(Shift(50, 20, 20, 25), At(0));
   EXPECT_FALSE(d.move);
-  EXPECT_EQ(d.why, "unconfirmed");
+  EXPECT_EQ(d.reason, PartitionReason::kUnconfirmed);
   EXPECT_DOUBLE_EQ(d.worst_now, 5.0);
   EXPECT_DOUBLE_EQ(d.worst_target, 2.5);
   // gain = 60 s × 100/s × 30 ms; cost = 5 s × 100/s × (50 + 20) ms.
@@ -43,7 +43,7 @@ TEST(PartitionPolicyTest, AClearGainMovesOnceConfirmed) {
   EXPECT_DOUBLE_EQ(d.cost_ms, 5 * 100 * 70.0);
   d = policy.Decide(Shift(50, 20, 20, 25), At(1000));
   EXPECT_TRUE(d.move);
-  EXPECT_EQ(d.why, "gain");
+  EXPECT_EQ(d.reason, PartitionReason::kGain);
 }
 
 TEST(PartitionPolicyTest, NoiseBelowMinGainHolds) {
@@ -51,7 +51,7 @@ TEST(PartitionPolicyTest, NoiseBelowMinGainHolds) {
   for (int i = 0; i < 3; ++i) {
     const PartitionDecision d = policy.Decide(Shift(50, 46, 20, 21), At(i * 1000));
     EXPECT_FALSE(d.move);
-    EXPECT_EQ(d.why, "gain below min_gain");
+    EXPECT_EQ(d.reason, PartitionReason::kBelowMinGain);
   }
 }
 
@@ -62,7 +62,7 @@ TEST(PartitionPolicyTest, ASwitchThatCostsMoreThanItGainsHolds) {
   for (int i = 0; i < 3; ++i) {
     const PartitionDecision d = policy.Decide(Shift(50, 20, 20, 25), At(i * 1000));
     EXPECT_FALSE(d.move);
-    EXPECT_EQ(d.why, "cost exceeds gain");
+    EXPECT_EQ(d.reason, PartitionReason::kCostExceedsGain);
   }
 }
 
@@ -72,9 +72,9 @@ TEST(PartitionPolicyTest, AChangingTargetIsNotConfirmed) {
   std::vector<PartitionModel> second = first;
   second[0].target_cpus = 11;
   second[1].target_cpus = 5;
-  EXPECT_EQ(policy.Decide(first, At(0)).why, "unconfirmed");
-  EXPECT_EQ(policy.Decide(second, At(1000)).why, "unconfirmed");
-  EXPECT_EQ(policy.Decide(first, At(2000)).why, "unconfirmed");
+  EXPECT_EQ(policy.Decide(first, At(0)).reason, PartitionReason::kUnconfirmed);
+  EXPECT_EQ(policy.Decide(second, At(1000)).reason, PartitionReason::kUnconfirmed);
+  EXPECT_EQ(policy.Decide(first, At(2000)).reason, PartitionReason::kUnconfirmed);
   EXPECT_TRUE(policy.Decide(first, At(3000)).move);
 }
 
@@ -85,9 +85,9 @@ TEST(PartitionPolicyTest, CooldownAfterAMoveAndItsMeasuredSwitchTime) {
   EXPECT_DOUBLE_EQ(d.cost_ms, 20 * 100 * 70.0);
   d = policy.Decide(Shift(50, 20, 20, 25), At(2000));
   EXPECT_FALSE(d.move);
-  EXPECT_EQ(d.why, "cooldown");
+  EXPECT_EQ(d.reason, PartitionReason::kCooldown);
   d = policy.Decide(Shift(50, 20, 20, 25), At(10000));
-  EXPECT_TRUE(d.move) << d.why;
+  EXPECT_TRUE(d.move) << d.Why();
 }
 
 TEST(PartitionPolicyTest, AnUnsustainedModelMovesAtOnce) {
@@ -97,7 +97,7 @@ TEST(PartitionPolicyTest, AnUnsustainedModelMovesAtOnce) {
   models[0].ratio_now = kInf;
   const PartitionDecision d = policy.Decide(models, At(0));
   EXPECT_TRUE(d.move);
-  EXPECT_EQ(d.why, "unsustained");
+  EXPECT_EQ(d.reason, PartitionReason::kUnsustained);
 }
 
 TEST(PartitionPolicyTest, AnOverloadedModelGrowsAtOnceUnlessThatStarvesAnother) {
@@ -108,7 +108,7 @@ TEST(PartitionPolicyTest, AnOverloadedModelGrowsAtOnceUnlessThatStarvesAnother) 
   models[0].ratio_now = models[0].ratio_target = kInf;
   PartitionDecision d = policy.Decide(models, At(0));
   EXPECT_TRUE(d.move);
-  EXPECT_EQ(d.why, "overloaded");
+  EXPECT_EQ(d.reason, PartitionReason::kOverloaded);
   // Not where b would then fall behind too.
   PartitionPolicy other;
   models[1].p99_target_ms = models[1].ratio_target = kInf;
@@ -139,7 +139,8 @@ TEST(PartitionPolicyTest, AGainNeverShrinksAModelThatThenFallsBehind) {
   for (int i = 0; i < 3; ++i) {
     const PartitionDecision d = policy.Decide(models, At(20000 + 1000 * i));
     EXPECT_FALSE(d.move);
-    EXPECT_EQ(d.why, "starves 'b'");
+    EXPECT_EQ(d.reason, PartitionReason::kStarves);
+    EXPECT_EQ(d.model, "b");
   }
 }
 
@@ -150,7 +151,7 @@ TEST(PartitionPolicyTest, ANewModelGetsItsFloorAtOnce) {
   models[1].target_cpus = 1;
   const PartitionDecision d = policy.Decide(models, At(0));
   EXPECT_TRUE(d.move);
-  EXPECT_EQ(d.why, "floor");
+  EXPECT_EQ(d.reason, PartitionReason::kFloor);
 }
 
 }  // namespace
