@@ -12,17 +12,13 @@
 #include "agent/planning/loaded_latency.h"
 
 namespace packrat {
-namespace {
 
-// For a reason's text: a plan's rows per second at full batches, or why B has no plan.
-std::string CapacityText(const std::optional<double>& rows_per_s) {
+std::string Autoscaler::CapacityText(const std::optional<double>& rows_per_s) {
   if (!rows_per_s) return "no plan within the batch-latency limit";
   std::ostringstream out;
   out << std::fixed << std::setprecision(1) << *rows_per_s << " rows/s";
   return out.str();
 }
-
-}  // namespace
 
 std::string Autoscaler::PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
                                        double margin, bool generative) {
@@ -579,186 +575,6 @@ std::optional<int64_t> Autoscaler::StepUp(const ServingView& view, int64_t decis
                    rows_per_s(decision) + ", " + std::to_string(*b) + " serves " + rows_per_s(*b);
   }
   r.target_capacity = capacities[*b];
-  return b;
-}
-
-std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadTracker& load,
-                                            int64_t decision, std::optional<double> arriving,
-                                            std::chrono::milliseconds window, SteadyTime now,
-                                            Step* step) const {
-  const int64_t current = view.batch;
-  Reason& r = step->reason;
-  r.to_batch = decision;
-  if (last_overload_move_ &&
-      now - *last_overload_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
-    r.rule = Rule::kScaleDownDelay;
-    r.text = "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
-             std::to_string(options_.scale_down_delay_ms) + " ms ago";
-    return std::nullopt;
-  }
-  // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
-  // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
-  // estimator's window, if longer) would not have overloaded (StepDownBatch), else the overload
-  // path would soon move B back up; and among those, at a known rate, to the smallest whose
-  // requests' simulated p99 is near the lowest.
-  const int64_t peak_window_ms =
-      options_.overload_window_ms > 0 ? options_.overload_window_ms : window.count();
-  const auto span = std::max<std::chrono::milliseconds>(
-      window, std::chrono::milliseconds(options_.scale_down_delay_ms));
-  const ArrivalRate& arrivals = load.arrivals();
-  std::map<int64_t, std::optional<double>> capacities;
-  std::map<int64_t, double> p99s;  // ms, at `arriving`: a batch model's candidates
-  std::map<int64_t, Plan> plans;   // the candidates' plans
-  // A candidate that gives up capacity held in reserve is no candidate.
-  double serving_capacity = 0;
-  bool below_minimum = false;  // a candidate was left out for it
-  // Capacity for a burst: each candidate's plan of the most rows/s from a backlog within the
-  // reserve's ceiling, and what it serves so.
-  std::map<int64_t, PlanChoice> burst_plans;
-  std::map<int64_t, double> bursts;
-  BurstReserve reserve;
-  if (!options_.generative && options_.burst_reserve_ms > 0 && arriving && *arriving > 0) {
-    const PlanEvaluator eval = Evaluator(view);
-    reserve.slack_ms = options_.burst_reserve_ms;
-    reserve.burst = [&](int64_t b) -> std::optional<double> {
-      if (b == current) return ServingCapacity(view);
-      auto it = plans.find(b);
-      if (it == plans.end()) return std::nullopt;
-      return BurstCapacity(it->second, view);
-    };
-    reserve.most_within = [&, eval](int64_t b,
-                                    double ceiling_ms) -> std::optional<std::pair<double, double>> {
-      if (b == current) {
-        auto it = p99s.find(b);
-        if (it == p99s.end() || it->second > ceiling_ms) return std::nullopt;
-        return std::make_pair(ServingCapacity(view), it->second);
-      }
-      auto it = plans.find(b);
-      if (it == plans.end()) return std::nullopt;
-      auto most = MostBurstWithin(
-          *optimizer_, options_.threads, static_cast<int>(b), it->second, ceiling_ms,
-          kBatchForRateNearMost,
-          [&](const Plan& plan) {
-            const BatchingSimulator::Result r = eval.Simulate(plan, *arriving);
-            return eval.TooSlow(r.mean_batch_ms) ? std::numeric_limits<double>::infinity()
-                                                 : r.p99_ms;
-          },
-          [&](const Plan& plan) { return BurstCapacity(plan, view); });
-      if (!most) return std::nullopt;
-      bursts[b] = most->burst;
-      const double capacity = eval.Capacity(most->plan);
-      burst_plans[b] =
-          PlanChoice{most->plan, capacity, std::nullopt, eval.Simulate(most->plan, *arriving)};
-      return std::make_pair(most->burst, most->latency_ms);
-    };
-  }
-  bool for_burst = false;
-  const std::optional<int64_t> b = StepDownBatch(
-      current, decision, peak_window_ms, options_.max_utilization,
-      [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
-      [&](int64_t b) -> std::optional<double> {
-        // The serving plan's own capacity: what runs, not a fresh plan for its B.
-        if (b == current) {
-          return capacities[b] = serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
-        }
-        auto planned = PlanFor(b, view, arriving);
-        if (planned && GivesUpReserve(planned->capacity, serving_capacity)) {
-          below_minimum = true;
-          capacities[b] = planned->capacity;
-          return std::nullopt;
-        }
-        if (planned && planned->simulated) p99s[b] = planned->simulated->p99_ms;
-        if (planned) plans[b] = planned->plan;
-        return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
-      },
-      [&](int64_t b) -> std::optional<double> {
-        if (b == current && arriving && *arriving > 0 && !options_.generative) {
-          p99s[b] = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
-        }
-        auto it = p99s.find(b);
-        return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
-      },
-      reserve, &for_burst);
-  r.peak_rate = arrivals.PeakOver(std::chrono::milliseconds(peak_window_ms), span);
-  const std::string peak = std::to_string(r.peak_rate.value_or(0));
-  auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
-  auto p99_of = [&](int64_t b) -> std::optional<double> {
-    auto it = p99s.find(b);
-    return it == p99s.end() ? std::nullopt : std::optional<double>(it->second);
-  };
-  r.serving_p99_ms = p99_of(current);
-  auto burst_text = [](double rows_per_s, double p99_ms) {
-    return "serves " + std::to_string(std::lround(rows_per_s)) +
-           " rows/s from a backlog at a simulated p99 of " + std::to_string(std::lround(p99_ms)) +
-           " ms";
-  };
-  const std::string reserve_ms = " (reconfiguration.burst_reserve_ms " +
-                                 std::to_string(std::lround(options_.burst_reserve_ms)) + ")";
-  if (!b && for_burst) {
-    // The serving plan's p99 is within the reserve of the lowest, and its runtimes serve more
-    // from a backlog than the lowest p99's plan.
-    const auto lowest = std::min_element(p99s.begin(), p99s.end(),
-                                         [](auto& x, auto& y) { return x.second < y.second; });
-    r.rule = Rule::kBurstReserve;
-    r.quiet = true;  // recurs at each decision while the load stays low
-    r.to_batch = lowest->first;
-    r.target_p99_ms = lowest->second;
-    r.serving_capacity = ServingCapacity(view);
-    r.target_capacity = reserve.burst(lowest->first);
-    r.text = "keeping B=" + std::to_string(current) + " for a burst: the serving plan " +
-             burst_text(*r.serving_capacity, p99s[current]) +
-             "; B=" + std::to_string(lowest->first) + "'s, the lowest p99, " +
-             burst_text(r.target_capacity.value_or(0), lowest->second) + reserve_ms;
-    return std::nullopt;
-  }
-  if (!b && r.serving_p99_ms) {  // ranked: the serving plan fares better
-    std::ostringstream text;
-    text << "keeping B=" << current << ": at " << arriving.value_or(0)
-         << " rows/s its requests see a simulated p99 of " << std::lround(*r.serving_p99_ms)
-         << " ms, more than 5% below every smaller plan the recent arrivals allow";
-    for (const auto& [other, ms] : p99s) {
-      if (other != current) text << ", B=" << other << " " << std::lround(ms) << " ms";
-    }
-    r.rule = Rule::kServingP99Lowest;
-    r.target_p99_ms = p99_of(decision);
-    r.text = text.str();
-    return std::nullopt;
-  }
-  if (!b && below_minimum) {
-    r.rule = Rule::kMinCapacity;
-    r.target_capacity = capacities[decision];
-    r.quiet = true;  // recurs at each decision while the load stays low
-    r.text = "keeping B=" + std::to_string(current) + ": every smaller plan the recent arrivals" +
-             " allow runs less than reconfiguration.min_capacity (" +
-             CapacityText(options_.min_capacity) + ")";
-    return std::nullopt;
-  }
-  if (!b) {
-    r.rule = Rule::kPeakGuard;
-    r.target_capacity = capacities[decision];
-    r.text = "keeping B=" + std::to_string(current) +
-             ": from the estimate B=" + std::to_string(decision) + " (" + rows_per_s(decision) +
-             ") up, every smaller plan would have been overloaded by the recent arrivals (a "
-             "peak of " +
-             peak + " rows/s over " + std::to_string(peak_window_ms) + " ms)";
-    return std::nullopt;
-  }
-  if (for_burst) {
-    step->plan = burst_plans.at(*b);
-    step->capped = "; for a burst: " + step->plan->plan.ConfigString() + " " +
-                   burst_text(bursts[*b], step->plan->simulated->p99_ms) + ", near the lowest" +
-                   reserve_ms;
-  } else if (*b != decision) {
-    auto p99 = [&](int64_t b) {
-      const std::optional<double> ms = p99_of(b);
-      return ms ? ", a simulated p99 of " + std::to_string(std::lround(*ms)) + " ms" : "";
-    };
-    step->capped = "; recent peak " + peak + " rows/s: the estimate " + std::to_string(decision) +
-                   " serves " + rows_per_s(decision) + p99(decision) + ", " + std::to_string(*b) +
-                   " serves " + rows_per_s(*b) + p99(*b);
-  }
-  r.target_capacity = capacities[*b];
-  r.target_p99_ms = p99_of(*b);
   return b;
 }
 

@@ -314,6 +314,8 @@ class Autoscaler {
  private:
   // For a reason's text: why a plan on the serving runtimes was taken instead of the
   // optimizer's; "" if it was not.
+  // A plan's rows per second at full batches, or why B has no plan.
+  static std::string CapacityText(const std::optional<double>& rows_per_s);
   static std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
                                     double margin, bool generative);
   PlanEvaluator Evaluator(const ServingView& view) const;
@@ -390,6 +392,13 @@ class Autoscaler {
                                   int64_t decision, std::optional<double> arriving,
                                   std::chrono::milliseconds window, SteadyTime now,
                                   Step* step) const;
+  // The step down's candidates for one decision (autoscaler_step_down.cc).
+  class StepDownTable;
+  // Why no step down passed (*r: kBurstReserve, kServingP99Lowest, kMinCapacity or
+  // kPeakGuard), from what the search found.
+  void ExplainStepDownHold(const StepDownTable& table, const ServingView& view, int64_t decision,
+                           std::optional<double> arriving, bool for_burst,
+                           std::chrono::milliseconds peak_window, Reason* r) const;
   void ReplanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
                     Decision* d) const;
 

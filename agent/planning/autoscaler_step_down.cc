@@ -1,0 +1,250 @@
+// The Autoscaler's step down (rule 2b, autoscaler.h): the candidates StepDownBatch weighs,
+// kept in one table, and the hold a step that does not go explains.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "agent/planning/autoscaler.h"
+#include "agent/planning/batch_for_rate.h"
+#include "agent/planning/loaded_latency.h"
+
+namespace packrat {
+
+// What StepDownBatch asks of each B, answered once and kept: its plan (PlanFor at the rate),
+// the rows/s it serves fully busy, its requests' simulated p99 at the rate, and, within the
+// burst reserve, its plan of the most rows/s from a backlog. For the serving B, the serving
+// set's own figures: what runs, not a fresh plan for its B. Lives for one decision.
+class Autoscaler::StepDownTable {
+ public:
+  StepDownTable(const Autoscaler& policy, const ServingView& view, std::optional<double> arriving)
+      : policy_(policy), view_(view), arriving_(arriving), eval_(policy.Evaluator(view)) {}
+
+  // StepDownBatch's capacity: nullopt where B has no plan, or its plan gives up capacity held
+  // in reserve (GivesUpReserve; then below_minimum()).
+  std::optional<double> Capacity(int64_t b) {
+    if (b == view_.batch) {
+      return capacities_[b] = serving_capacity_ = eval_.Capacity(ServingPlan(view_));
+    }
+    std::optional<PlanChoice> planned = policy_.PlanFor(b, view_, arriving_);
+    if (!planned) return capacities_[b] = std::nullopt;
+    capacities_[b] = planned->capacity;
+    if (policy_.GivesUpReserve(planned->capacity, serving_capacity_)) {
+      below_minimum_ = true;
+      return std::nullopt;
+    }
+    if (planned->simulated) p99s_[b] = planned->simulated->p99_ms;
+    plans_[b] = planned->plan;
+    return planned->capacity;
+  }
+
+  // StepDownBatch's p99: nullopt without a known rate, for decoders, or where B has no plan.
+  std::optional<double> P99(int64_t b) {
+    if (b == view_.batch && at_rate()) {
+      p99s_[b] = eval_.SimulatedP99Ms(ServingPlan(view_), *arriving_);
+    }
+    return p99(b);
+  }
+
+  // StepDownBatch's burst reserve: none without a known rate, for decoders, or at
+  // burst_reserve_ms 0.
+  BurstReserve Reserve() {
+    BurstReserve reserve;
+    if (!at_rate() || policy_.options_.burst_reserve_ms <= 0) return reserve;
+    reserve.slack_ms = policy_.options_.burst_reserve_ms;
+    reserve.burst = [this](int64_t b) { return Burst(b); };
+    reserve.most_within = [this](int64_t b, double ceiling_ms) {
+      return MostWithin(b, ceiling_ms);
+    };
+    return reserve;
+  }
+
+  // What the search found.
+  std::optional<double> capacity(int64_t b) const {
+    const auto it = capacities_.find(b);
+    return it == capacities_.end() ? std::nullopt : it->second;
+  }
+  std::optional<double> p99(int64_t b) const {
+    const auto it = p99s_.find(b);
+    return it == p99s_.end() ? std::nullopt : std::optional<double>(it->second);
+  }
+  const std::map<int64_t, double>& p99s() const { return p99s_; }
+  bool below_minimum() const { return below_minimum_; }
+  // B's plan for a burst, and the rows/s it serves from a backlog (MostWithin found it).
+  const PlanChoice& burst_plan(int64_t b) const { return burst_plans_.at(b); }
+  double burst(int64_t b) const { return bursts_.at(b); }
+  // Rows/s B's plan (the serving set for the serving B) serves from a backlog.
+  std::optional<double> Burst(int64_t b) const {
+    if (b == view_.batch) return policy_.ServingCapacity(view_);
+    const auto it = plans_.find(b);
+    if (it == plans_.end()) return std::nullopt;
+    return policy_.BurstCapacity(it->second, view_);
+  }
+
+ private:
+  bool at_rate() const { return !policy_.options_.generative && arriving_ && *arriving_ > 0; }
+
+  std::optional<std::pair<double, double>> MostWithin(int64_t b, double ceiling_ms) {
+    if (b == view_.batch) {
+      const std::optional<double> ms = p99(b);
+      if (!ms || *ms > ceiling_ms) return std::nullopt;
+      return std::make_pair(policy_.ServingCapacity(view_), *ms);
+    }
+    const auto it = plans_.find(b);
+    if (it == plans_.end()) return std::nullopt;
+    const std::optional<BurstPlan> most = MostBurstWithin(
+        *policy_.optimizer_, policy_.options_.threads, static_cast<int>(b), it->second, ceiling_ms,
+        kBatchForRateNearMost,
+        [this](const Plan& plan) {
+          const BatchingSimulator::Result r = eval_.Simulate(plan, *arriving_);
+          return eval_.TooSlow(r.mean_batch_ms) ? std::numeric_limits<double>::infinity()
+                                                : r.p99_ms;
+        },
+        [this](const Plan& plan) { return policy_.BurstCapacity(plan, view_); });
+    if (!most) return std::nullopt;
+    bursts_[b] = most->burst;
+    burst_plans_[b] = PlanChoice{most->plan, eval_.Capacity(most->plan), std::nullopt,
+                                 eval_.Simulate(most->plan, *arriving_)};
+    return std::make_pair(most->burst, most->latency_ms);
+  }
+
+  const Autoscaler& policy_;
+  const ServingView& view_;
+  const std::optional<double> arriving_;
+  const PlanEvaluator eval_;
+  std::map<int64_t, std::optional<double>> capacities_;
+  std::map<int64_t, double> p99s_;  // ms, at the rate: a batch model's candidates
+  std::map<int64_t, Plan> plans_;
+  std::map<int64_t, PlanChoice> burst_plans_;
+  std::map<int64_t, double> bursts_;
+  double serving_capacity_ = 0;  // asked first: StepDownBatch starts from the serving B
+  bool below_minimum_ = false;
+};
+
+namespace {
+
+std::string BurstText(double rows_per_s, double p99_ms) {
+  return "serves " + std::to_string(std::lround(rows_per_s)) +
+         " rows/s from a backlog at a simulated p99 of " + std::to_string(std::lround(p99_ms)) +
+         " ms";
+}
+
+}  // namespace
+
+std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadTracker& load,
+                                            int64_t decision, std::optional<double> arriving,
+                                            std::chrono::milliseconds window, SteadyTime now,
+                                            Step* step) const {
+  const int64_t current = view.batch;
+  Reason& r = step->reason;
+  r.to_batch = decision;
+  if (last_overload_move_ &&
+      now - *last_overload_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
+    r.rule = Rule::kScaleDownDelay;
+    r.text = "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
+             std::to_string(options_.scale_down_delay_ms) + " ms ago";
+    return std::nullopt;
+  }
+  // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
+  // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
+  // estimator's window, if longer) would not have overloaded (StepDownBatch), else the overload
+  // path would soon move B back up; and among those, at a known rate, to the smallest whose
+  // requests' simulated p99 is near the lowest.
+  const std::chrono::milliseconds peak_window(
+      options_.overload_window_ms > 0 ? options_.overload_window_ms : window.count());
+  const auto span = std::max(window, std::chrono::milliseconds(options_.scale_down_delay_ms));
+  const ArrivalRate& arrivals = load.arrivals();
+  StepDownTable table(*this, view, arriving);
+  bool for_burst = false;
+  const std::optional<int64_t> b = StepDownBatch(
+      current, decision, peak_window.count(), options_.max_utilization,
+      [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
+      [&](int64_t b) { return table.Capacity(b); }, [&](int64_t b) { return table.P99(b); },
+      table.Reserve(), &for_burst);
+  r.peak_rate = arrivals.PeakOver(peak_window, span);
+  r.serving_p99_ms = table.p99(current);
+  if (!b) {
+    ExplainStepDownHold(table, view, decision, arriving, for_burst, peak_window, &r);
+    return std::nullopt;
+  }
+  const std::string reserve_ms = " (reconfiguration.burst_reserve_ms " +
+                                 std::to_string(std::lround(options_.burst_reserve_ms)) + ")";
+  auto rows_p99 = [&](int64_t b) {
+    const std::optional<double> ms = table.p99(b);
+    return CapacityText(table.capacity(b)) +
+           (ms ? ", a simulated p99 of " + std::to_string(std::lround(*ms)) + " ms" : "");
+  };
+  if (for_burst) {
+    step->plan = table.burst_plan(*b);
+    step->capped = "; for a burst: " + step->plan->plan.ConfigString() + " " +
+                   BurstText(table.burst(*b), step->plan->simulated->p99_ms) + ", near the lowest" +
+                   reserve_ms;
+  } else if (*b != decision) {
+    step->capped = "; recent peak " + std::to_string(r.peak_rate.value_or(0)) +
+                   " rows/s: the estimate " + std::to_string(decision) + " serves " +
+                   rows_p99(decision) + ", " + std::to_string(*b) + " serves " + rows_p99(*b);
+  }
+  r.target_capacity = table.capacity(*b);
+  r.target_p99_ms = table.p99(*b);
+  return b;
+}
+
+void Autoscaler::ExplainStepDownHold(const StepDownTable& table, const ServingView& view,
+                                     int64_t decision, std::optional<double> arriving,
+                                     bool for_burst, std::chrono::milliseconds peak_window,
+                                     Reason* r) const {
+  const int64_t current = view.batch;
+  const std::string keeping = "keeping B=" + std::to_string(current);
+  if (for_burst) {
+    // The serving plan's p99 is within the reserve of the lowest, and its runtimes serve more
+    // from a backlog than the lowest p99's plan.
+    const auto lowest =
+        std::min_element(table.p99s().begin(), table.p99s().end(),
+                         [](const auto& x, const auto& y) { return x.second < y.second; });
+    r->rule = Rule::kBurstReserve;
+    r->quiet = true;  // recurs at each decision while the load stays low
+    r->to_batch = lowest->first;
+    r->target_p99_ms = lowest->second;
+    r->serving_capacity = ServingCapacity(view);
+    r->target_capacity = table.Burst(lowest->first);
+    r->text = keeping + " for a burst: the serving plan " +
+              BurstText(*r->serving_capacity, table.p99(current).value_or(0)) +
+              "; B=" + std::to_string(lowest->first) + "'s, the lowest p99, " +
+              BurstText(r->target_capacity.value_or(0), lowest->second) +
+              " (reconfiguration.burst_reserve_ms " +
+              std::to_string(std::lround(options_.burst_reserve_ms)) + ")";
+  } else if (r->serving_p99_ms) {  // ranked: the serving plan fares better
+    std::ostringstream text;
+    text << keeping << ": at " << arriving.value_or(0)
+         << " rows/s its requests see a simulated p99 of " << std::lround(*r->serving_p99_ms)
+         << " ms, more than 5% below every smaller plan the recent arrivals allow";
+    for (const auto& [other, ms] : table.p99s()) {
+      if (other != current) text << ", B=" << other << " " << std::lround(ms) << " ms";
+    }
+    r->rule = Rule::kServingP99Lowest;
+    r->target_p99_ms = table.p99(decision);
+    r->text = text.str();
+  } else if (table.below_minimum()) {
+    r->rule = Rule::kMinCapacity;
+    r->target_capacity = table.capacity(decision);
+    r->quiet = true;  // recurs at each decision while the load stays low
+    r->text = keeping + ": every smaller plan the recent arrivals allow runs less than " +
+              "reconfiguration.min_capacity (" + CapacityText(options_.min_capacity) + ")";
+  } else {
+    r->rule = Rule::kPeakGuard;
+    r->target_capacity = table.capacity(decision);
+    r->text = keeping + ": from the estimate B=" + std::to_string(decision) + " (" +
+              CapacityText(table.capacity(decision)) +
+              ") up, every smaller plan would have been overloaded by the recent arrivals (a "
+              "peak of " +
+              std::to_string(r->peak_rate.value_or(0)) + " rows/s over " +
+              std::to_string(peak_window.count()) + " ms)";
+  }
+}
+
+}  // namespace packrat
