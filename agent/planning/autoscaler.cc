@@ -287,41 +287,24 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   if (estimator.ewma() <= static_cast<double>(current) || load.rows_in_system() <= current) {
     return false;
   }
-  std::optional<double> arriving;  // once known, plans are judged at it (PlanFor)
-  std::map<int64_t, std::optional<PlanChoice>> plans;
-  auto capacity = [&](int64_t b) -> std::optional<double> {
-    auto it = plans.find(b);
-    if (it == plans.end()) it = plans.emplace(b, PlanFor(b, view, arriving)).first;
-    if (!it->second) return std::nullopt;
-    return it->second->capacity;
-  };
   // While rows queue, the serving set cuts batches of up to backlog_batch (BacklogBatch): that
   // is what it serves under load, and what a move must beat.
   const int64_t backlog_b = std::max(current, view.backlog_batch);
   const double serving = ServingCapacity(view);
   if (serving <= 0) return false;
-  // The arrivals over the window, and over twice and four times it (a smaller excess takes
-  // longer to tell from chance), against what the set serves fully busy: a burst the set rides
-  // out must not cost a switch that starts runtimes, which on busy CPUs queues more than the
-  // burst did. A move that starts none (a change of b, or parked runtimes) costs nothing and is
-  // taken already when the arrivals exceed max_utilization of it: a set run that busy builds a
-  // queue in every burst (BERT-like at 12.3 rows/s on a B = 1 plan predicted to serve 13.8:
-  // p99 2.0 s, for the 33 s until the estimator moved).
-  const double max_utilization = options_.max_utilization;
-  const ArrivalRate& arrivals = load.arrivals();
-  const RateOverFn rate_over = [&arrivals](int64_t ms) {
-    return arrivals.Over(std::chrono::milliseconds(ms));
-  };
-  std::optional<double> rate = OverloadedRate(window_ms, serving, rate_over);
-  const bool busy_only = !rate;  // above max_utilization, not above capacity
-  if (busy_only && max_utilization < 1) {
-    rate = OverloadedRate(window_ms, max_utilization * serving, rate_over);
-  }
+  bool busy_only = false;  // above max_utilization, not above capacity
+  const std::optional<double> rate = OverloadRate(load.arrivals(), serving, &busy_only);
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
-  arriving = rate;
-  plans.clear();
+  // Plans are judged at the rate (PlanFor).
+  std::map<int64_t, std::optional<PlanChoice>> plans;
+  auto capacity = [&](int64_t b) -> std::optional<double> {
+    auto it = plans.find(b);
+    if (it == plans.end()) it = plans.emplace(b, PlanFor(b, view, rate)).first;
+    if (!it->second) return std::nullopt;
+    return it->second->capacity;
+  };
   std::optional<int64_t> b =
-      BatchForRate(*rate, backlog_b, options_.max_batch, max_utilization, capacity);
+      BatchForRate(*rate, backlog_b, options_.max_batch, options_.max_utilization, capacity);
   // No larger B serves more than B's plan at the rate, but that plan may serve more than the
   // serving one: thread counts measured at different slowdowns than the profile's order.
   if (!b && capacity(current).value_or(0) > kBatchForRateMinGain * serving &&
@@ -359,22 +342,48 @@ bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, Ste
   r.backlog_batch = backlog_b > current ? backlog_b : 0;
   r.busy_only = busy_only;
   r.passed_over = target.passed_over;
-  std::ostringstream text;
-  text.precision(3);
-  text << "overloaded: " << *rate << " rows/s arriving, the plan for B=" << current << " serves "
-       << serving;
-  if (backlog_b > current) text << " in batches of up to " << backlog_b;
-  if (busy_only) {
-    text << " (more than " << max_utilization << " of it; "
-         << (weighed.empty() ? "the move starts no runtime beside the busy ones" : weighed) << ")";
-  }
-  text << "; B " << current << " -> " << *b << " serves " << target.capacity
-       << PassedOverNote(target.plan, target.passed_over, options_.restart_margin,
-                         options_.generative);
-  r.text = text.str();
+  r.text = OverloadText(r, target.plan, weighed);
   d->move = Move{target.plan, std::move(r), now};
   d->restart_arrivals = true;  // either way the next try waits for a new window
   return true;
+}
+
+std::optional<double> Autoscaler::OverloadRate(const ArrivalRate& arrivals, double serving,
+                                               bool* busy_only) const {
+  // The arrivals over the window, and over twice and four times it (a smaller excess takes
+  // longer to tell from chance), against what the set serves fully busy: a burst the set rides
+  // out must not cost a switch that starts runtimes, which on busy CPUs queues more than the
+  // burst did. A move that starts none (a change of b, or parked runtimes) costs nothing and is
+  // taken already when the arrivals exceed max_utilization of it: a set run that busy builds a
+  // queue in every burst.
+  const RateOverFn rate_over = [&arrivals](int64_t ms) {
+    return arrivals.Over(std::chrono::milliseconds(ms));
+  };
+  const int64_t window_ms = options_.overload_window_ms;
+  std::optional<double> rate = OverloadedRate(window_ms, serving, rate_over);
+  *busy_only = !rate;
+  if (*busy_only && options_.max_utilization < 1) {
+    rate = OverloadedRate(window_ms, options_.max_utilization * serving, rate_over);
+  }
+  return rate;
+}
+
+std::string Autoscaler::OverloadText(const Reason& r, const Plan& target,
+                                     const std::string& weighed) const {
+  std::ostringstream text;
+  text.precision(3);
+  text << "overloaded: " << r.rate.value_or(0)
+       << " rows/s arriving, the plan for B=" << r.from_batch << " serves "
+       << r.serving_capacity.value_or(0);
+  if (r.backlog_batch > 0) text << " in batches of up to " << r.backlog_batch;
+  if (r.busy_only) {
+    text << " (more than " << options_.max_utilization << " of it; "
+         << (weighed.empty() ? "the move starts no runtime beside the busy ones" : weighed) << ")";
+  }
+  text << "; B " << r.from_batch << " -> " << r.to_batch << " serves "
+       << r.target_capacity.value_or(0)
+       << PassedOverNote(target, r.passed_over, options_.restart_margin, options_.generative);
+  return text.str();
 }
 
 bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,

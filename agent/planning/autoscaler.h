@@ -373,6 +373,12 @@ class Autoscaler {
   // good); *d holds the move or hold.
   bool RelieveOverload(const ServingView& view, LoadTracker& load, SteadyTime now,
                        Decision* d) const;
+  // Rule 1's rate: the arrivals over overload_window_ms (or twice or four times it) where they
+  // exceed `serving` rows/s, or else max_utilization of it (*busy_only); nullopt where neither.
+  std::optional<double> OverloadRate(const ArrivalRate& arrivals, double serving,
+                                     bool* busy_only) const;
+  // Rule 1's move in words, from its reason's figures.
+  std::string OverloadText(const Reason& r, const Plan& target, const std::string& weighed) const;
   bool PlanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
                   Decision* d) const;
   bool FollowEstimate(const ServingView& view, const LoadTracker& load, int64_t decision,
