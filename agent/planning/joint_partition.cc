@@ -441,117 +441,72 @@ StatusOr<std::vector<std::optional<RatePlan>>> JointPartition::Envelope(const Mo
   return envelope;
 }
 
-StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& models,
-                                                int total_cpus) {
-  RETURN_IF_ERROR(CheckCpus(total_cpus, "total_cpus"));
+namespace {
+
+// The models' floors: their sum, or kResourceExhausted naming each where they exceed `total`.
+StatusOr<int64_t> SumFloors(const std::vector<ModelDemand>& models, int total) {
   int64_t floors = 0;
+  for (const ModelDemand& m : models) floors += m.min_threads;
+  if (floors <= total) return floors;
+  std::string each;
   for (const ModelDemand& m : models) {
-    RETURN_IF_ERROR(CheckDemand(m));
-    floors += m.min_threads;
+    each += (each.empty() ? "" : ", ") + m.name + " " + std::to_string(m.min_threads);
   }
-  if (floors > total_cpus) {
-    std::string each;
-    for (const ModelDemand& m : models) {
-      each += (each.empty() ? "" : ", ") + m.name + " " + std::to_string(m.min_threads);
-    }
-    return ResourceExhausted("the models' min_threads add up to " + std::to_string(floors) +
-                             " CPUs (" + each + "), more than the node's " +
-                             std::to_string(total_cpus));
-  }
+  return ResourceExhausted("the models' min_threads add up to " + std::to_string(floors) +
+                           " CPUs (" + each + "), more than the node's " + std::to_string(total));
+}
 
-  PartitionResult result;
-  result.models.resize(models.size());
-  std::vector<std::vector<Option>> options(models.size());
-  // Per model with traffic: its envelope's plan per c.
-  // (Found points into Plans, which outlive the call.)
-  std::vector<std::vector<std::optional<Pass::Found>>> envelopes(models.size());
-  for (size_t i = 0; i < models.size(); ++i) {
-    const ModelDemand& m = models[i];
-    ModelShare& share = result.models[i];
-    Pass pass(m, PlansFor(*m.optimizer), policy_simulator_, estimate_simulator_, &result.stats);
-    // The most this model can get: T less the others' floors.
-    const int most = total_cpus - static_cast<int>(floors) + m.min_threads;
-    if (m.rate <= 0) {
-      share.ratio = 0;
-      if (StatusOr<Plan> plan = m.optimizer->Solve(m.min_threads, 1); plan.ok()) {
-        share.p99_ms = pass.eval.PredictedLatencyMs(*plan);
-        share.plan = *std::move(plan);
-      } else {
-        share.p99_ms = kInf;
-      }
-      share.reference_ms = m.p99_target_ms.value_or(share.p99_ms);
-      options[i].push_back(Option{m.min_threads, share.p99_ms, 0});
-      continue;
-    }
-    // Without a target the reference is the best with all T CPUs, so scan to T.
-    envelopes[i] = pass.Scan(m.p99_target_ms ? most : total_cpus);
-    const auto& envelope = envelopes[i];
-    const auto p99_at = [&](int c) {
-      const auto& e = envelope[static_cast<size_t>(c)];
-      return e ? e->p99_ms : kInf;
-    };
-    share.reference_ms = m.p99_target_ms ? *m.p99_target_ms : p99_at(total_cpus);
-    bool sustainable = false;
-    for (int c = m.min_threads; c <= most; ++c) {
-      sustainable = sustainable || std::isfinite(p99_at(c));
-      if (c > m.min_threads && !(p99_at(c) < p99_at(c - 1))) continue;
-      const double p99 = p99_at(c);
-      const double ratio = std::isinf(p99) || std::isinf(share.reference_ms)
-                               ? kInf
-                               : m.weight * p99 / share.reference_ms;
-      options[i].push_back(Option{c, p99, ratio});
-    }
-    if (!sustainable) {
-      // Overloaded: no CPU count keeps up. Its ratio becomes kOverloaded plus its load per unit
-      // of capacity (rate over the rows/s of the optimizer's plan for max_batch on c CPUs), so
-      // that it is every allocation's worst and falls with each CPU it gets: the others keep
-      // what sustains them at the least worst ratio below that, and it gets the rest.
-      options[i].clear();
-      double last = kInf;
-      for (int c = m.min_threads; c <= most; ++c) {
-        StatusOr<Plan> plan = m.optimizer->Solve(c, static_cast<int>(m.max_batch));
-        const double capacity = plan.ok() ? pass.eval.Capacity(*plan) : 0;
-        if (!(capacity > 0)) continue;
-        const double ratio = kOverloaded + m.weight * m.rate / capacity;
-        if (!(ratio < last)) continue;
-        options[i].push_back(Option{c, kInf, ratio});
-        last = ratio;
-      }
-      if (options[i].empty()) options[i].push_back(Option{m.min_threads, kInf, kInf});
-    }
+// An overloaded model's options (no CPU count keeps up): its ratio is kOverloaded plus its load
+// per unit of capacity (rate over the rows/s of the optimizer's plan for max_batch on c CPUs),
+// so that it is every allocation's worst and falls with each CPU it gets: the others keep what
+// sustains them at the least worst ratio below that, and it gets the rest.
+std::vector<Option> OverloadedOptions(const ModelDemand& m, const PlanEvaluator& eval, int most) {
+  std::vector<Option> options;
+  double last = kInf;
+  for (int c = m.min_threads; c <= most; ++c) {
+    StatusOr<Plan> plan = m.optimizer->Solve(c, static_cast<int>(m.max_batch));
+    const double capacity = plan.ok() ? eval.Capacity(*plan) : 0;
+    if (!(capacity > 0)) continue;
+    const double ratio = kOverloaded + m.weight * m.rate / capacity;
+    if (!(ratio < last)) continue;
+    options.push_back(Option{c, kInf, ratio});
+    last = ratio;
   }
+  if (options.empty()) options.push_back(Option{m.min_threads, kInf, kInf});
+  return options;
+}
 
-  // 1: restrict targeted models to their options within target where that fits for all.
+// Rule 1: targeted models keep only their options within target, where that fits for all.
+void KeepWithinTargets(const std::vector<ModelDemand>& models, int total,
+                       std::vector<std::vector<Option>>* options) {
   int64_t needed = 0;
-  bool can_meet = true;
-  for (size_t i = 0; i < models.size() && can_meet; ++i) {
+  for (size_t i = 0; i < models.size(); ++i) {
     const ModelDemand& m = models[i];
     if (m.rate <= 0 || !m.p99_target_ms) {
       needed += m.min_threads;
       continue;
     }
-    auto first = std::find_if(options[i].begin(), options[i].end(),
+    const auto& own = (*options)[i];
+    auto first = std::find_if(own.begin(), own.end(),
                               [&](const Option& o) { return o.p99_ms <= *m.p99_target_ms; });
-    if (first == options[i].end()) {
-      can_meet = false;
-    } else {
-      needed += first->cpus;
-    }
+    if (first == own.end()) return;
+    needed += first->cpus;
   }
-  can_meet = can_meet && needed <= total_cpus;
-  if (can_meet) {
-    for (size_t i = 0; i < models.size(); ++i) {
-      const ModelDemand& m = models[i];
-      if (m.rate <= 0 || !m.p99_target_ms) continue;
-      std::erase_if(options[i], [&](const Option& o) { return !(o.p99_ms <= *m.p99_target_ms); });
-    }
+  if (needed > total) return;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ModelDemand& m = models[i];
+    if (m.rate <= 0 || !m.p99_target_ms) continue;
+    std::erase_if((*options)[i], [&](const Option& o) { return !(o.p99_ms <= *m.p99_target_ms); });
   }
+}
 
-  // 2-5: the fewest unsustained models, then the least θ that keeps them fewest, then the
-  // least-key allocation within θ.
+// Rules 2-5: the fewest unsustained models, then the least θ that keeps them fewest, then the
+// least-key allocation within θ. Nullopt where nothing fits (the floors fit: unreached).
+std::optional<std::vector<int>> LeastWorst(const std::vector<std::vector<Option>>& options,
+                                           int total) {
   Key key;
-  std::optional<std::vector<int>> picked = Allocate(options, kInf, total_cpus, &key);
-  if (!picked) return Internal("no allocation within the node's CPUs");  // floors fit: unreached
+  std::optional<std::vector<int>> picked = Allocate(options, kInf, total, &key);
+  if (!picked) return std::nullopt;
   const int fewest_unsustained = key.unsustained;
   std::vector<double> thetas;
   for (const auto& model_options : options) {
@@ -565,55 +520,114 @@ StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& 
   while (low < high) {
     const size_t mid = (low + high) / 2;
     Key k;
-    if (Allocate(options, thetas[mid], total_cpus, &k) && k.unsustained == fewest_unsustained) {
+    if (Allocate(options, thetas[mid], total, &k) && k.unsustained == fewest_unsustained) {
       high = mid;
     } else {
       low = mid + 1;
     }
   }
-  if (low < thetas.size()) picked = Allocate(options, thetas[low], total_cpus, &key);
+  if (low < thetas.size()) picked = Allocate(options, thetas[low], total, &key);
+  return picked;
+}
 
-  // 6: CPUs no model's choice needs go to the models no CPU count sustains (an overload, or
-  // measured slowdowns beyond the profile), evenly, up to what each may get: there every CPU
-  // is capacity. Their plan is the optimizer's for max_batch, the most rows per second.
-  std::vector<int> extra(models.size(), 0);
-  {
-    int spare = total_cpus;
-    for (size_t i = 0; i < models.size(); ++i) {
-      spare -= options[i][static_cast<size_t>((*picked)[i])].cpus;
-    }
-    std::vector<size_t> overloaded;
-    for (size_t i = 0; i < models.size(); ++i) {
-      // Unsustained on every CPU count it may get (its envelope may sustain at T, beyond it).
-      const int most = total_cpus - static_cast<int>(floors) + models[i].min_threads;
-      const auto& envelope = envelopes[i];
-      bool never = models[i].rate > 0;
-      for (int c = models[i].min_threads; never && c <= most; ++c) {
-        never = static_cast<size_t>(c) >= envelope.size() || !envelope[static_cast<size_t>(c)];
-      }
-      if (never) overloaded.push_back(i);
-    }
-    for (bool gave = true; spare > 0 && gave;) {
-      gave = false;
-      for (size_t i : overloaded) {
-        const int most = total_cpus - static_cast<int>(floors) + models[i].min_threads;
-        if (spare == 0 || options[i][static_cast<size_t>((*picked)[i])].cpus + extra[i] >= most) {
-          continue;
-        }
-        ++extra[i];
-        --spare;
-        gave = true;
-      }
+// Rule 6: CPUs no model's choice needs go to the models no CPU count sustains (`overloaded`:
+// an overload, or measured slowdowns beyond the profile), evenly, up to what each may get
+// (`most`): there every CPU is capacity. The extra CPUs per model.
+std::vector<int> SpareToOverloaded(const std::vector<Option>& chosen,
+                                   const std::vector<bool>& overloaded,
+                                   const std::vector<int>& most, int total) {
+  std::vector<int> extra(chosen.size(), 0);
+  int spare = total;
+  for (const Option& o : chosen) spare -= o.cpus;
+  for (bool gave = true; spare > 0 && gave;) {
+    gave = false;
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      if (!overloaded[i] || spare == 0 || chosen[i].cpus + extra[i] >= most[i]) continue;
+      ++extra[i];
+      --spare;
+      gave = true;
     }
   }
+  return extra;
+}
 
-  result.all_met = true;
+// The result's figures from each model's share.
+void Summarize(int total, PartitionResult* result) {
+  result->all_met = true;
+  for (const ModelShare& share : result->models) {
+    result->cpus_assigned += share.cpus;
+    result->all_met = result->all_met && share.met;
+    result->unsustained += share.sustained ? 0 : 1;
+    result->worst_ratio = std::max(result->worst_ratio, share.ratio);
+    if (!std::isinf(share.ratio)) result->ratio_sum += share.ratio;
+  }
+  result->spare_cpus = total - result->cpus_assigned;
+}
+
+}  // namespace
+
+StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& models,
+                                                int total_cpus) {
+  RETURN_IF_ERROR(CheckCpus(total_cpus, "total_cpus"));
+  for (const ModelDemand& m : models) RETURN_IF_ERROR(CheckDemand(m));
+  ASSIGN_OR_RETURN(const int64_t floors, SumFloors(models, total_cpus));
+
+  PartitionResult result;
+  result.models.resize(models.size());
+  std::vector<std::vector<Option>> options(models.size());
+  // Per model with traffic: its envelope's plan per c (Found points into Plans, which outlive
+  // the call); whether no CPU count it may get sustains it; the most CPUs it may get (T less
+  // the others' floors).
+  std::vector<std::vector<std::optional<Pass::Found>>> envelopes(models.size());
+  std::vector<bool> overloaded(models.size(), false);
+  std::vector<int> most(models.size());
   for (size_t i = 0; i < models.size(); ++i) {
     const ModelDemand& m = models[i];
     ModelShare& share = result.models[i];
-    const Option& o = options[i][static_cast<size_t>((*picked)[i])];
+    Pass pass(m, PlansFor(*m.optimizer), policy_simulator_, estimate_simulator_, &result.stats);
+    most[i] = total_cpus - static_cast<int>(floors) + m.min_threads;
+    if (m.rate <= 0) {
+      StatusOr<Plan> plan = m.optimizer->Solve(m.min_threads, 1);
+      share.p99_ms = plan.ok() ? pass.eval.PredictedLatencyMs(*plan) : kInf;
+      if (plan.ok()) share.plan = *std::move(plan);
+      share.reference_ms = m.p99_target_ms.value_or(share.p99_ms);
+      options[i].push_back(Option{m.min_threads, share.p99_ms, 0});
+      continue;
+    }
+    // Without a target the reference is the best with all T CPUs, so scan to T.
+    envelopes[i] = pass.Scan(m.p99_target_ms ? most[i] : total_cpus);
+    const auto p99_at = [&envelope = envelopes[i]](int c) {
+      const auto& e = envelope[static_cast<size_t>(c)];
+      return e ? e->p99_ms : kInf;
+    };
+    share.reference_ms = m.p99_target_ms ? *m.p99_target_ms : p99_at(total_cpus);
+    overloaded[i] = true;
+    for (int c = m.min_threads; c <= most[i]; ++c) {
+      overloaded[i] = overloaded[i] && !std::isfinite(p99_at(c));
+      if (c > m.min_threads && !(p99_at(c) < p99_at(c - 1))) continue;
+      const double p99 = p99_at(c);
+      const double ratio = std::isinf(p99) || std::isinf(share.reference_ms)
+                               ? kInf
+                               : m.weight * p99 / share.reference_ms;
+      options[i].push_back(Option{c, p99, ratio});
+    }
+    if (overloaded[i]) options[i] = OverloadedOptions(m, pass.eval, most[i]);
+  }
+  KeepWithinTargets(models, total_cpus, &options);                                 // 1
+  const std::optional<std::vector<int>> picked = LeastWorst(options, total_cpus);  // 2-5
+  if (!picked) return Internal("no allocation within the node's CPUs");
+  std::vector<Option> chosen;
+  for (size_t i = 0; i < models.size(); ++i) {
+    chosen.push_back(options[i][static_cast<size_t>((*picked)[i])]);
+  }
+  const std::vector<int> extra = SpareToOverloaded(chosen, overloaded, most, total_cpus);  // 6
+
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ModelDemand& m = models[i];
+    ModelShare& share = result.models[i];
+    const Option& o = chosen[i];
     share.cpus = o.cpus + extra[i];
-    result.cpus_assigned += share.cpus;
+    // An overloaded model's plan is the optimizer's for max_batch, the most rows per second.
     if (extra[i] > 0 || (o.ratio >= kOverloaded && std::isfinite(o.ratio))) {
       if (StatusOr<Plan> plan = m.optimizer->Solve(share.cpus, static_cast<int>(m.max_batch));
           plan.ok()) {
@@ -628,12 +642,8 @@ StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& 
       share.sustained = found.has_value();
       share.met = !m.p99_target_ms || o.p99_ms <= *m.p99_target_ms;
     }
-    result.all_met = result.all_met && share.met;
-    result.unsustained += share.sustained ? 0 : 1;
-    result.worst_ratio = std::max(result.worst_ratio, share.ratio);
-    if (!std::isinf(share.ratio)) result.ratio_sum += share.ratio;
   }
-  result.spare_cpus = total_cpus - result.cpus_assigned;
+  Summarize(total_cpus, &result);
   return result;
 }
 
