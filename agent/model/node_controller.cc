@@ -233,21 +233,19 @@ Status NodeController::MakeRoom(const std::string& model, int cpus) {
   std::vector<ModelDemand> demands;
   for (const auto& m : models) demands.push_back(DemandOf(*m));
   ASSIGN_OR_RETURN(PartitionResult result, partition_.Solve(demands, total));
-  std::map<std::string, int> target;
-  std::map<std::string, std::optional<Plan>> plans;
-  std::map<std::string, double> rates;
+  Proposal proposal;
   const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
   for (size_t i = 0; i < models.size(); ++i) {
     // Only shrinks: a model without a share yet is given one of its target size here too.
     const auto share = shares.find(models[i]->name());
     const int now = share == shares.end() ? total : static_cast<int>(share->second.size());
-    target[models[i]->name()] = std::min(now, result.models[i].cpus);
-    plans[models[i]->name()] = result.models[i].plan;
-    rates[models[i]->name()] = demands[i].rate;
+    proposal.target[models[i]->name()] = std::min(now, result.models[i].cpus);
+    proposal.plans[models[i]->name()] = result.models[i].plan;
+    proposal.rates[models[i]->name()] = demands[i].rate;
   }
   PACKRAT_LOG(INFO) << "node partition: making room for model '" << model << "' (" << cpus
-                    << " CPU(s)): " << CountsJson(target);
-  const std::chrono::milliseconds took = Move(models, target, plans, rates, pool);
+                    << " CPU(s)): " << CountsJson(proposal.target);
+  const std::chrono::milliseconds took = Move(models, proposal, pool);
   policy_.MoveDone(options_.clock->Now(), took);
   if (options_.metrics) options_.metrics->partition_moves("room").Increment();
   return Status::Ok();
@@ -290,12 +288,31 @@ void NodeController::Decide(SteadyTime now) {
     return;
   }
 
-  std::vector<PartitionModel> view;
-  std::map<std::string, int> target;
-  std::map<std::string, std::optional<Plan>> plans;
-  std::map<std::string, double> rates;
+  Proposal proposal = Propose(models, demands, *result, shares, total);
+  PartitionDecision decision = policy_.Decide(proposal.view, now);
+  if (decision.move && decision.reason == PartitionReason::kGain) {
+    HoldRestartingShrink(models, proposal, &decision);
+  }
+  {
+    const std::string json = DecisionJson(total, demands, *result, shares, proposal, decision);
+    MutexLock lock(&mu_);
+    json_ = json + (last_move_json_.empty() ? "" : ",\"last_move\":" + last_move_json_) + "}";
+  }
+  if (!decision.move) {
+    NoteHold(decision, proposal);
+    return;
+  }
+  last_hold_.clear();
+  CarryOut(models, proposal, pool, decision);
+}
+
+NodeController::Proposal NodeController::Propose(
+    const std::vector<std::shared_ptr<ServedModel>>& models,
+    const std::vector<ModelDemand>& demands, const PartitionResult& result,
+    const std::map<std::string, std::vector<int>>& shares, int total) {
+  Proposal proposal;
   for (size_t i = 0; i < models.size(); ++i) {
-    const ModelShare& share = result->models[i];
+    const ModelShare& share = result.models[i];
     PartitionModel p;
     p.name = models[i]->name();
     const auto current = shares.find(p.name);
@@ -314,23 +331,26 @@ void NodeController::Decide(SteadyTime now) {
                         ? demands[i].weight * p.p99_now_ms / share.reference_ms
                         : kInf;
     }
-    target[p.name] = share.cpus;
-    plans[p.name] = share.plan;
-    rates[p.name] = demands[i].rate;
-    view.push_back(std::move(p));
+    proposal.target[p.name] = share.cpus;
+    proposal.plans[p.name] = share.plan;
+    proposal.rates[p.name] = demands[i].rate;
+    proposal.view.push_back(std::move(p));
   }
-  PartitionDecision decision = policy_.Decide(view, now);
-  if (decision.move && decision.reason == PartitionReason::kGain) {
-    HoldRestartingShrink(models, target, plans, rates, &decision);
-  }
+  return proposal;
+}
 
+std::string NodeController::DecisionJson(int total, const std::vector<ModelDemand>& demands,
+                                         const PartitionResult& result,
+                                         const std::map<std::string, std::vector<int>>& shares,
+                                         const Proposal& proposal,
+                                         const PartitionDecision& decision) {
   std::string json = "{\"active\":true,\"cpus\":" + std::to_string(total) +
-                     ",\"objective\":{\"worst_ratio\":" + Number(result->worst_ratio) +
-                     ",\"ratio_sum\":" + Number(result->ratio_sum) +
-                     ",\"all_met\":" + (result->all_met ? "true" : "false") +
-                     ",\"spare_cpus\":" + std::to_string(result->spare_cpus) + "},\"models\":[";
-  for (size_t i = 0; i < view.size(); ++i) {
-    const PartitionModel& p = view[i];
+                     ",\"objective\":{\"worst_ratio\":" + Number(result.worst_ratio) +
+                     ",\"ratio_sum\":" + Number(result.ratio_sum) +
+                     ",\"all_met\":" + (result.all_met ? "true" : "false") +
+                     ",\"spare_cpus\":" + std::to_string(result.spare_cpus) + "},\"models\":[";
+  for (size_t i = 0; i < proposal.view.size(); ++i) {
+    const PartitionModel& p = proposal.view[i];
     const auto current = shares.find(p.name);
     if (i > 0) json += ',';
     json += "{\"name\":";
@@ -338,7 +358,7 @@ void NodeController::Decide(SteadyTime now) {
     json += ",\"cpus\":" + std::to_string(p.current_cpus) + ",\"share\":\"" +
             (current == shares.end() ? std::string() : FormatCpuList(current->second)) +
             "\",\"target_cpus\":" + std::to_string(p.target_cpus) +
-            ",\"plan\":" + PlanJson(plans[p.name]) + ",\"rate\":" + Number(p.rate) +
+            ",\"plan\":" + PlanJson(proposal.plans.at(p.name)) + ",\"rate\":" + Number(p.rate) +
             ",\"predicted_p99_ms\":" + Number(p.p99_target_ms) +
             ",\"current_p99_ms\":" + Number(p.p99_now_ms) +
             ",\"target_p99_ms\":" + Number(demands[i].p99_target_ms.value_or(kInf)) +
@@ -350,53 +370,56 @@ void NodeController::Decide(SteadyTime now) {
           ",\"worst_target\":" + Number(decision.worst_target) +
           ",\"gain_ms\":" + Number(decision.gain_ms) + ",\"cost_ms\":" + Number(decision.cost_ms) +
           "}";
-  {
-    MutexLock lock(&mu_);
-    json_ = json + (last_move_json_.empty() ? "" : ",\"last_move\":" + last_move_json_) + "}";
-  }
-  if (!decision.move) {
-    // A hold is logged when its reason or target changes, not at every decision.
-    const std::string hold = decision.Why() + " " + CountsJson(target);
-    if (hold != last_hold_ && decision.reason != PartitionReason::kNoChange) {
-      std::string at;
-      for (const PartitionModel& p : view) at += " " + p.name + "@" + Number(p.rate);
-      PACKRAT_LOG(INFO) << "node partition: holding (" << decision.Why() << ") at "
-                        << CountsJson(target) << ", rows/s" << at;
-    }
-    last_hold_ = hold;
-    return;
-  }
-  last_hold_.clear();
+  return json;
+}
 
-  std::map<std::string, int> from;
-  for (const PartitionModel& p : view) from[p.name] = p.current_cpus;
+std::string NodeController::RatesText(const Proposal& proposal) {
   std::string at;
-  for (const PartitionModel& p : view) at += " " + p.name + "@" + Number(p.rate);
+  for (const PartitionModel& p : proposal.view) at += " " + p.name + "@" + Number(p.rate);
+  return at;
+}
+
+void NodeController::NoteHold(const PartitionDecision& decision, const Proposal& proposal) {
+  // A hold is logged when its reason or target changes, not at every decision.
+  const std::string hold = decision.Why() + " " + CountsJson(proposal.target);
+  if (hold != last_hold_ && decision.reason != PartitionReason::kNoChange) {
+    PACKRAT_LOG(INFO) << "node partition: holding (" << decision.Why() << ") at "
+                      << CountsJson(proposal.target) << ", rows/s" << RatesText(proposal);
+  }
+  last_hold_ = hold;
+}
+
+void NodeController::CarryOut(const std::vector<std::shared_ptr<ServedModel>>& models,
+                              const Proposal& proposal, const std::vector<int>& pool,
+                              const PartitionDecision& decision) {
+  std::map<std::string, int> from;
+  for (const PartitionModel& p : proposal.view) from[p.name] = p.current_cpus;
   PACKRAT_LOG(INFO) << "node partition: moving CPUs (" << decision.Why()
-                    << "): " << CountsJson(from) << " -> " << CountsJson(target) << ", worst ratio "
-                    << decision.worst_now << " -> " << decision.worst_target << ", rows/s" << at;
-  const std::chrono::milliseconds took = Move(models, target, plans, rates, pool);
+                    << "): " << CountsJson(from) << " -> " << CountsJson(proposal.target)
+                    << ", worst ratio " << decision.worst_now << " -> " << decision.worst_target
+                    << ", rows/s" << RatesText(proposal);
+  const std::chrono::milliseconds took = Move(models, proposal, pool);
   policy_.MoveDone(options_.clock->Now(), took);
-  if (options_.metrics)
+  if (options_.metrics) {
     options_.metrics->partition_moves(std::string(PartitionReasonName(decision.reason)))
         .Increment();
+  }
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
   std::string moved = "{\"at_unix_ms\":" + std::to_string(unix_ms) + ",\"why\":";
   AppendJsonString(moved, decision.Why());
   moved += ",\"took_ms\":" + std::to_string(took.count()) + ",\"from\":" + CountsJson(from) +
-           ",\"to\":" + CountsJson(target) + "}";
+           ",\"to\":" + CountsJson(proposal.target) + "}";
   MutexLock lock(&mu_);
   last_move_json_ = moved;
   changed_ = true;  // decide again at once: on the new shares (and show them)
 }
 
 void NodeController::HoldRestartingShrink(const std::vector<std::shared_ptr<ServedModel>>& models,
-                                          const std::map<std::string, int>& target,
-                                          const std::map<std::string, std::optional<Plan>>& plans,
-                                          const std::map<std::string, double>& rates,
+                                          const Proposal& proposal,
                                           PartitionDecision* decision) const {
+  const auto& [view, target, plans, rates] = proposal;
   for (const auto& m : models) {
     const std::optional<std::vector<int>> share = options_.allocator->Share(m->name());
     const int want = target.at(m->name());
@@ -412,27 +435,27 @@ void NodeController::HoldRestartingShrink(const std::vector<std::shared_ptr<Serv
   }
 }
 
+ResizeRequest NodeController::RequestFor(const Proposal& proposal, const std::string& name,
+                                         bool at_once) {
+  ResizeRequest r;
+  r.threads = proposal.target.at(name);
+  r.plan = proposal.plans.at(name);
+  r.rate = proposal.rates.at(name);
+  r.at_once = at_once;
+  return r;
+}
+
 std::chrono::milliseconds NodeController::Move(
-    const std::vector<std::shared_ptr<ServedModel>>& models,
-    const std::map<std::string, int>& target,
-    const std::map<std::string, std::optional<Plan>>& plans,
-    const std::map<std::string, double>& rates, const std::vector<int>& pool) {
+    const std::vector<std::shared_ptr<ServedModel>>& models, const Proposal& proposal,
+    const std::vector<int>& pool) {
   const SteadyTime start = std::chrono::steady_clock::now();
   ResourceAllocator* allocator = options_.allocator;
-  auto request = [&](const std::string& name, bool at_once) {
-    ResizeRequest r;
-    r.threads = target.at(name);
-    r.plan = plans.at(name);
-    r.rate = rates.at(name);
-    r.at_once = at_once;
-    return r;
-  };
   // 1. Shrink: each loser keeps the CPUs of as many of its runtimes as fit (CpusToKeep).
-  std::vector<std::pair<std::shared_ptr<ServedModel>, std::future<Status>>> shrinking;
+  std::vector<Resizing> shrinking;
   std::map<std::string, std::vector<int>> before;
   for (const auto& m : models) {
     const std::optional<std::vector<int>> share = allocator->Share(m->name());
-    const int want = target.at(m->name());
+    const int want = proposal.target.at(m->name());
     if (!share || static_cast<int>(share->size()) <= want) continue;
     before[m->name()] = *share;
     const std::vector<int> kept = CpusToKeep(*share, want, m->ServingCpus());
@@ -440,11 +463,11 @@ std::chrono::milliseconds NodeController::Move(
       PACKRAT_LOG(ERROR) << "node partition: " << s.message();
       continue;
     }
-    shrinking.emplace_back(m, ResizeAsync(m, request(m->name(), /*at_once=*/true)));
+    shrinking.emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/true)));
   }
   // The shrunk models' switches to their own plans run beside the growth (their CPUs are
   // their own): only the shrinks themselves are on the growing models' path.
-  std::vector<std::pair<std::shared_ptr<ServedModel>, std::future<Status>>> growing;
+  std::vector<Resizing> growing;
   for (auto& [m, done] : shrinking) {
     if (Status s = done.get(); !s.ok()) {
       // Its old set still serves on the old share: give the share back.
@@ -453,35 +476,9 @@ std::chrono::milliseconds NodeController::Move(
       (void)allocator->SetShare(m->name(), before[m->name()]);
       continue;
     }
-    growing.emplace_back(m, ResizeAsync(m, request(m->name(), /*at_once=*/false)));
+    growing.emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/false)));
   }
-  // 2. Grow onto the CPUs no share holds now.
-  std::set<int> held;
-  for (const auto& [name, cpus] : allocator->Shares()) held.insert(cpus.begin(), cpus.end());
-  std::vector<int> free;
-  for (int cpu : pool) {
-    if (!held.count(cpu)) free.push_back(cpu);
-  }
-  size_t next = 0;
-  for (const auto& m : models) {
-    std::vector<int> share = allocator->Share(m->name()).value_or(std::vector<int>());
-    const int want = target.at(m->name());
-    if (static_cast<int>(share.size()) >= want) continue;
-    const size_t need = static_cast<size_t>(want) - share.size();
-    if (free.size() - next < need) {
-      PACKRAT_LOG(WARNING) << "node partition: only " << free.size() - next
-                           << " free CPU(s) for model '" << m->name() << "', which needs " << need;
-      continue;
-    }
-    share.insert(share.end(), free.begin() + static_cast<std::ptrdiff_t>(next),
-                 free.begin() + static_cast<std::ptrdiff_t>(next + need));
-    next += need;
-    if (Status s = allocator->SetShare(m->name(), share); !s.ok()) {
-      PACKRAT_LOG(ERROR) << "node partition: " << s.message();
-      continue;
-    }
-    growing.emplace_back(m, ResizeAsync(m, request(m->name(), /*at_once=*/false)));
-  }
+  Grow(models, proposal, pool, &growing);  // 2.
   for (auto& [m, done] : growing) {
     if (Status s = done.get(); !s.ok()) {
       PACKRAT_LOG(ERROR) << "node partition: model '" << m->name()
@@ -496,6 +493,38 @@ std::chrono::milliseconds NodeController::Move(
   }
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                start);
+}
+
+void NodeController::Grow(const std::vector<std::shared_ptr<ServedModel>>& models,
+                          const Proposal& proposal, const std::vector<int>& pool,
+                          std::vector<Resizing>* growing) {
+  ResourceAllocator* allocator = options_.allocator;
+  std::set<int> held;
+  for (const auto& [name, cpus] : allocator->Shares()) held.insert(cpus.begin(), cpus.end());
+  std::vector<int> free;
+  for (int cpu : pool) {
+    if (!held.count(cpu)) free.push_back(cpu);
+  }
+  size_t next = 0;
+  for (const auto& m : models) {
+    std::vector<int> share = allocator->Share(m->name()).value_or(std::vector<int>());
+    const int want = proposal.target.at(m->name());
+    if (static_cast<int>(share.size()) >= want) continue;
+    const size_t need = static_cast<size_t>(want) - share.size();
+    if (free.size() - next < need) {
+      PACKRAT_LOG(WARNING) << "node partition: only " << free.size() - next
+                           << " free CPU(s) for model '" << m->name() << "', which needs " << need;
+      continue;
+    }
+    share.insert(share.end(), free.begin() + static_cast<std::ptrdiff_t>(next),
+                 free.begin() + static_cast<std::ptrdiff_t>(next + need));
+    next += need;
+    if (Status s = allocator->SetShare(m->name(), share); !s.ok()) {
+      PACKRAT_LOG(ERROR) << "node partition: " << s.message();
+      continue;
+    }
+    growing->emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/false)));
+  }
 }
 
 std::string NodeController::Json() const {

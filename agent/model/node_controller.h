@@ -36,14 +36,17 @@
 #pragma once
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agent/metrics/agent_metrics.h"
+#include "agent/model/model_controller.h"
 #include "agent/model/model_registry.h"
 #include "agent/planning/joint_partition.h"
 #include "agent/planning/partition_policy.h"
@@ -54,10 +57,10 @@
 namespace packrat {
 
 struct NodeControllerOptions {
-  ModelRegistry* registry = nullptr;        // not owned
-  ResourceAllocator* allocator = nullptr;   // not owned
-  metrics::AgentMetrics* metrics = nullptr; // not owned; null: no metrics
-  Clock* clock = Clock::Real();             // not owned
+  ModelRegistry* registry = nullptr;         // not owned
+  ResourceAllocator* allocator = nullptr;    // not owned
+  metrics::AgentMetrics* metrics = nullptr;  // not owned; null: no metrics
+  Clock* clock = Clock::Real();              // not owned
   std::chrono::milliseconds interval{1000};
   // How often, between decisions, it looks for a model whose planned rate moved away from the
   // one the last decision planned for it (Stepped); such a step decides one watch period later,
@@ -84,8 +87,7 @@ class NodeController {
   // shares of the CPUs free now, so that each plans within its own part of the node instead of
   // all of them on every CPU until the first decision. Load the other models first: their
   // runtimes' CPUs are not free.
-  void SplitFreeCpus(const std::vector<std::shared_ptr<ServedModel>>& models)
-      EXCLUDES(decide_mu_);
+  void SplitFreeCpus(const std::vector<std::shared_ptr<ServedModel>>& models) EXCLUDES(decide_mu_);
   // A model is being loaded and needs `cpus` CPUs no share holds: shrinks the partition's models
   // (as a move's first phase) until that many are free. ResourceExhausted if their floors do
   // not leave that many. Blocks while they switch.
@@ -109,24 +111,54 @@ class NodeController {
     std::string model;
     int cpus = 0;
   };
-  // Carries out the move to `target` (model -> CPUs), each model switching to its plan in
-  // `plans` at the rate it was planned for (`rates`); returns how long it took.
+  // One decision's view for PartitionPolicy, and what a move would carry out: per model, its
+  // CPUs, plan and planned rate at the target.
+  struct Proposal {
+    std::vector<PartitionModel> view;
+    std::map<std::string, int> target;
+    std::map<std::string, std::optional<Plan>> plans;
+    std::map<std::string, double> rates;
+  };
+  // The proposal of `result` (the joint partition of `total` CPUs for `demands`, one per model)
+  // against the models' `shares` now.
+  Proposal Propose(const std::vector<std::shared_ptr<ServedModel>>& models,
+                   const std::vector<ModelDemand>& demands, const PartitionResult& result,
+                   const std::map<std::string, std::vector<int>>& shares, int total)
+      REQUIRES(decide_mu_);
+  // GET /v2/node/partition's body for a decision, less its closing brace (and last move).
+  static std::string DecisionJson(int total, const std::vector<ModelDemand>& demands,
+                                  const PartitionResult& result,
+                                  const std::map<std::string, std::vector<int>>& shares,
+                                  const Proposal& proposal, const PartitionDecision& decision);
+  // " name@rows/s" per model, for the log.
+  static std::string RatesText(const Proposal& proposal);
+  // Logs a hold where its reason or target changed since the last one logged.
+  void NoteHold(const PartitionDecision& decision, const Proposal& proposal) REQUIRES(decide_mu_);
+  // Carries out a move: Move, the policy's cooldown, the metric and the last move's record.
+  void CarryOut(const std::vector<std::shared_ptr<ServedModel>>& models, const Proposal& proposal,
+                const std::vector<int>& pool, const PartitionDecision& decision)
+      REQUIRES(decide_mu_) EXCLUDES(mu_);
+
+  // Carries out the move to proposal.target (model -> CPUs), each model switching to its plan
+  // at the rate it was planned for; returns how long it took.
   std::chrono::milliseconds Move(const std::vector<std::shared_ptr<ServedModel>>& models,
-                                 const std::map<std::string, int>& target,
-                                 const std::map<std::string, std::optional<Plan>>& plans,
-                                 const std::map<std::string, double>& rates,
-                                 const std::vector<int>& pool) REQUIRES(decide_mu_);
+                                 const Proposal& proposal, const std::vector<int>& pool)
+      REQUIRES(decide_mu_);
+  // A model's resize in flight (ResizeAsync).
+  using Resizing = std::pair<std::shared_ptr<ServedModel>, std::future<Status>>;
+  // Move's step 2: models below their target take CPUs of `pool` no share holds, and start
+  // switching (*growing).
+  void Grow(const std::vector<std::shared_ptr<ServedModel>>& models, const Proposal& proposal,
+            const std::vector<int>& pool, std::vector<Resizing>* growing) REQUIRES(decide_mu_);
+  static ResizeRequest RequestFor(const Proposal& proposal, const std::string& name, bool at_once);
 
   // A move for gain alone (PartitionPolicy's rule 2) waits while a model it shrinks would not
   // keep serving on its runtimes inside the smaller share (ServedModel::ShrinkKeeps): that
   // shrink would start a new set beside its busy runtimes, a cost the policy's switch time
   // does not bound, and its own autoscaler would soon move again. Sets `decision` to a hold
-  // ("shrink restarts 'NAME'") then. Correctness moves (rule 1) go ahead regardless.
+  // (PartitionReason::kShrinkRestarts) then. Correctness moves (rule 1) go ahead regardless.
   void HoldRestartingShrink(const std::vector<std::shared_ptr<ServedModel>>& models,
-                            const std::map<std::string, int>& target,
-                            const std::map<std::string, std::optional<Plan>>& plans,
-                            const std::map<std::string, double>& rates,
-                            PartitionDecision* decision) const;
+                            const Proposal& proposal, PartitionDecision* decision) const;
 
   // The models that take part now, and the pool of CPUs they share.
   std::vector<std::shared_ptr<ServedModel>> Participants() const;

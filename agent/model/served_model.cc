@@ -228,6 +228,44 @@ void ServedModel::Switched(const InstanceSet& next) {
   }
 }
 
+void ServedModel::MakeController() {
+  const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
+  ModelControllerOptions c;
+  c.model_name = config_.name;
+  c.clock = options_.clock;
+  c.sets = &sets_;
+  c.slowdowns = &slowdowns_;
+  c.metrics = options_.metrics;
+  c.revision = &revision_;
+  c.adaptive = config_.auto_instances && config_.reconfiguration.adaptive;
+  c.rows_in_system = [this] { return RowsInSystem(); };
+  c.rows_arrived = [this] { return rows_arrived_.load(std::memory_order_relaxed); };
+  // Ticks run only while the model serves, after Load has set scheduler_ (once).
+  c.oldest_queued = [this]() -> std::optional<SteadyTime> {
+    if (scheduler_ == nullptr) return std::nullopt;
+    return scheduler_->oldest_queued_arrival();
+  };
+  c.serving = [this] { return state() == ModelState::kReady; };
+  controller_ = std::make_unique<ModelController>(
+      std::move(c),
+      Autoscaler(AutoscalerOptionsFor(config_, std::max(1, threads), ResizableRuntimes()),
+                 optimizer_.get()),
+      LoadTrackerFor(config_), optimizer_.get());
+}
+
+Status ServedModel::LoadFailed(const Status& status, const std::vector<InstanceGroup>& groups) {
+  MutexLock lock(&mu_);
+  failure_ = status.message();
+  if (state_.load() != ModelState::kStopped) SetState(ModelState::kFailed);
+  if (options_.metrics) {
+    std::vector<metrics::InstanceCount> counts;
+    for (const InstanceGroup& g : groups) counts.push_back({g.threads, g.batch, "failed", g.count});
+    options_.metrics->SetInstances(counts);
+  }
+  PACKRAT_LOG(ERROR) << "model '" << config_.name << "' failed to load: " << status.message();
+  return status;
+}
+
 Status ServedModel::Load() {
   std::optional<Plan> plan;
   std::vector<InstanceGroup> groups;
@@ -240,45 +278,11 @@ Status ServedModel::Load() {
     status = resolved.status();
   }
   if (status.ok()) {
-    const int threads = config_.auto_threads > 0 ? config_.auto_threads : ThreadBudget();
-    ModelControllerOptions c;
-    c.model_name = config_.name;
-    c.clock = options_.clock;
-    c.sets = &sets_;
-    c.slowdowns = &slowdowns_;
-    c.metrics = options_.metrics;
-    c.revision = &revision_;
-    c.adaptive = config_.auto_instances && config_.reconfiguration.adaptive;
-    c.rows_in_system = [this] { return RowsInSystem(); };
-    c.rows_arrived = [this] { return rows_arrived_.load(std::memory_order_relaxed); };
-    // Ticks run only while the model serves, after Load has set scheduler_ (once).
-    c.oldest_queued = [this]() -> std::optional<SteadyTime> {
-      if (scheduler_ == nullptr) return std::nullopt;
-      return scheduler_->oldest_queued_arrival();
-    };
-    c.serving = [this] { return state() == ModelState::kReady; };
-    controller_ = std::make_unique<ModelController>(
-        std::move(c),
-        Autoscaler(AutoscalerOptionsFor(config_, std::max(1, threads), ResizableRuntimes()),
-                   optimizer_.get()),
-        LoadTrackerFor(config_), optimizer_.get());
+    MakeController();
     started = sets_.StartFirst(groups, plan);
     status = started.status();
   }
-  if (!status.ok()) {
-    MutexLock lock(&mu_);
-    failure_ = status.message();
-    if (state_.load() != ModelState::kStopped) SetState(ModelState::kFailed);
-    if (options_.metrics) {
-      std::vector<metrics::InstanceCount> counts;
-      for (const InstanceGroup& g : groups) {
-        counts.push_back({g.threads, g.batch, "failed", g.count});
-      }
-      options_.metrics->SetInstances(counts);
-    }
-    PACKRAT_LOG(ERROR) << "model '" << config_.name << "' failed to load: " << status.message();
-    return status;
-  }
+  if (!status.ok()) return LoadFailed(status, groups);
   std::shared_ptr<InstanceSet> set = std::move(started).value();
   BatchAggregator::Options batching;
   batching.target_rows = set->target_rows;
@@ -353,68 +357,6 @@ Status ServedModel::Submit(std::shared_ptr<InferenceRequest> request) {
   }
   rows_arrived_.fetch_add(rows, std::memory_order_relaxed);
   return Status::Ok();
-}
-
-GenerateLimits ServedModel::generate_limits() const {
-  GenerateLimits limits;
-  limits.max_tokens = config_.generation.max_tokens;
-  limits.default_max_tokens = config_.generation.default_max_tokens;
-  limits.max_prompt_tokens = config_.generation.max_prompt_tokens;
-  if (const std::shared_ptr<InstanceSet> active = sets_.active()) {
-    for (const auto& w : active->workers) {
-      if (!w->decoder) continue;
-      limits.vocab = w->decoder->vocab();
-      if (w->decoder->max_len() > 1) {
-        limits.max_prompt_tokens = std::min(limits.max_prompt_tokens, w->decoder->max_len() - 1);
-      }
-      break;
-    }
-  }
-  return limits;
-}
-
-Status ServedModel::Generate(std::shared_ptr<GenerateRequest> request,
-                             std::function<void()>* cancel) {
-  if (!generative()) {
-    return FailedPrecondition("model '" + config_.name + "' is not generative; use /infer");
-  }
-  if (state() != ModelState::kReady) {
-    return FailedPrecondition("model '" + config_.name + "' is not ready");
-  }
-  // A decoder picked from the active set may be stopping when the sequence reaches it (a
-  // switch of sets in between): it refuses the sequence, and the next pick, from the set
-  // active then, takes it.
-  std::vector<std::shared_ptr<Worker>> refused;
-  for (;;) {
-    std::shared_ptr<Worker> target;
-    if (const std::shared_ptr<InstanceSet> active = sets_.active()) {
-      // The least loaded decoder for its share b of the plan (MakeSet sets how many it decodes
-      // at once; the rest wait in it).
-      size_t best = 0;
-      for (size_t i = 0; i < active->workers.size(); ++i) {
-        const std::shared_ptr<Worker>& w = active->workers[i];
-        if (!w->decoder || !w->decoder->alive()) continue;
-        if (std::find(refused.begin(), refused.end(), w) != refused.end()) continue;
-        const int64_t share = i < active->batches.size() ? active->batches[i] : w->batch;
-        const size_t load =
-            w->decoder->load() * 1000 / static_cast<size_t>(std::max<int64_t>(1, share));
-        if (!target || load < best) target = w, best = load;
-      }
-    }
-    if (!target) return Unavailable("model '" + config_.name + "' has no live instance");
-    const std::optional<uint64_t> id = target->decoder->TrySubmit(request);
-    if (!id) {
-      refused.push_back(std::move(target));
-      continue;
-    }
-    // A generative model's arrivals are decode steps asked for (max_tokens, an upper bound),
-    // the unit of its plans' capacity: b sequences a step.
-    rows_arrived_.fetch_add(std::max<int64_t>(1, request->params.max_tokens),
-                            std::memory_order_relaxed);
-    // The worker (and its decoder) stays alive as long as a canceller can reach it.
-    *cancel = [target, id = *id] { target->decoder->Cancel(id); };
-    return Status::Ok();
-  }
 }
 
 void ServedModel::Stop(std::chrono::milliseconds drain) {

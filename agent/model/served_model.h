@@ -175,6 +175,11 @@ class ServedModel {
                                        std::vector<std::shared_ptr<Worker>> workers,
                                        std::vector<int64_t> batches);
   void Switched(const InstanceSet& next);
+  // Load's parts: the model's controller and its policy (controller_), before the first set
+  // starts; and a failed load's record (state kFailed, failure_, the instances metric), which
+  // returns `status`.
+  void MakeController();
+  Status LoadFailed(const Status& status, const std::vector<InstanceGroup>& groups) EXCLUDES(mu_);
   Status ValidatePlan(const std::vector<InstanceGroup>& groups) const;
   // T: the thread budget for plans (auto_threads, capped by the usable cores or the share).
   int ThreadBudget() const { return ThreadBudgetFor(config_, options_.allocator); }
