@@ -149,28 +149,8 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   if (!old) return FailedPrecondition("model '" + options_.model_name + "' is not serving");
   RETURN_IF_ERROR(hooks_.prepare(groups));
 
-  // Where the model has a share of the node (model repository, node partition), a runtime on a
-  // CPU outside it is neither kept nor unparked: that CPU may be another model's now.
-  const std::optional<std::vector<int>> share =
-      options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
-  auto usable = [&share](const Worker& w) { return InShare(w, share); };
-  EvictOutside(share);
-  const RuntimeShape kUnusable{-1, 0, 0, false, {}};  // matches no group: dropped, not unparked
-  std::vector<RuntimeShape> serving;
-  for (size_t i = 0; i < old->workers.size(); ++i) {
-    serving.push_back(usable(*old->workers[i]) ? ShapeOf(*old->workers[i], old->batches[i])
-                                               : kUnusable);
-  }
   std::vector<std::shared_ptr<Worker>> parked_before;  // oldest first
-  {
-    MutexLock lock(&mu_);
-    parked_before = parked_;
-  }
-  std::vector<RuntimeShape> parked;
-  for (const auto& w : parked_before) {
-    parked.push_back(usable(*w) ? ShapeOf(*w, w->batch) : kUnusable);
-  }
-  const SetDiff diff = DiffSets(serving, parked, groups, options_.resizable);
+  const SetDiff diff = DiffFor(*old, groups, &parked_before);
   if (diff.Unchanged(old->workers.size()) &&
       (!plan || (old->plan && old->plan->latency_ms == plan->latency_ms))) {
     return Status::Ok();  // already serving exactly this plan
@@ -226,25 +206,56 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   }
   hooks_.switched(*next);
   Changed();
+  NoteSwitched(*next, began, fresh, unparked.size(), restart);
+  Retire(old, kept);
+  return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
+}
+
+SetDiff InstanceSets::DiffFor(const InstanceSet& old, const std::vector<InstanceGroup>& groups,
+                              std::vector<std::shared_ptr<Worker>>* parked_before) {
+  // Where the model has a share of the node (model repository, node partition), a runtime on a
+  // CPU outside it is neither kept nor unparked: that CPU may be another model's now.
+  const std::optional<std::vector<int>> share =
+      options_.allocator ? options_.allocator->Share(options_.model_name) : std::nullopt;
+  auto usable = [&share](const Worker& w) { return InShare(w, share); };
+  EvictOutside(share);
+  const RuntimeShape kUnusable{-1, 0, 0, false, {}};  // matches no group: dropped, not unparked
+  std::vector<RuntimeShape> serving;
+  for (size_t i = 0; i < old.workers.size(); ++i) {
+    serving.push_back(usable(*old.workers[i]) ? ShapeOf(*old.workers[i], old.batches[i])
+                                              : kUnusable);
+  }
+  {
+    MutexLock lock(&mu_);
+    *parked_before = parked_;
+  }
+  std::vector<RuntimeShape> parked;
+  for (const auto& w : *parked_before) {
+    parked.push_back(usable(*w) ? ShapeOf(*w, w->batch) : kUnusable);
+  }
+  return DiffSets(serving, parked, groups, options_.resizable);
+}
+
+void InstanceSets::NoteSwitched(const InstanceSet& next,
+                                std::chrono::steady_clock::time_point began, size_t started,
+                                size_t unparked, bool restart) {
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
-  if (fresh > 0) {
+  if (started > 0) {
     MutexLock lock(&mu_);
     start_times_.last = took.count();
   }
   if (metrics::ModelMetrics* m = options_.metrics) {
     if (restart) {
-      m->runtime_restarts().Increment(static_cast<double>(fresh + unparked.size()));
+      m->runtime_restarts().Increment(static_cast<double>(started + unparked));
     } else {
       m->reconfigurations().Increment();
       m->reconfiguration_duration().Observe(took.count());
     }
   }
-  PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': generation " << generation
-                    << " serving " << GroupsString(groups) << ", B=" << next->target_rows
-                    << BacklogNote(*next) << " after " << static_cast<int64_t>(took.count() * 1000)
+  PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': generation " << next.generation
+                    << " serving " << GroupsString(next.groups) << ", B=" << next.target_rows
+                    << BacklogNote(next) << " after " << static_cast<int64_t>(took.count() * 1000)
                     << " ms";
-  Retire(old, kept);
-  return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
 }
 
 std::vector<std::shared_ptr<Worker>> InstanceSets::Unpark(

@@ -104,6 +104,15 @@ class InstanceSets final : public SetSwitcher {
   void Fill(ServingSnapshot* snapshot) const;
 
  private:
+  // Switch's parts. The diff from `old` to `groups` (DiffSets) over the serving and parked
+  // runtimes usable inside the model's share (those outside are evicted first); the parked
+  // ones it was made on, oldest first, in *parked_before. The switching thread only.
+  SetDiff DiffFor(const InstanceSet& old, const std::vector<InstanceGroup>& groups,
+                  std::vector<std::shared_ptr<Worker>>* parked_before) EXCLUDES(mu_);
+  // Records a switch to `next` begun at `began` that started `started` runtimes and unparked
+  // `unparked`: the start time, the metrics (a restart's or a reconfiguration's) and the log.
+  void NoteSwitched(const InstanceSet& next, std::chrono::steady_clock::time_point began,
+                    size_t started, size_t unparked, bool restart) EXCLUDES(mu_);
   // Takes the parked runtimes `diff` unparks (indices into `parked_before`, the parked ones
   // when it was made) out of parked_ and gives them back their CPU leases; Repark undoes it
   // after a failed start. The switching thread only.

@@ -60,44 +60,14 @@ std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b,
   return SmallestNearMost(candidates, capacity(current_b).value_or(0));
 }
 
-std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
-                                     double max_utilization, const RateOverFn& peak_over,
-                                     const CapacityFn& capacity, const P99Fn& p99,
-                                     const BurstReserve& reserve, bool* for_burst) {
-  if (for_burst != nullptr) *for_burst = false;
-  std::vector<int64_t> candidates;  // ascending b
-  if (wanted_b < current_b) candidates.push_back(wanted_b);
-  for (int64_t b : LargerBatches(wanted_b, current_b)) {
-    if (b < current_b) candidates.push_back(b);
-  }
-  if (candidates.empty()) return std::nullopt;
-  // What the serving plan serves: a candidate serving at least as much cannot fare worse at
-  // the peak than it (unknown: no candidate passes on that count).
-  const double serving = capacity(current_b).value_or(std::numeric_limits<double>::infinity());
-  std::vector<std::pair<int64_t, std::optional<double>>> passed;  // b and its p99, ascending b
-  for (int64_t b : candidates) {
-    const std::optional<double> c = capacity(b);
-    if (!c || *c <= 0) continue;
-    if (*c >= serving || !OverloadedRate(window_ms, max_utilization * *c, peak_over)) {
-      passed.emplace_back(b, p99(b));
-    }
-  }
-  if (passed.empty()) return std::nullopt;
-  double lowest = std::numeric_limits<double>::infinity();
-  for (const auto& [b, ms] : passed) {
-    if (!ms) return passed.front().first;  // no ranking without every candidate's p99
-    lowest = std::min(lowest, *ms);
-  }
-  const std::optional<double> serving_p99 = p99(current_b);
-  if (serving_p99) lowest = std::min(lowest, *serving_p99);
-  std::optional<int64_t> chosen;  // nullopt: the serving plan's requests fare better
-  for (const auto& [b, ms] : passed) {
-    if (*ms <= kBatchForRateMinGain * lowest) {
-      chosen = b;
-      break;
-    }
-  }
-  if (reserve.slack_ms <= 0 || !reserve.burst || !reserve.most_within) return chosen;
+namespace {
+
+// StepDownBatch's burst reserve: from the step's choice `chosen` among `passed` (b and p99,
+// ascending b; `lowest` the lowest p99 with the serving plan's), the plan that absorbs the
+// most of a burst within the reserve's slack, where it absorbs enough more (see the header).
+std::optional<int64_t> WithBurstReserve(
+    int64_t current_b, const std::vector<std::pair<int64_t, std::optional<double>>>& passed,
+    double lowest, std::optional<int64_t> chosen, const BurstReserve& reserve, bool* for_burst) {
   struct Held {
     int64_t b;
     double burst;
@@ -140,6 +110,49 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
   if (for_burst != nullptr) *for_burst = true;
   if (pick->b == current_b) return std::nullopt;
   return pick->b;
+}
+
+}  // namespace
+
+std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
+                                     double max_utilization, const RateOverFn& peak_over,
+                                     const CapacityFn& capacity, const P99Fn& p99,
+                                     const BurstReserve& reserve, bool* for_burst) {
+  if (for_burst != nullptr) *for_burst = false;
+  std::vector<int64_t> candidates;  // ascending b
+  if (wanted_b < current_b) candidates.push_back(wanted_b);
+  for (int64_t b : LargerBatches(wanted_b, current_b)) {
+    if (b < current_b) candidates.push_back(b);
+  }
+  if (candidates.empty()) return std::nullopt;
+  // What the serving plan serves: a candidate serving at least as much cannot fare worse at
+  // the peak than it (unknown: no candidate passes on that count).
+  const double serving = capacity(current_b).value_or(std::numeric_limits<double>::infinity());
+  std::vector<std::pair<int64_t, std::optional<double>>> passed;  // b and its p99, ascending b
+  for (int64_t b : candidates) {
+    const std::optional<double> c = capacity(b);
+    if (!c || *c <= 0) continue;
+    if (*c >= serving || !OverloadedRate(window_ms, max_utilization * *c, peak_over)) {
+      passed.emplace_back(b, p99(b));
+    }
+  }
+  if (passed.empty()) return std::nullopt;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const auto& [b, ms] : passed) {
+    if (!ms) return passed.front().first;  // no ranking without every candidate's p99
+    lowest = std::min(lowest, *ms);
+  }
+  const std::optional<double> serving_p99 = p99(current_b);
+  if (serving_p99) lowest = std::min(lowest, *serving_p99);
+  std::optional<int64_t> chosen;  // nullopt: the serving plan's requests fare better
+  for (const auto& [b, ms] : passed) {
+    if (*ms <= kBatchForRateMinGain * lowest) {
+      chosen = b;
+      break;
+    }
+  }
+  if (reserve.slack_ms <= 0 || !reserve.burst || !reserve.most_within) return chosen;
+  return WithBurstReserve(current_b, passed, lowest, chosen, reserve, for_burst);
 }
 
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity) {

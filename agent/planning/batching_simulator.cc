@@ -96,20 +96,26 @@ BatchingSimulator::Result BatchingSimulator::Run(const std::vector<Instance>& in
     ++batches;
   }
 
+  return Summarize(&latencies, batches, batch_ms_sum);
+}
+
+BatchingSimulator::Result BatchingSimulator::Summarize(std::vector<double>* latencies,
+                                                       int64_t batches, double batch_ms_sum) {
   Result result;
-  if (latencies.empty()) {
-    result.p50_ms = result.p99_ms = result.mean_ms = result.mean_batch_ms = kNever;
+  if (latencies->empty()) {
+    result.p50_ms = result.p99_ms = result.mean_ms = result.mean_batch_ms =
+        std::numeric_limits<double>::infinity();
     return result;
   }
   double sum = 0;
-  for (double l : latencies) sum += l;
-  result.mean_ms = sum / static_cast<double>(latencies.size());
-  result.mean_batch_rows = static_cast<double>(latencies.size()) / static_cast<double>(batches);
+  for (double l : *latencies) sum += l;
+  const double count = static_cast<double>(latencies->size());
+  result.mean_ms = sum / count;
+  result.mean_batch_rows = count / static_cast<double>(batches);
   result.mean_batch_ms = batch_ms_sum / static_cast<double>(batches);
   const auto quantile = [&](double q) {
-    auto at = latencies.begin() +
-              static_cast<std::ptrdiff_t>(q * static_cast<double>(latencies.size() - 1));
-    std::nth_element(latencies.begin(), at, latencies.end());
+    auto at = latencies->begin() + static_cast<std::ptrdiff_t>(q * (count - 1));
+    std::nth_element(latencies->begin(), at, latencies->end());
     return *at;
   };
   result.p50_ms = quantile(0.5);

@@ -72,6 +72,10 @@ class BatchingSimulator {
                  const SliceLatency& slice_ms) const;
 
  private:
+  // Run's figures from each row's latency (reordered), the batches cut and the sum of their
+  // longest slices (ms); infinite latencies where no row ran.
+  static Result Summarize(std::vector<double>* latencies, int64_t batches, double batch_ms_sum);
+
   std::vector<double> unit_arrivals_;  // arrival times (s) of a rate of one row per second
 };
 

@@ -223,8 +223,7 @@ StatusOr<std::vector<Plan>> Optimizer::SolveAll(int threads, int max_batch) cons
   return result;
 }
 
-StatusOr<Plan> Optimizer::SolveOnInstances(const std::vector<int>& instance_threads,
-                                           int batch) const {
+StatusOr<int> Optimizer::CheckInstances(const std::vector<int>& instance_threads, int batch) const {
   if (instance_threads.empty()) return InvalidArgument("no instances to plan on");
   if (*std::min_element(instance_threads.begin(), instance_threads.end()) < 1) {
     return InvalidArgument("every instance needs threads >= 1");
@@ -234,6 +233,12 @@ StatusOr<Plan> Optimizer::SolveOnInstances(const std::vector<int>& instance_thre
   if ((int64_t{batch} + 1) * static_cast<int64_t>(instance_threads.size()) > kMaxCells) {
     return InvalidArgument("too many instances to plan on");
   }
+  return total;
+}
+
+StatusOr<Plan> Optimizer::SolveOnInstances(const std::vector<int>& instance_threads,
+                                           int batch) const {
+  ASSIGN_OR_RETURN(const int total, CheckInstances(instance_threads, batch));
   const size_t n = instance_threads.size();
   const size_t width = static_cast<size_t>(batch) + 1;
   // The profiled ⟨b, latency⟩ of each instance's thread count, b ≤ batch.
@@ -286,12 +291,10 @@ StatusOr<Plan> Optimizer::SolveOnInstances(const std::vector<int>& instance_thre
     }
   }
   if (low == thresholds.size()) {
-    std::string what =
-        "no plan for batch=" + std::to_string(batch) + " on the instances' threads {";
     std::vector<int> sorted = instance_threads;
     std::sort(sorted.begin(), sorted.end());
-    what += JoinInts(sorted, 16);
-    return NotFound(what + "}: no split into their profiled batch sizes covers it");
+    return NotFound("no plan for batch=" + std::to_string(batch) + " on the instances' threads {" +
+                    JoinInts(sorted, 16) + "}: no split into their profiled batch sizes covers it");
   }
   feasible(thresholds[low]);  // the tables of the least threshold, for the walk back
   std::map<std::pair<int, int>, int> counts;  // ⟨threads,batch⟩ -> instances

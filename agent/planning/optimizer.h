@@ -113,6 +113,8 @@ class Optimizer {
   // (ascending, unique), nullopt where the target batch is unreachable.
   std::vector<std::optional<Plan>> Compute(int threads, const std::vector<int>& targets) const;
   Status CheckArguments(int threads, int batch) const;
+  // SolveOnInstances' arguments: the instances' total threads, or kInvalidArgument.
+  StatusOr<int> CheckInstances(const std::vector<int>& instance_threads, int batch) const;
   // kNotFound explaining why no plan covers `batch` (a description such as "batch=7").
   Status Infeasible(int threads, std::string_view batch) const;
 
