@@ -68,9 +68,9 @@ Autoscaler::Autoscaler(AutoscalerOptions options, const Optimizer* optimizer)
     : options_(std::move(options)), optimizer_(optimizer) {}
 
 void Autoscaler::Reset() {
-  last_overload_move_.reset();
-  behind_since_.reset();
-  backlog_ = false;
+  state_.last_overload_move.reset();
+  state_.behind_since.reset();
+  state_.backlog = false;
 }
 
 PlanEvaluator Autoscaler::Evaluator(const ServingView& view) const {
@@ -98,9 +98,9 @@ bool Autoscaler::GivesUpReserve(double capacity, double instead) const {
   return capacity < options_.min_capacity && capacity < instead;
 }
 
-bool Autoscaler::RateMoveHeld(SteadyTime now) const {
-  return last_rate_move_ &&
-         now - *last_rate_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms);
+bool Autoscaler::RateMoveHeld(const PolicyState& state, SteadyTime now) const {
+  return state.last_rate_move &&
+         now - *state.last_rate_move < std::chrono::milliseconds(options_.scale_down_delay_ms);
 }
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const ServingView& view,
@@ -199,19 +199,37 @@ double Autoscaler::BurstCapacity(const Plan& plan, const ServingView& view) cons
 }
 
 Decision Autoscaler::Decide(const ServingView& view, LoadTracker& load, SteadyTime now) {
+  Decision d = Decide(view, std::as_const(load), state_, now);
+  state_ = d.next;
+  if (d.restart_estimator) load.estimator().Restart();
+  if (d.advance_estimator) load.estimator().Decide(now, view.batch);
+  return d;
+}
+
+void Autoscaler::Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load) {
+  bool restart = false;
+  state_ = AfterMove(state_, move, ok, now, &restart);
+  if (restart) load.estimator().Restart();
+}
+
+Decision Autoscaler::Decide(const ServingView& view, const LoadTracker& load,
+                            const PolicyState& state, SteadyTime now) const {
   Decision behind;
-  if (view.adaptive && CatchUp(view, now, &behind)) return behind;
-  Decision d = DecideOn(view, load, now);
+  behind.next = state;
+  if (view.adaptive && CatchUp(view, state, now, &behind)) return behind;
+  Decision d = DecideOn(view, load, behind.next, now);
   if (!d.move && behind.hold) d.hold = std::move(behind.hold);  // the first rule that held
   return d;
 }
 
-Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now) {
+Decision Autoscaler::DecideOn(const ServingView& view, const LoadTracker& load,
+                              const PolicyState& state, SteadyTime now) const {
   Decision d;
+  d.next = state;
   const bool acting = view.adaptive && optimizer_ != nullptr;
   if (acting && !options_.generative && RelieveOverload(view, load, now, &d)) return d;
-  BatchSizeEstimator& estimator = load.estimator();
-  if (backlog_) {
+  const BatchSizeEstimator& estimator = load.estimator();
+  if (state.backlog) {
     // The rows queued while the old plan fell behind are still draining: the queue depth
     // measures them, not the load, and its mode would move B up for nothing (a B whose
     // batches take seconds). The estimator starts afresh once the queue has drained.
@@ -225,8 +243,8 @@ Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, Steady
       d.hold = std::move(r);
       return d;
     }
-    backlog_ = false;
-    estimator.Restart();
+    d.next.backlog = false;
+    d.restart_estimator = true;
     r.rule = Rule::kBacklogDrained;
     r.text = "the backlog has drained (" + std::to_string(load.rows_in_system()) +
              " row(s) in the system at B=" + std::to_string(view.batch) +
@@ -236,7 +254,8 @@ Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, Steady
   }
   const std::optional<SteadyTime> due = estimator.next_decision_time();
   const bool at_grid = due && now >= *due && estimator.Smoothed(view.batch).has_value();
-  const std::optional<int64_t> decision = estimator.Decide(now, view.batch);
+  const std::optional<int64_t> decision = estimator.Proposed(now, view.batch);
+  d.advance_estimator = due && now >= *due;
   if (!at_grid || !acting) return d;
   const auto window = std::chrono::milliseconds(std::max<int64_t>(1, options_.window - 1) *
                                                 options_.sample_period_ms);
@@ -244,39 +263,41 @@ Decision Autoscaler::DecideOn(const ServingView& view, LoadTracker& load, Steady
   const std::optional<double> arriving = load.arrivals().Over(window);
   // Where a plan serves the rate, the rate decides B and the plan; elsewhere the estimator B,
   // and where it keeps B, the plan for B may still change with the rate.
-  if (!PlanAtRate(view, arriving, now, &d) &&
-      (!decision || !FollowEstimate(view, load, *decision, arriving, window, now, &d))) {
-    ReplanAtRate(view, arriving, now, &d);
+  if (!PlanAtRate(view, arriving, state, now, &d) &&
+      (!decision || !FollowEstimate(view, load, state, *decision, arriving, window, now, &d))) {
+    ReplanAtRate(view, arriving, state, now, &d);
   }
   HoldMoveWithoutHandover(view, arriving, &d);
   return d;
 }
 
-void Autoscaler::Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load) {
+PolicyState Autoscaler::AfterMove(PolicyState state, const Move& move, bool ok, SteadyTime now,
+                                  bool* restart_estimator) {
+  *restart_estimator = false;
   if (ok) {
-    last_applied_ = now;
-    behind_since_.reset();
+    state.last_applied = now;
+    state.behind_since.reset();
   }
   switch (move.reason.rule) {
     case Rule::kBehind:
     case Rule::kOverload:
-      if (!ok) return;
+      if (!ok) return state;
       // What the estimator saw while the old plan fell behind (a backlog) says nothing about
       // the new one.
-      last_overload_move_ = now;
-      backlog_ = true;
-      load.estimator().Restart();
-      return;
+      state.last_overload_move = now;
+      state.backlog = true;
+      *restart_estimator = true;
+      return state;
     case Rule::kPlanAtRate:
     case Rule::kReplanAtRate:
-      last_rate_move_ = move.decided_at;  // tried: the next try waits, whatever the outcome
-      return;
+      state.last_rate_move = move.decided_at;  // tried: the next waits, whatever the outcome
+      return state;
     default:
-      return;
+      return state;
   }
 }
 
-bool Autoscaler::RelieveOverload(const ServingView& view, LoadTracker& load, SteadyTime now,
+bool Autoscaler::RelieveOverload(const ServingView& view, const LoadTracker& load, SteadyTime now,
                                  Decision* d) const {
   const int64_t window_ms = options_.overload_window_ms;
   if (window_ms <= 0) return false;
@@ -386,11 +407,11 @@ std::string Autoscaler::OverloadText(const Reason& r, const Plan& target,
   return text.str();
 }
 
-bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
-                            Decision* d) const {
+bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriving,
+                            const PolicyState& state, SteadyTime now, Decision* d) const {
   if (!options_.plan_at_rate || options_.generative || !arriving || *arriving <= 0) return false;
   const auto hold = std::chrono::milliseconds(options_.scale_down_delay_ms);
-  if (last_overload_move_ && now - *last_overload_move_ < hold) return false;
+  if (state.last_overload_move && now - *state.last_overload_move < hold) return false;
   struct Candidate {
     int64_t b;
     PlanChoice choice;
@@ -420,7 +441,7 @@ bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriv
     d->hold = std::move(r);
     return true;
   }
-  if (RateMoveHeld(now)) {
+  if (RateMoveHeld(state, now)) {
     r.rule = Rule::kRateMoveHeld;
     r.text = "a move at a rate waits for scale_down_delay_ms after the last one";
     d->hold = std::move(r);
@@ -449,9 +470,9 @@ bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriv
 }
 
 void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arriving,
-                              SteadyTime now, Decision* d) const {
+                              const PolicyState& state, SteadyTime now, Decision* d) const {
   if (!arriving || *arriving <= 0 || options_.generative) return;
-  if (RateMoveHeld(now)) return;
+  if (RateMoveHeld(state, now)) return;
   const auto planned = PlanFor(view.batch, view, arriving);
   if (!planned || planned->plan.groups == view.groups) return;
   if (GivesUpReserve(planned->capacity, Evaluator(view).Capacity(ServingPlan(view)))) return;
@@ -505,7 +526,8 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
   d->move = Move{planned->plan, std::move(r), now};
 }
 
-bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load, int64_t decision,
+bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load,
+                                const PolicyState& state, int64_t decision,
                                 std::optional<double> arriving, std::chrono::milliseconds window,
                                 SteadyTime now, Decision* d) const {
   const int64_t current = view.batch;
@@ -520,7 +542,7 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
     // every row a longer wait, worth it only while it serves more rows per second.
     b = StepUp(view, decision, arriving, &step);
   } else if (decision < current) {
-    b = StepDown(view, load, decision, arriving, window, now, &step);
+    b = StepDown(view, load, state, decision, arriving, window, now, &step);
   }
   Reason& r = step.reason;
   if (!b) {

@@ -3,6 +3,9 @@
 // samples the load into a LoadTracker, describes what serves now in a ServingView, asks
 // Decide(), carries out the Move it gets (a switch of instance sets) and reports the outcome
 // with Applied(). Tests do the same with made-up profiles and hand-made time points.
+// The policy itself is a pure function of its inputs and a PolicyState: the const Decide()
+// returns the next state with the decision, and AfterMove() the state after a move; the
+// stateful Decide()/Applied() keep that state here for an owner that does not.
 //
 // The rules, in the order Decide() applies them (docs/architecture.md, "Autoscaling"):
 //   0. Behind, observed (above every cost model): the oldest request still waiting for a batch
@@ -66,7 +69,8 @@
 //   better by more than restart_margin (runtimes of parked shapes start nothing); none whose
 //   batches break batching.max_batch_latency_ms.
 //
-// Thread-safety: none; one owner (the model's control thread).
+// Thread-safety: the const members may be called from any thread; the rest, one owner (the
+// model's control thread).
 #pragma once
 
 #include <chrono>
@@ -198,12 +202,32 @@ struct Move {
   std::chrono::steady_clock::time_point decided_at;
 };
 
+// What the policy remembers between decisions. Decide() reads it and returns the next one,
+// as does AfterMove(); nothing else changes it.
+struct PolicyState {
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  // The last overload or behind move carried out (rules 0, 1): the estimator's steps down and
+  // the moves at a rate wait scale_down_delay_ms after it.
+  std::optional<SteadyTime> last_overload_move;
+  // The last move at a rate tried (2a, 2c): the next waits scale_down_delay_ms.
+  std::optional<SteadyTime> last_rate_move;
+  // Since when every sample has seen the oldest queued row wait beyond BehindWaitMs (rule 0).
+  std::optional<SteadyTime> behind_since;
+  SteadyTime last_applied{};  // the last move carried out: rule 0's window starts after it
+  bool backlog = false;       // an overload move's backlog is draining
+};
+
 struct Decision {
   std::optional<Move> move;
   std::optional<Reason> hold;  // where a rule kept the serving plan (also beside a move)
   // Forget the arrival history before carrying out the move (an overload move: the next try
   // waits for a new window, whatever the outcome).
   bool restart_arrivals = false;
+  PolicyState next;  // the policy's state after this decision
+  // What the owner does to its estimator after this decision: restart it (a backlog has
+  // drained), or take its decision at the grid point reached (BatchSizeEstimator::Decide).
+  bool restart_estimator = false;
+  bool advance_estimator = false;
 };
 
 class Autoscaler {
@@ -214,14 +238,24 @@ class Autoscaler {
   // estimator's decision grid going. Not owned; outlives the autoscaler.
   Autoscaler(AutoscalerOptions options, const Optimizer* optimizer);
 
-  // The policy's decision after a sample `load` took at `now` (LoadTracker::Sample returned
-  // true). Advances the estimator's decision grid; may restart the estimator (a drained
-  // backlog). Microseconds to milliseconds (simulations at a rate).
+  // The policy's decision in `state` after a sample `load` took at `now` (LoadTracker::Sample
+  // returned true), with the state after it (Decision::next) and what the estimator is to do.
+  // Pure: it changes nothing. Microseconds to milliseconds (simulations at a rate).
+  Decision Decide(const ServingView& view, const LoadTracker& load, const PolicyState& state,
+                  SteadyTime now) const;
+  // The state after carrying out `move` in `state` (ok: the new set serves) at `now`;
+  // *restart_estimator: whether what the estimator saw is stale (an overload move's backlog).
+  static PolicyState AfterMove(PolicyState state, const Move& move, bool ok, SteadyTime now,
+                               bool* restart_estimator);
+
+  // The same for an owner that keeps the state here: Decide() above on state(), then the state
+  // and the estimator as the decision says. Applied(): AfterMove on state(). Reset(): a plan
+  // set from outside (the management API) ends the overload hold-off, rule 0's window and the
+  // backlog.
   Decision Decide(const ServingView& view, LoadTracker& load, SteadyTime now);
-  // The outcome of carrying out `move` (ok: the new set serves), at `now`, after it.
   void Applied(const Move& move, bool ok, SteadyTime now, LoadTracker& load);
-  // A plan set from outside (the management API): the overload hold-off and backlog end.
   void Reset();
+  const PolicyState& state() const { return state_; }
 
   // The plan the policy would serve for B = `b` on `view` at `rate` rows/s (nullopt: at full
   // batches) with the rows/s it serves at full batches — at a rate the lowest simulated p99
@@ -320,13 +354,15 @@ class Autoscaler {
                                     double margin, bool generative);
   PlanEvaluator Evaluator(const ServingView& view) const;
   // Rules 1 to 3.
-  Decision DecideOn(const ServingView& view, LoadTracker& load, SteadyTime now);
+  Decision DecideOn(const ServingView& view, const LoadTracker& load, const PolicyState& state,
+                    SteadyTime now) const;
   // Rule 0 (autoscaler_behind.cc). Its bound: twice the longest a queued row waits while the
   // serving set keeps up — the batching delay and max_inflight_batches of its batches ahead (at the
   // backlog batch where it cuts one) — or twice batching.p99_target_ms where that is longer.
   double BehindWaitMs(const ServingView& view) const;
-  // Rule 0 (see the class comment): updates behind_since_; true where it decided.
-  bool CatchUp(const ServingView& view, SteadyTime now, Decision* d);
+  // Rule 0 (see the class comment): sets d->next.behind_since; true where it decided.
+  bool CatchUp(const ServingView& view, const PolicyState& state, SteadyTime now,
+               Decision* d) const;
   // The plan of most capacity over every B up to max_batch (the smallest such B), whatever its
   // batches take: behind, latency is already lost, and a limit measured slowdowns push every
   // plan past must not leave the model where it falls behind. Nullopt where no B has a plan.
@@ -355,7 +391,7 @@ class Autoscaler {
   };
   // Whether serving `plan` after `view` starts runtimes (see AutoscalerOptions).
   bool StartsRuntimes(const Plan& plan, const ServingView& view) const;
-  bool RateMoveHeld(SteadyTime now) const;
+  bool RateMoveHeld(const PolicyState& state, SteadyTime now) const;
   // Whether a plan running `capacity` rows/s in place of one running `instead` gives up
   // capacity held in reserve: it runs less than min_capacity, and less than the other.
   bool GivesUpReserve(double capacity, double instead) const;
@@ -371,7 +407,7 @@ class Autoscaler {
 
   // The rules (see the class comment). Each returns true where it decided (moved or held for
   // good); *d holds the move or hold.
-  bool RelieveOverload(const ServingView& view, LoadTracker& load, SteadyTime now,
+  bool RelieveOverload(const ServingView& view, const LoadTracker& load, SteadyTime now,
                        Decision* d) const;
   // Rule 1's rate: the arrivals over overload_window_ms (or twice or four times it) where they
   // exceed `serving` rows/s, or else max_utilization of it (*busy_only); nullopt where neither.
@@ -379,11 +415,11 @@ class Autoscaler {
                                      bool* busy_only) const;
   // Rule 1's move in words, from its reason's figures.
   std::string OverloadText(const Reason& r, const Plan& target, const std::string& weighed) const;
-  bool PlanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
-                  Decision* d) const;
-  bool FollowEstimate(const ServingView& view, const LoadTracker& load, int64_t decision,
-                      std::optional<double> arriving, std::chrono::milliseconds window,
-                      SteadyTime now, Decision* d) const;
+  bool PlanAtRate(const ServingView& view, std::optional<double> arriving, const PolicyState& state,
+                  SteadyTime now, Decision* d) const;
+  bool FollowEstimate(const ServingView& view, const LoadTracker& load, const PolicyState& state,
+                      int64_t decision, std::optional<double> arriving,
+                      std::chrono::milliseconds window, SteadyTime now, Decision* d) const;
   // FollowEstimate's two directions: the B to move to from the estimator's `decision`, or
   // nullopt where B stays (step->reason then says why). `step->capped` notes a step that stops
   // short of the estimate.
@@ -395,9 +431,9 @@ class Autoscaler {
   std::optional<int64_t> StepUp(const ServingView& view, int64_t decision,
                                 std::optional<double> arriving, Step* step) const;
   std::optional<int64_t> StepDown(const ServingView& view, const LoadTracker& load,
-                                  int64_t decision, std::optional<double> arriving,
-                                  std::chrono::milliseconds window, SteadyTime now,
-                                  Step* step) const;
+                                  const PolicyState& state, int64_t decision,
+                                  std::optional<double> arriving, std::chrono::milliseconds window,
+                                  SteadyTime now, Step* step) const;
   // The step down's candidates for one decision (autoscaler_step_down.cc).
   class StepDownTable;
   // Why no step down passed (*r: kBurstReserve, kServingP99Lowest, kMinCapacity or
@@ -405,18 +441,13 @@ class Autoscaler {
   void ExplainStepDownHold(const StepDownTable& table, const ServingView& view, int64_t decision,
                            std::optional<double> arriving, bool for_burst,
                            std::chrono::milliseconds peak_window, Reason* r) const;
-  void ReplanAtRate(const ServingView& view, std::optional<double> arriving, SteadyTime now,
-                    Decision* d) const;
+  void ReplanAtRate(const ServingView& view, std::optional<double> arriving,
+                    const PolicyState& state, SteadyTime now, Decision* d) const;
 
   AutoscalerOptions options_;  // threads changes with the node partition (set_threads)
   const Optimizer* const optimizer_;
   const BatchingSimulator simulator_;  // its arrivals are drawn once; Run is const
-  std::optional<SteadyTime> last_overload_move_;
-  std::optional<SteadyTime> last_rate_move_;
-  // Since when every sample has seen the oldest queued row wait beyond BehindWaitMs (rule 0).
-  std::optional<SteadyTime> behind_since_;
-  SteadyTime last_applied_{};  // the last move carried out: rule 0's window starts after it
-  bool backlog_ = false;       // an overload move's backlog is draining
+  PolicyState state_;                  // for the stateful Decide, Applied and Reset
 };
 
 }  // namespace packrat

@@ -34,14 +34,15 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView
   }
 }
 
-bool Autoscaler::CatchUp(const ServingView& view, SteadyTime now, Decision* d) {
+bool Autoscaler::CatchUp(const ServingView& view, const PolicyState& state, SteadyTime now,
+                         Decision* d) const {
   const auto window = std::chrono::milliseconds(options_.overload_window_ms);
   if (window.count() <= 0 || optimizer_ == nullptr || options_.generative || view.groups.empty()) {
     return false;
   }
   const double bound = BehindWaitMs(view);
   if (view.oldest_wait_ms <= bound) {
-    behind_since_.reset();
+    d->next.behind_since.reset();
     return false;
   }
   // Behind since the oldest row's wait passed the bound (it has waited since then), but not
@@ -49,8 +50,9 @@ bool Autoscaler::CatchUp(const ServingView& view, SteadyTime now, Decision* d) {
   const SteadyTime crossed =
       now - std::chrono::duration_cast<SteadyTime::duration>(
                 std::chrono::duration<double, std::milli>(view.oldest_wait_ms - bound));
-  if (!behind_since_) behind_since_ = std::max(crossed, last_applied_);
-  if (now - *behind_since_ < window) return false;
+  std::optional<SteadyTime>& since = d->next.behind_since;
+  if (!since) since = std::max(crossed, state.last_applied);
+  if (now - *since < window) return false;
   Reason r;
   r.from_batch = view.batch;
   r.oldest_wait_ms = view.oldest_wait_ms;

@@ -137,14 +137,15 @@ std::string BurstText(double rows_per_s, double p99_ms) {
 }  // namespace
 
 std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadTracker& load,
-                                            int64_t decision, std::optional<double> arriving,
+                                            const PolicyState& state, int64_t decision,
+                                            std::optional<double> arriving,
                                             std::chrono::milliseconds window, SteadyTime now,
                                             Step* step) const {
   const int64_t current = view.batch;
   Reason& r = step->reason;
   r.to_batch = decision;
-  if (last_overload_move_ &&
-      now - *last_overload_move_ < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
+  if (state.last_overload_move &&
+      now - *state.last_overload_move < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
     r.rule = Rule::kScaleDownDelay;
     r.text = "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
              std::to_string(options_.scale_down_delay_ms) + " ms ago";

@@ -113,10 +113,16 @@ std::optional<int64_t> BatchSizeEstimator::Smoothed(int64_t current_b) const {
 }
 
 std::optional<int64_t> BatchSizeEstimator::Decide(SteadyTime now, int64_t current_b) {
+  const std::optional<int64_t> proposed = Proposed(now, current_b);
   if (!last_sample_.has_value() || now < next_decision_) return std::nullopt;
   // Advance to the first grid point after `now`; missed ones are skipped, not replayed.
   next_decision_ += ((now - next_decision_) / options_.reconfiguration_timeout + 1) *
                     options_.reconfiguration_timeout;
+  return proposed;
+}
+
+std::optional<int64_t> BatchSizeEstimator::Proposed(SteadyTime now, int64_t current_b) const {
+  if (!last_sample_.has_value() || now < next_decision_) return std::nullopt;
   const std::optional<int64_t> smoothed = Smoothed(current_b);
   if (!smoothed.has_value() || *smoothed == current_b) return std::nullopt;
   if (options_.keep_share > 0.0 && IsPowerOfTwo(current_b) && Log2(current_b) < counts_.size() &&

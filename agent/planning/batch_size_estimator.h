@@ -100,6 +100,8 @@ class BatchSizeEstimator {
   // keep_share of the window. Ties in the mode prefer `current_b` (no reconfiguration), then the
   // smaller batch size.
   std::optional<int64_t> Decide(SteadyTime now, int64_t current_b);
+  // What Decide(now, current_b) would return, without advancing the grid.
+  std::optional<int64_t> Proposed(SteadyTime now, int64_t current_b) const;
 
   // Forgets every sample: the EWMA, the window and the decision grid start again with the next
   // Sample(), as after construction. For a plan set from outside (the management API): the load

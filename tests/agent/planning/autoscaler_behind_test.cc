@@ -125,5 +125,47 @@ TEST_F(AutoscalerBehindTest, AStaticPlanIsNotMoved) {
   for (int i = 0; i < 100; ++i) ASSERT_FALSE(Tick(64, 20).move.has_value());
 }
 
+// The policy is a function of its state: Decide() changes nothing, and the window rule 0 counts
+// comes back in the decision's next state, where the owner keeps it.
+TEST_F(AutoscalerBehindTest, TheWindowComesBackAsStateAndDecideChangesNothing) {
+  const double bound = 2 * (2 + 2 * *FixedCostPerBatch(8, 8));
+  view_.oldest_wait_ms = bound + 50;  // crossed 50 ms ago: 150 ms of the 200-ms window left
+  Tick(64, 20, /*carry_out=*/false);
+  const PolicyState before = autoscaler_->state();
+  ASSERT_TRUE(before.behind_since.has_value());
+  // The same question twice gets the same answer, and the autoscaler's own state stays.
+  const Decision first = autoscaler_->Decide(view_, *load_, before, now_);
+  const Decision second = autoscaler_->Decide(view_, *load_, before, now_);
+  EXPECT_FALSE(first.move.has_value());
+  EXPECT_EQ(first.next.behind_since, before.behind_since);
+  EXPECT_EQ(second.next.behind_since, before.behind_since);
+  EXPECT_EQ(autoscaler_->state().behind_since, before.behind_since);
+  // Past the window, the move; from a state without the window, none yet.
+  const SteadyTime later = now_ + std::chrono::milliseconds(200);
+  view_.oldest_wait_ms = bound + 250;
+  const Decision moved = autoscaler_->Decide(view_, *load_, before, later);
+  ASSERT_TRUE(moved.move.has_value());
+  EXPECT_EQ(moved.move->reason.rule, Rule::kBehind);
+  const Decision fresh = autoscaler_->Decide(view_, *load_, PolicyState{}, later);
+  EXPECT_TRUE(fresh.move.has_value()) << "the wait itself dates the crossing";
+  PolicyState after_move;
+  after_move.last_applied = later;
+  EXPECT_FALSE(autoscaler_->Decide(view_, *load_, after_move, later).move.has_value())
+      << "the window starts after the last move carried out";
+  // Carried out, the move starts the scale-down delay and the backlog's drain, and the
+  // estimator starts afresh.
+  bool restart = false;
+  const PolicyState next = Autoscaler::AfterMove(moved.next, *moved.move, true, later, &restart);
+  EXPECT_TRUE(restart);
+  EXPECT_TRUE(next.backlog);
+  EXPECT_EQ(next.last_overload_move, later);
+  EXPECT_FALSE(next.behind_since.has_value());
+  // Not carried out (the new set failed), nothing changes but the state's window.
+  const PolicyState failed = Autoscaler::AfterMove(moved.next, *moved.move, false, later, &restart);
+  EXPECT_FALSE(restart);
+  EXPECT_FALSE(failed.backlog);
+  EXPECT_FALSE(failed.last_overload_move.has_value());
+}
+
 }  // namespace
 }  // namespace packrat
