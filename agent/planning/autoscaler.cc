@@ -212,63 +212,75 @@ void Autoscaler::Applied(const Move& move, bool ok, SteadyTime now, LoadTracker&
   if (restart) load.estimator().Restart();
 }
 
+const Autoscaler::RuleFn Autoscaler::kRules[] = {
+    &Autoscaler::CatchUp,          // 0
+    &Autoscaler::RelieveOverload,  // 1
+    &Autoscaler::DrainBacklog,     // 1's backlog
+    &Autoscaler::AtDecisionPoint,  // 2's gate
+    &Autoscaler::PlanAtRate,       // 2a
+    &Autoscaler::FollowEstimate,   // 2b
+    &Autoscaler::ReplanAtRate,     // 2c
+};
+const Autoscaler::VetoFn Autoscaler::kVetoes[] = {
+    &Autoscaler::HoldMoveWithoutHandover,  // 3
+};
+
 Decision Autoscaler::Decide(const ServingView& view, const LoadTracker& load,
                             const PolicyState& state, SteadyTime now) const {
-  Decision behind;
-  behind.next = state;
-  if (view.adaptive && CatchUp(view, state, now, &behind)) return behind;
-  Decision d = DecideOn(view, load, behind.next, now);
-  if (!d.move && behind.hold) d.hold = std::move(behind.hold);  // the first rule that held
+  const auto window = std::chrono::milliseconds(std::max<int64_t>(1, options_.window - 1) *
+                                                options_.sample_period_ms);
+  const Inputs in{view,
+                  load,
+                  state,
+                  now,
+                  view.adaptive && optimizer_ != nullptr,
+                  window,
+                  load.arrivals().Over(window),
+                  load.estimator().Proposed(now, view.batch)};
+  Decision d;
+  d.next = state;
+  for (const RuleFn rule : kRules) {
+    if ((this->*rule)(in, &d)) break;
+  }
+  for (const VetoFn veto : kVetoes) (this->*veto)(in, &d);
   return d;
 }
 
-Decision Autoscaler::DecideOn(const ServingView& view, const LoadTracker& load,
-                              const PolicyState& state, SteadyTime now) const {
-  Decision d;
-  d.next = state;
-  const bool acting = view.adaptive && optimizer_ != nullptr;
-  if (acting && !options_.generative && RelieveOverload(view, load, now, &d)) return d;
-  const BatchSizeEstimator& estimator = load.estimator();
-  if (state.backlog) {
-    // The rows queued while the old plan fell behind are still draining: the queue depth
-    // measures them, not the load, and its mode would move B up for nothing (a B whose
-    // batches take seconds). The estimator starts afresh once the queue has drained.
-    Reason r;
-    r.from_batch = view.batch;
-    r.ewma = estimator.ewma();
-    if (load.rows_in_system() > view.batch) {
-      r.rule = Rule::kBacklogDraining;
-      r.quiet = true;
-      r.text = "an overload move's backlog drains";
-      d.hold = std::move(r);
-      return d;
-    }
-    d.next.backlog = false;
-    d.restart_estimator = true;
-    r.rule = Rule::kBacklogDrained;
-    r.text = "the backlog has drained (" + std::to_string(load.rows_in_system()) +
-             " row(s) in the system at B=" + std::to_string(view.batch) +
-             "); the estimator starts afresh";
-    d.hold = std::move(r);
-    return d;
+void Autoscaler::Hold(Reason r, Decision* d) {
+  if (!d->hold) d->hold = std::move(r);
+}
+
+bool Autoscaler::DrainBacklog(const Inputs& in, Decision* d) const {
+  if (!in.state.backlog) return false;
+  // The rows queued while the old plan fell behind are still draining: the queue depth
+  // measures them, not the load, and its mode would move B up for nothing (a B whose
+  // batches take seconds). The estimator starts afresh once the queue has drained.
+  Reason r;
+  r.from_batch = in.view.batch;
+  r.ewma = in.load.estimator().ewma();
+  if (in.load.rows_in_system() > in.view.batch) {
+    r.rule = Rule::kBacklogDraining;
+    r.quiet = true;
+    r.text = "an overload move's backlog drains";
+    Hold(std::move(r), d);
+    return true;
   }
+  d->next.backlog = false;
+  d->restart_estimator = true;
+  r.rule = Rule::kBacklogDrained;
+  r.text = "the backlog has drained (" + std::to_string(in.load.rows_in_system()) +
+           " row(s) in the system at B=" + std::to_string(in.view.batch) +
+           "); the estimator starts afresh";
+  Hold(std::move(r), d);
+  return true;
+}
+
+bool Autoscaler::AtDecisionPoint(const Inputs& in, Decision* d) const {
+  const BatchSizeEstimator& estimator = in.load.estimator();
   const std::optional<SteadyTime> due = estimator.next_decision_time();
-  const bool at_grid = due && now >= *due && estimator.Smoothed(view.batch).has_value();
-  const std::optional<int64_t> decision = estimator.Proposed(now, view.batch);
-  d.advance_estimator = due && now >= *due;
-  if (!at_grid || !acting) return d;
-  const auto window = std::chrono::milliseconds(std::max<int64_t>(1, options_.window - 1) *
-                                                options_.sample_period_ms);
-  // Plans are judged against the latency limit at the rate arriving now.
-  const std::optional<double> arriving = load.arrivals().Over(window);
-  // Where a plan serves the rate, the rate decides B and the plan; elsewhere the estimator B,
-  // and where it keeps B, the plan for B may still change with the rate.
-  if (!PlanAtRate(view, arriving, state, now, &d) &&
-      (!decision || !FollowEstimate(view, load, state, *decision, arriving, window, now, &d))) {
-    ReplanAtRate(view, arriving, state, now, &d);
-  }
-  HoldMoveWithoutHandover(view, arriving, &d);
-  return d;
+  d->advance_estimator = due && in.now >= *due;
+  const bool at_grid = d->advance_estimator && estimator.Smoothed(in.view.batch).has_value();
+  return !at_grid || !in.acting;
 }
 
 PolicyState Autoscaler::AfterMove(PolicyState state, const Move& move, bool ok, SteadyTime now,
@@ -297,8 +309,11 @@ PolicyState Autoscaler::AfterMove(PolicyState state, const Move& move, bool ok, 
   }
 }
 
-bool Autoscaler::RelieveOverload(const ServingView& view, const LoadTracker& load, SteadyTime now,
-                                 Decision* d) const {
+bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
+  if (!in.acting || options_.generative) return false;
+  const ServingView& view = in.view;
+  const LoadTracker& load = in.load;
+  const SteadyTime now = in.now;
   const int64_t window_ms = options_.overload_window_ms;
   if (window_ms <= 0) return false;
   const int64_t current = view.batch;
@@ -407,11 +422,13 @@ std::string Autoscaler::OverloadText(const Reason& r, const Plan& target,
   return text.str();
 }
 
-bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriving,
-                            const PolicyState& state, SteadyTime now, Decision* d) const {
+bool Autoscaler::PlanAtRate(const Inputs& in, Decision* d) const {
+  const ServingView& view = in.view;
+  const std::optional<double>& arriving = in.arriving;
+  const SteadyTime now = in.now;
   if (!options_.plan_at_rate || options_.generative || !arriving || *arriving <= 0) return false;
   const auto hold = std::chrono::milliseconds(options_.scale_down_delay_ms);
-  if (state.last_overload_move && now - *state.last_overload_move < hold) return false;
+  if (in.state.last_overload_move && now - *in.state.last_overload_move < hold) return false;
   struct Candidate {
     int64_t b;
     PlanChoice choice;
@@ -438,13 +455,13 @@ bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriv
     r.rule = Rule::kWithinRestartMargin;
     r.serving_p99_ms = best->p99_ms;
     r.text = "the serving plan is the best at the rate";
-    d->hold = std::move(r);
+    Hold(std::move(r), d);
     return true;
   }
-  if (RateMoveHeld(state, now)) {
+  if (RateMoveHeld(in.state, now)) {
     r.rule = Rule::kRateMoveHeld;
     r.text = "a move at a rate waits for scale_down_delay_ms after the last one";
-    d->hold = std::move(r);
+    Hold(std::move(r), d);
     return true;
   }
   const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
@@ -452,7 +469,7 @@ bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriv
   if ((1 + options_.restart_margin) * best->p99_ms >= serving_ms) {
     r.rule = Rule::kWithinRestartMargin;
     r.text = "the best plan at the rate is within restart_margin of the serving one";
-    d->hold = std::move(r);
+    Hold(std::move(r), d);
     return true;
   }
   std::ostringstream text;
@@ -469,13 +486,14 @@ bool Autoscaler::PlanAtRate(const ServingView& view, std::optional<double> arriv
   return true;
 }
 
-void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arriving,
-                              const PolicyState& state, SteadyTime now, Decision* d) const {
-  if (!arriving || *arriving <= 0 || options_.generative) return;
-  if (RateMoveHeld(state, now)) return;
+bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
+  const ServingView& view = in.view;
+  const std::optional<double>& arriving = in.arriving;
+  if (!arriving || *arriving <= 0 || options_.generative) return false;
+  if (RateMoveHeld(in.state, in.now)) return false;
   const auto planned = PlanFor(view.batch, view, arriving);
-  if (!planned || planned->plan.groups == view.groups) return;
-  if (GivesUpReserve(planned->capacity, Evaluator(view).Capacity(ServingPlan(view)))) return;
+  if (!planned || planned->plan.groups == view.groups) return false;
+  if (GivesUpReserve(planned->capacity, Evaluator(view).Capacity(ServingPlan(view)))) return false;
   const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
   const double next_ms = planned->simulated->p99_ms;
   Reason r;
@@ -486,13 +504,11 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
   r.target_p99_ms = next_ms;
   r.target_capacity = planned->capacity;
   if ((1 + options_.restart_margin) * next_ms >= serving_ms) {
-    if (!d->hold) {
-      r.rule = Rule::kWithinRestartMargin;
-      r.quiet = true;
-      r.text = "another plan for B is within restart_margin of the serving one at the rate";
-      d->hold = std::move(r);
-    }
-    return;
+    r.rule = Rule::kWithinRestartMargin;
+    r.quiet = true;
+    r.text = "another plan for B is within restart_margin of the serving one at the rate";
+    Hold(std::move(r), d);
+    return false;
   }
   if (options_.burst_reserve_ms > 0 && serving_ms <= next_ms + options_.burst_reserve_ms) {
     // Near the lower p99, the serving runtimes may absorb a larger burst (the step down's
@@ -500,20 +516,18 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
     const double serving_burst = ServingCapacity(view);
     const double next_burst = BurstCapacity(planned->plan, view);
     if (serving_burst >= kBatchForRateMinGain * next_burst) {
-      if (!d->hold) {
-        std::ostringstream text;
-        text << "keeping the plan for B=" << view.batch
-             << " for a burst: " << std::lround(serving_burst) << " rows/s from a backlog at "
-             << std::lround(serving_ms) << " ms, " << planned->plan.ConfigString() << " "
-             << std::lround(next_burst) << " at " << std::lround(next_ms)
-             << " ms (reconfiguration.burst_reserve_ms)";
-        r.rule = Rule::kBurstReserve;
-        r.quiet = true;
-        r.serving_capacity = serving_burst;
-        r.text = text.str();
-        d->hold = std::move(r);
-      }
-      return;
+      std::ostringstream text;
+      text << "keeping the plan for B=" << view.batch
+           << " for a burst: " << std::lround(serving_burst) << " rows/s from a backlog at "
+           << std::lround(serving_ms) << " ms, " << planned->plan.ConfigString() << " "
+           << std::lround(next_burst) << " at " << std::lround(next_ms)
+           << " ms (reconfiguration.burst_reserve_ms)";
+      r.rule = Rule::kBurstReserve;
+      r.quiet = true;
+      r.serving_capacity = serving_burst;
+      r.text = text.str();
+      Hold(std::move(r), d);
+      return false;
     }
   }
   std::ostringstream text;
@@ -523,18 +537,20 @@ void Autoscaler::ReplanAtRate(const ServingView& view, std::optional<double> arr
        << " ms on the serving one";
   r.rule = Rule::kReplanAtRate;
   r.text = text.str();
-  d->move = Move{planned->plan, std::move(r), now};
+  d->move = Move{planned->plan, std::move(r), in.now};
+  return true;
 }
 
-bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load,
-                                const PolicyState& state, int64_t decision,
-                                std::optional<double> arriving, std::chrono::milliseconds window,
-                                SteadyTime now, Decision* d) const {
+bool Autoscaler::FollowEstimate(const Inputs& in, Decision* d) const {
+  if (!in.estimate) return false;
+  const int64_t decision = *in.estimate;
+  const ServingView& view = in.view;
+  const std::optional<double>& arriving = in.arriving;
   const int64_t current = view.batch;
   Step step;
   step.reason.from_batch = current;
   step.reason.estimate = decision;
-  step.reason.ewma = load.estimator().ewma();
+  step.reason.ewma = in.load.estimator().ewma();
   step.reason.rate = arriving;
   std::optional<int64_t> b = decision;
   if (decision > current && !options_.generative) {
@@ -542,11 +558,11 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
     // every row a longer wait, worth it only while it serves more rows per second.
     b = StepUp(view, decision, arriving, &step);
   } else if (decision < current) {
-    b = StepDown(view, load, state, decision, arriving, window, now, &step);
+    b = StepDown(view, in.load, in.state, decision, arriving, in.window, in.now, &step);
   }
   Reason& r = step.reason;
   if (!b) {
-    d->hold = std::move(r);
+    Hold(std::move(r), d);
     return false;
   }
   auto planned = step.plan ? step.plan : PlanFor(*b, view, arriving);
@@ -554,7 +570,7 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
   if (!planned) {
     r.rule = Rule::kNoPlan;
     r.text = "no plan for B=" + std::to_string(*b);
-    d->hold = std::move(r);
+    Hold(std::move(r), d);
     return false;
   }
   const Plan& plan = planned->plan;
@@ -566,7 +582,7 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
     r.rule = Rule::kIdleDecodeSlots;
     r.text = "keeping B=" + std::to_string(current) + ": the plan for B=" + std::to_string(*b) +
              " has the same thread counts, and idle decode slots cost nothing";
-    d->hold = std::move(r);
+    Hold(std::move(r), d);
     return false;
   }
   r.rule = *b > current ? Rule::kEstimatorStepUp : Rule::kEstimatorStepDown;
@@ -575,7 +591,7 @@ bool Autoscaler::FollowEstimate(const ServingView& view, const LoadTracker& load
   r.text = "estimator: B " + std::to_string(current) + " -> " + std::to_string(*b) +
            " (load EWMA " + std::to_string(r.ewma) + step.capped + ")" +
            PassedOverNote(plan, planned->passed_over, options_.restart_margin, options_.generative);
-  d->move = Move{plan, std::move(r), now};
+  d->move = Move{plan, std::move(r), in.now};
   return true;
 }
 

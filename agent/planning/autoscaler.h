@@ -7,7 +7,9 @@
 // returns the next state with the decision, and AfterMove() the state after a move; the
 // stateful Decide()/Applied() keep that state here for an owner that does not.
 //
-// The rules, in the order Decide() applies them (docs/architecture.md, "Autoscaling"):
+// The rules, in the order Decide() applies them (docs/architecture.md, "Autoscaling"; kRules
+// and kVetoes in autoscaler.cc list them so): the first that decides ends the decision, and
+// the vetoes then weigh its move.
 //   0. Behind, observed (above every cost model): the oldest request still waiting for a batch
 //      has waited longer than BehindWaitMs() at every sample for overload_window_ms: move at
 //      once to the plan of most capacity the CPUs allow (MostCapacity), where it runs more
@@ -353,16 +355,41 @@ class Autoscaler {
   static std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
                                     double margin, bool generative);
   PlanEvaluator Evaluator(const ServingView& view) const;
-  // Rules 1 to 3.
-  Decision DecideOn(const ServingView& view, const LoadTracker& load, const PolicyState& state,
-                    SteadyTime now) const;
+  // One decision's inputs, as every rule and veto sees them.
+  struct Inputs {
+    const ServingView& view;
+    const LoadTracker& load;
+    const PolicyState& state;
+    SteadyTime now;
+    bool acting = false;  // view.adaptive, with a profile to plan on
+    // The estimator's window and the rows/s arriving over it (nullopt: not measured yet).
+    std::chrono::milliseconds window{0};
+    std::optional<double> arriving;
+    // The estimator's B̃ at a decision point reached now (nullopt: none, or B stays).
+    std::optional<int64_t> estimate;
+  };
+  // A rule (the class comment's numbers): true where it decided — a move, or a hold that ends
+  // the decision. A rule that holds without deciding leaves its hold unless one is set (the
+  // first rule that held is the one reported), and a later rule may move beside it.
+  using RuleFn = bool (Autoscaler::*)(const Inputs& in, Decision* d) const;
+  // A veto: may turn a move of rule 2 into a hold (rule 3).
+  using VetoFn = void (Autoscaler::*)(const Inputs& in, Decision* d) const;
+  // The rules in the order Decide() applies them, and the vetoes applied after them.
+  static const RuleFn kRules[];
+  static const VetoFn kVetoes[];
+
+  // Between rules 1 and 2: an overload move's backlog drains before the estimator is listened
+  // to again; once drained, the estimator starts afresh.
+  bool DrainBacklog(const Inputs& in, Decision* d) const;
+  // Rule 2's gate: its rules act only at the estimator's decision points, with a full window,
+  // on an adaptive model with a profile (the grid advances as it is reached, acting or not).
+  bool AtDecisionPoint(const Inputs& in, Decision* d) const;
   // Rule 0 (autoscaler_behind.cc). Its bound: twice the longest a queued row waits while the
   // serving set keeps up — the batching delay and max_inflight_batches of its batches ahead (at the
   // backlog batch where it cuts one) — or twice batching.p99_target_ms where that is longer.
   double BehindWaitMs(const ServingView& view) const;
   // Rule 0 (see the class comment): sets d->next.behind_since; true where it decided.
-  bool CatchUp(const ServingView& view, const PolicyState& state, SteadyTime now,
-               Decision* d) const;
+  bool CatchUp(const Inputs& in, Decision* d) const;
   // The plan of most capacity over every B up to max_batch (the smallest such B), whatever its
   // batches take: behind, latency is already lost, and a limit measured slowdowns push every
   // plan past must not leave the model where it falls behind. Nullopt where no B has a plan.
@@ -401,25 +428,22 @@ class Autoscaler {
   // serving plan meets. `why` receives the figures.
   bool SwitchRepays(const ServingView& view, const Plan& fresh, double rate, double capacity,
                     double window_s, std::string* why) const;
-  // Rule 3: turns d's move into a kNoHandover hold where it applies.
-  void HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
-                               Decision* d) const;
+  // Rule 3: turns d's move (of rule 2) into a kNoHandover hold where it applies.
+  void HoldMoveWithoutHandover(const Inputs& in, Decision* d) const;
+  // Sets d's hold to `r` unless a rule before held (see RuleFn).
+  static void Hold(Reason r, Decision* d);
 
   // The rules (see the class comment). Each returns true where it decided (moved or held for
   // good); *d holds the move or hold.
-  bool RelieveOverload(const ServingView& view, const LoadTracker& load, SteadyTime now,
-                       Decision* d) const;
+  bool RelieveOverload(const Inputs& in, Decision* d) const;
   // Rule 1's rate: the arrivals over overload_window_ms (or twice or four times it) where they
   // exceed `serving` rows/s, or else max_utilization of it (*busy_only); nullopt where neither.
   std::optional<double> OverloadRate(const ArrivalRate& arrivals, double serving,
                                      bool* busy_only) const;
   // Rule 1's move in words, from its reason's figures.
   std::string OverloadText(const Reason& r, const Plan& target, const std::string& weighed) const;
-  bool PlanAtRate(const ServingView& view, std::optional<double> arriving, const PolicyState& state,
-                  SteadyTime now, Decision* d) const;
-  bool FollowEstimate(const ServingView& view, const LoadTracker& load, const PolicyState& state,
-                      int64_t decision, std::optional<double> arriving,
-                      std::chrono::milliseconds window, SteadyTime now, Decision* d) const;
+  bool PlanAtRate(const Inputs& in, Decision* d) const;
+  bool FollowEstimate(const Inputs& in, Decision* d) const;
   // FollowEstimate's two directions: the B to move to from the estimator's `decision`, or
   // nullopt where B stays (step->reason then says why). `step->capped` notes a step that stops
   // short of the estimate.
@@ -441,8 +465,7 @@ class Autoscaler {
   void ExplainStepDownHold(const StepDownTable& table, const ServingView& view, int64_t decision,
                            std::optional<double> arriving, bool for_burst,
                            std::chrono::milliseconds peak_window, Reason* r) const;
-  void ReplanAtRate(const ServingView& view, std::optional<double> arriving,
-                    const PolicyState& state, SteadyTime now, Decision* d) const;
+  bool ReplanAtRate(const Inputs& in, Decision* d) const;
 
   AutoscalerOptions options_;  // threads changes with the node partition (set_threads)
   const Optimizer* const optimizer_;

@@ -34,8 +34,10 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView
   }
 }
 
-bool Autoscaler::CatchUp(const ServingView& view, const PolicyState& state, SteadyTime now,
-                         Decision* d) const {
+bool Autoscaler::CatchUp(const Inputs& in, Decision* d) const {
+  if (!in.view.adaptive) return false;
+  const ServingView& view = in.view;
+  const SteadyTime now = in.now;
   const auto window = std::chrono::milliseconds(options_.overload_window_ms);
   if (window.count() <= 0 || optimizer_ == nullptr || options_.generative || view.groups.empty()) {
     return false;
@@ -51,7 +53,7 @@ bool Autoscaler::CatchUp(const ServingView& view, const PolicyState& state, Stea
       now - std::chrono::duration_cast<SteadyTime::duration>(
                 std::chrono::duration<double, std::milli>(view.oldest_wait_ms - bound));
   std::optional<SteadyTime>& since = d->next.behind_since;
-  if (!since) since = std::max(crossed, state.last_applied);
+  if (!since) since = std::max(crossed, in.state.last_applied);
   if (now - *since < window) return false;
   Reason r;
   r.from_batch = view.batch;
@@ -69,7 +71,7 @@ bool Autoscaler::CatchUp(const ServingView& view, const PolicyState& state, Stea
     r.quiet = true;
     text << ", and no plan serves more";
     r.text = text.str();
-    d->hold = std::move(r);
+    Hold(std::move(r), d);
     return false;
   }
   r.rule = Rule::kBehind;

@@ -18,6 +18,15 @@
 #include "agent/planning/poisson_noise.h"
 
 namespace packrat {
+namespace {
+
+// Rule 2's moves, the ones rule 3 weighs: rules 0 and 1 are never held.
+bool IsRuleTwo(Rule rule) {
+  return rule == Rule::kPlanAtRate || rule == Rule::kEstimatorStepUp ||
+         rule == Rule::kEstimatorStepDown || rule == Rule::kReplanAtRate;
+}
+
+}  // namespace
 
 std::optional<Autoscaler::OnInstances> Autoscaler::PlanOnInstances(
     const std::vector<int>& instances, int64_t batch, std::optional<double> rate,
@@ -123,10 +132,11 @@ std::optional<Plan> Autoscaler::KeepingPlan(const std::vector<int>& keepable, co
   return std::move(best->plan);
 }
 
-void Autoscaler::HoldMoveWithoutHandover(const ServingView& view, std::optional<double> arriving,
-                                         Decision* d) const {
-  if (!d->move || !arriving || *arriving <= 0 || !options_.resizable_runtimes ||
-      options_.generative || !StartsRuntimes(d->move->plan, view)) {
+void Autoscaler::HoldMoveWithoutHandover(const Inputs& in, Decision* d) const {
+  const ServingView& view = in.view;
+  const std::optional<double>& arriving = in.arriving;
+  if (!d->move || !IsRuleTwo(d->move->reason.rule) || !arriving || *arriving <= 0 ||
+      !options_.resizable_runtimes || options_.generative || !StartsRuntimes(d->move->plan, view)) {
     return;
   }
   const double capacity = ServingCapacity(view);
