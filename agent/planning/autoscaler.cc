@@ -171,6 +171,23 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
   return choice;
 }
 
+const std::optional<Autoscaler::PlanChoice>& Autoscaler::Candidates::At(int64_t b) const {
+  auto it = plans_.find(b);
+  if (it == plans_.end()) it = plans_.emplace(b, policy_.PlanFor(b, view_, rate_, bounded_)).first;
+  return it->second;
+}
+
+std::optional<double> Autoscaler::Candidates::Capacity(int64_t b) const {
+  const std::optional<PlanChoice>& planned = At(b);
+  return planned ? std::optional<double>(planned->capacity) : std::nullopt;
+}
+
+std::optional<double> Autoscaler::Candidates::Burst(int64_t b) const {
+  const std::optional<PlanChoice>& planned = At(b);
+  return planned ? std::optional<double>(policy_.BurstCapacity(planned->plan, view_))
+                 : std::nullopt;
+}
+
 int64_t Autoscaler::BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target,
                                 const SlowdownFn& slowdown) const {
   if (!options_.resizable_runtimes || options_.generative || optimizer_ == nullptr) return 0;
@@ -229,14 +246,17 @@ Decision Autoscaler::Decide(const ServingView& view, const LoadTracker& load,
                             const PolicyState& state, SteadyTime now) const {
   const auto window = std::chrono::milliseconds(std::max<int64_t>(1, options_.window - 1) *
                                                 options_.sample_period_ms);
+  const std::optional<double> arriving = load.arrivals().Over(window);
+  const Candidates candidates(*this, view, arriving);
   const Inputs in{view,
                   load,
                   state,
                   now,
                   view.adaptive && optimizer_ != nullptr,
                   window,
-                  load.arrivals().Over(window),
-                  load.estimator().Proposed(now, view.batch)};
+                  arriving,
+                  load.estimator().Proposed(now, view.batch),
+                  candidates};
   Decision d;
   d.next = state;
   for (const RuleFn rule : kRules) {
@@ -331,24 +351,19 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
   bool busy_only = false;  // above max_utilization, not above capacity
   const std::optional<double> rate = OverloadRate(load.arrivals(), serving, &busy_only);
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
-  // Plans are judged at the rate (PlanFor).
-  std::map<int64_t, std::optional<PlanChoice>> plans;
-  auto capacity = [&](int64_t b) -> std::optional<double> {
-    auto it = plans.find(b);
-    if (it == plans.end()) it = plans.emplace(b, PlanFor(b, view, rate)).first;
-    if (!it->second) return std::nullopt;
-    return it->second->capacity;
-  };
+  // Plans are judged at the rate.
+  const Candidates at_rate(*this, view, rate);
   std::optional<int64_t> b =
-      BatchForRate(*rate, backlog_b, options_.max_batch, options_.max_utilization, capacity);
+      BatchForRate(*rate, backlog_b, options_.max_batch, options_.max_utilization,
+                   [&at_rate](int64_t b) { return at_rate.Capacity(b); });
   // No larger B serves more than B's plan at the rate, but that plan may serve more than the
   // serving one: thread counts measured at different slowdowns than the profile's order.
-  if (!b && capacity(current).value_or(0) > kBatchForRateMinGain * serving &&
-      plans.at(current)->plan.groups != view.groups) {
+  if (!b && at_rate.Capacity(current).value_or(0) > kBatchForRateMinGain * serving &&
+      at_rate.At(current)->plan.groups != view.groups) {
     b = current;
   }
   if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
-  const PlanChoice& target = *plans.at(*b);
+  const PlanChoice& target = *at_rate.At(*b);
   // Busy, not behind: capacity to spare is worth a move only where the requests fare better
   // for it. A plan of more capacity cuts larger batches, each longer: at 0.8 busy the serving
   // set's queue may cost less than they do (Inception-v3 on 64 virtual CPUs at 865 rows/s: a
@@ -437,10 +452,10 @@ bool Autoscaler::PlanAtRate(const Inputs& in, Decision* d) const {
   std::optional<Candidate> best;
   const int64_t largest = FloorPowerOfTwo(options_.max_batch);
   for (int64_t b = 1; b <= largest; b *= 2) {
-    auto planned = PlanFor(b, view, arriving);
+    const std::optional<PlanChoice>& planned = in.candidates.At(b);
     if (!planned || *arriving > options_.max_utilization * planned->capacity) continue;
     const double p99 = planned->simulated->p99_ms;
-    if (!best || p99 < best->p99_ms) best = Candidate{b, *std::move(planned), p99};
+    if (!best || p99 < best->p99_ms) best = Candidate{b, *planned, p99};
   }
   if (!best) return false;
   Reason r;
@@ -491,7 +506,7 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   const std::optional<double>& arriving = in.arriving;
   if (!arriving || *arriving <= 0 || options_.generative) return false;
   if (RateMoveHeld(in.state, in.now)) return false;
-  const auto planned = PlanFor(view.batch, view, arriving);
+  const std::optional<PlanChoice>& planned = in.candidates.At(view.batch);
   if (!planned || planned->plan.groups == view.groups) return false;
   if (GivesUpReserve(planned->capacity, Evaluator(view).Capacity(ServingPlan(view)))) return false;
   const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
@@ -514,7 +529,7 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
     // Near the lower p99, the serving runtimes may absorb a larger burst (the step down's
     // reserve, StepDownBatch).
     const double serving_burst = ServingCapacity(view);
-    const double next_burst = BurstCapacity(planned->plan, view);
+    const double next_burst = in.candidates.Burst(view.batch).value_or(0);
     if (serving_burst >= kBatchForRateMinGain * next_burst) {
       std::ostringstream text;
       text << "keeping the plan for B=" << view.batch
@@ -556,16 +571,16 @@ bool Autoscaler::FollowEstimate(const Inputs& in, Decision* d) const {
   if (decision > current && !options_.generative) {
     // A generative model's idle decode slots cost nothing; a batch model's larger batch costs
     // every row a longer wait, worth it only while it serves more rows per second.
-    b = StepUp(view, decision, arriving, &step);
+    b = StepUp(in, &step);
   } else if (decision < current) {
-    b = StepDown(view, in.load, in.state, decision, arriving, in.window, in.now, &step);
+    b = StepDown(in, &step);
   }
   Reason& r = step.reason;
   if (!b) {
     Hold(std::move(r), d);
     return false;
   }
-  auto planned = step.plan ? step.plan : PlanFor(*b, view, arriving);
+  const std::optional<PlanChoice>& planned = step.plan ? step.plan : in.candidates.At(*b);
   r.to_batch = *b;
   if (!planned) {
     r.rule = Rule::kNoPlan;
@@ -595,22 +610,20 @@ bool Autoscaler::FollowEstimate(const Inputs& in, Decision* d) const {
   return true;
 }
 
-std::optional<int64_t> Autoscaler::StepUp(const ServingView& view, int64_t decision,
-                                          std::optional<double> arriving, Step* step) const {
-  const int64_t current = view.batch;
+std::optional<int64_t> Autoscaler::StepUp(const Inputs& in, Step* step) const {
+  const int64_t current = in.view.batch;
+  const int64_t decision = *in.estimate;
   Reason& r = step->reason;
-  std::map<int64_t, std::optional<double>> capacities;
+  const Candidates& candidates = in.candidates;
   const std::optional<int64_t> b =
-      StepUpBatch(current, decision, [&](int64_t b) -> std::optional<double> {
-        auto planned = PlanFor(b, view, arriving);
-        return capacities[b] = planned ? std::optional<double>(planned->capacity) : std::nullopt;
-      });
-  auto rows_per_s = [&](int64_t b) { return CapacityText(capacities[b]); };
-  r.serving_capacity = capacities[current];
+      StepUpBatch(current, decision,
+                  [&](int64_t b) -> std::optional<double> { return candidates.Capacity(b); });
+  auto rows_per_s = [&](int64_t b) { return CapacityText(candidates.Capacity(b)); };
+  r.serving_capacity = candidates.Capacity(current);
   if (!b) {
     r.rule = Rule::kStepUpGainsTooLittle;
     r.to_batch = decision;
-    r.target_capacity = capacities[decision];
+    r.target_capacity = candidates.Capacity(decision);
     r.text = "keeping B=" + std::to_string(current) + " (" + rows_per_s(current) +
              "): up to the estimate B=" + std::to_string(decision) + " no plan serves " +
              std::to_string(std::lround((kBatchForRateMinGain - 1) * 100)) +
@@ -621,7 +634,7 @@ std::optional<int64_t> Autoscaler::StepUp(const ServingView& view, int64_t decis
     step->capped = "; the estimate " + std::to_string(decision) + " would serve " +
                    rows_per_s(decision) + ", " + std::to_string(*b) + " serves " + rows_per_s(*b);
   }
-  r.target_capacity = capacities[*b];
+  r.target_capacity = candidates.Capacity(*b);
   return b;
 }
 

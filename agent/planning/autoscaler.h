@@ -355,6 +355,31 @@ class Autoscaler {
   static std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
                                     double margin, bool generative);
   PlanEvaluator Evaluator(const ServingView& view) const;
+  // The candidate table: what each B offers on `view` at one rate (PlanFor: its plan, the rows/s
+  // it serves fully busy, its simulated requests; from a backlog; whether it starts runtimes),
+  // computed once per decision, as the rules first ask for each B. Lives for one decision, on
+  // the thread that decides; refers to the view and the autoscaler.
+  class Candidates {
+   public:
+    // `rate` nullopt: at full batches. `bounded` false: whatever a plan's batches take.
+    Candidates(const Autoscaler& policy, const ServingView& view, std::optional<double> rate,
+               bool bounded = true)
+        : policy_(policy), view_(view), rate_(rate), bounded_(bounded) {}
+    // B's plan; nullopt where B has none (within the batch-latency limit, where bounded).
+    const std::optional<PlanChoice>& At(int64_t b) const;
+    std::optional<double> Capacity(int64_t b) const;
+    // Rows/s B's plan serves from a backlog (BurstCapacity); nullopt where B has no plan.
+    std::optional<double> Burst(int64_t b) const;
+    std::optional<double> rate() const { return rate_; }
+
+   private:
+    const Autoscaler& policy_;
+    const ServingView& view_;
+    const std::optional<double> rate_;
+    const bool bounded_;
+    mutable std::map<int64_t, std::optional<PlanChoice>> plans_;
+  };
+
   // One decision's inputs, as every rule and veto sees them.
   struct Inputs {
     const ServingView& view;
@@ -367,6 +392,7 @@ class Autoscaler {
     std::optional<double> arriving;
     // The estimator's B̃ at a decision point reached now (nullopt: none, or B stays).
     std::optional<int64_t> estimate;
+    const Candidates& candidates;  // at `arriving`
   };
   // A rule (the class comment's numbers): true where it decided — a move, or a hold that ends
   // the decision. A rule that holds without deciding leaves its hold unless one is set (the
@@ -452,12 +478,8 @@ class Autoscaler {
     std::string capped;
     std::optional<PlanChoice> plan;  // the plan for the B stepped to, where not PlanFor's
   };
-  std::optional<int64_t> StepUp(const ServingView& view, int64_t decision,
-                                std::optional<double> arriving, Step* step) const;
-  std::optional<int64_t> StepDown(const ServingView& view, const LoadTracker& load,
-                                  const PolicyState& state, int64_t decision,
-                                  std::optional<double> arriving, std::chrono::milliseconds window,
-                                  SteadyTime now, Step* step) const;
+  std::optional<int64_t> StepUp(const Inputs& in, Step* step) const;
+  std::optional<int64_t> StepDown(const Inputs& in, Step* step) const;
   // The step down's candidates for one decision (autoscaler_step_down.cc).
   class StepDownTable;
   // Why no step down passed (*r: kBurstReserve, kServingP99Lowest, kMinCapacity or

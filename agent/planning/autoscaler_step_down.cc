@@ -16,14 +16,19 @@
 
 namespace packrat {
 
-// What StepDownBatch asks of each B, answered once and kept: its plan (PlanFor at the rate),
+// What StepDownBatch asks of each B, answered once and kept: its plan (the decision's
+// candidates),
 // the rows/s it serves fully busy, its requests' simulated p99 at the rate, and, within the
 // burst reserve, its plan of the most rows/s from a backlog. For the serving B, the serving
 // set's own figures: what runs, not a fresh plan for its B. Lives for one decision.
 class Autoscaler::StepDownTable {
  public:
-  StepDownTable(const Autoscaler& policy, const ServingView& view, std::optional<double> arriving)
-      : policy_(policy), view_(view), arriving_(arriving), eval_(policy.Evaluator(view)) {}
+  StepDownTable(const Autoscaler& policy, const Inputs& in)
+      : policy_(policy),
+        view_(in.view),
+        arriving_(in.arriving),
+        candidates_(in.candidates),
+        eval_(policy.Evaluator(in.view)) {}
 
   // StepDownBatch's capacity: nullopt where B has no plan, or its plan gives up capacity held
   // in reserve (GivesUpReserve; then below_minimum()).
@@ -31,7 +36,7 @@ class Autoscaler::StepDownTable {
     if (b == view_.batch) {
       return capacities_[b] = serving_capacity_ = eval_.Capacity(ServingPlan(view_));
     }
-    std::optional<PlanChoice> planned = policy_.PlanFor(b, view_, arriving_);
+    const std::optional<PlanChoice>& planned = candidates_.At(b);
     if (!planned) return capacities_[b] = std::nullopt;
     capacities_[b] = planned->capacity;
     if (policy_.GivesUpReserve(planned->capacity, serving_capacity_)) {
@@ -116,6 +121,7 @@ class Autoscaler::StepDownTable {
   const Autoscaler& policy_;
   const ServingView& view_;
   const std::optional<double> arriving_;
+  const Candidates& candidates_;  // at arriving_
   const PlanEvaluator eval_;
   std::map<int64_t, std::optional<double>> capacities_;
   std::map<int64_t, double> p99s_;  // ms, at the rate: a batch model's candidates
@@ -136,16 +142,15 @@ std::string BurstText(double rows_per_s, double p99_ms) {
 
 }  // namespace
 
-std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadTracker& load,
-                                            const PolicyState& state, int64_t decision,
-                                            std::optional<double> arriving,
-                                            std::chrono::milliseconds window, SteadyTime now,
-                                            Step* step) const {
+std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const {
+  const ServingView& view = in.view;
+  const int64_t decision = *in.estimate;
+  const std::optional<double>& arriving = in.arriving;
   const int64_t current = view.batch;
   Reason& r = step->reason;
   r.to_batch = decision;
-  if (state.last_overload_move &&
-      now - *state.last_overload_move < std::chrono::milliseconds(options_.scale_down_delay_ms)) {
+  if (in.state.last_overload_move && in.now - *in.state.last_overload_move <
+                                         std::chrono::milliseconds(options_.scale_down_delay_ms)) {
     r.rule = Rule::kScaleDownDelay;
     r.text = "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
              std::to_string(options_.scale_down_delay_ms) + " ms ago";
@@ -157,10 +162,10 @@ std::optional<int64_t> Autoscaler::StepDown(const ServingView& view, const LoadT
   // path would soon move B back up; and among those, at a known rate, to the smallest whose
   // requests' simulated p99 is near the lowest.
   const std::chrono::milliseconds peak_window(
-      options_.overload_window_ms > 0 ? options_.overload_window_ms : window.count());
-  const auto span = std::max(window, std::chrono::milliseconds(options_.scale_down_delay_ms));
-  const ArrivalRate& arrivals = load.arrivals();
-  StepDownTable table(*this, view, arriving);
+      options_.overload_window_ms > 0 ? options_.overload_window_ms : in.window.count());
+  const auto span = std::max(in.window, std::chrono::milliseconds(options_.scale_down_delay_ms));
+  const ArrivalRate& arrivals = in.load.arrivals();
+  StepDownTable table(*this, in);
   bool for_burst = false;
   const std::optional<int64_t> b = StepDownBatch(
       current, decision, peak_window.count(), options_.max_utilization,
