@@ -508,7 +508,21 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   if (RateMoveHeld(in.state, in.now)) return false;
   const std::optional<PlanChoice>& planned = in.candidates.At(view.batch);
   if (!planned || planned->plan.groups == view.groups) return false;
-  if (GivesUpReserve(planned->capacity, Evaluator(view).Capacity(ServingPlan(view)))) return false;
+  // A plan that cannot serve the rate max_utilization busy has the simulated p99 of a queue
+  // that grows for as long as the simulation runs: it does not compare. Such a load is rule
+  // 1's, whose move may change B.
+  if (*arriving > options_.max_utilization * planned->capacity) return false;
+  // Nor is capacity that the recent peak needed given up for a lower p99 between bursts: such
+  // a move waits, as the step down does, for scale_down_delay_ms after an overload move (whose
+  // arrivals were forgotten) and for the recent peak.
+  const double serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
+  if (planned->capacity < serving_capacity &&
+      (WithinScaleDownDelay(in) ||
+       !PeakAllows(planned->capacity, serving_capacity, PeakWindowMs(in), options_.max_utilization,
+                   RecentPeak(in)))) {
+    return false;
+  }
+  if (GivesUpReserve(planned->capacity, serving_capacity)) return false;
   const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
   const double next_ms = planned->simulated->p99_ms;
   Reason r;

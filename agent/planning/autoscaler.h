@@ -43,7 +43,11 @@
 //         they absorb by cutting larger batches needs no switch;
 //      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
-//         and it runs min_capacity or what the serving plan does.
+//         and it runs min_capacity or what the serving plan does; only a plan that serves the
+//         rate max_utilization busy (another's p99 is of a growing queue, and an overload is
+//         rule 1's), and one that runs less than the serving plan only as a step down would
+//         go: not within scale_down_delay_ms of an overload move, nor where the recent peak
+//         would have overloaded it (PeakAllows).
 //   3. A move of 2 that would start runtimes on CPUs the serving set keeps busy — no staged
 //      hand-over (migration.h) gets there: nothing is free to start on and no runtime can go
 //      while the rest keeps up — is held while the serving plan is more than
@@ -84,6 +88,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/planning/batch_for_rate.h"
 #include "agent/planning/batching_simulator.h"
 #include "agent/planning/instance_group.h"
 #include "agent/planning/load_tracker.h"
@@ -456,6 +461,14 @@ class Autoscaler {
                     double window_s, std::string* why) const;
   // Rule 3: turns d's move (of rule 2) into a kNoHandover hold where it applies.
   void HoldMoveWithoutHandover(const Inputs& in, Decision* d) const;
+  // The recent peak a move that gives up capacity must allow for (PeakAllows, rules 2b and 2c):
+  // the arrivals' peak over stretches of `ms` within the last scale_down_delay_ms (or the
+  // estimator's window, if longer); judged over PeakWindowMs (the overload window, or the
+  // estimator's window without one).
+  RateOverFn RecentPeak(const Inputs& in) const;
+  // Whether an overload move was carried out less than scale_down_delay_ms ago.
+  bool WithinScaleDownDelay(const Inputs& in) const;
+  int64_t PeakWindowMs(const Inputs& in) const;
   // Sets d's hold to `r` unless a rule before held (see RuleFn).
   static void Hold(Reason r, Decision* d);
 

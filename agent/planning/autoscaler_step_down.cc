@@ -142,6 +142,22 @@ std::string BurstText(double rows_per_s, double p99_ms) {
 
 }  // namespace
 
+RateOverFn Autoscaler::RecentPeak(const Inputs& in) const {
+  const auto span = std::max(in.window, std::chrono::milliseconds(options_.scale_down_delay_ms));
+  return [&arrivals = in.load.arrivals(), span](int64_t ms) {
+    return arrivals.PeakOver(std::chrono::milliseconds(ms), span);
+  };
+}
+
+bool Autoscaler::WithinScaleDownDelay(const Inputs& in) const {
+  return in.state.last_overload_move && in.now - *in.state.last_overload_move <
+                                            std::chrono::milliseconds(options_.scale_down_delay_ms);
+}
+
+int64_t Autoscaler::PeakWindowMs(const Inputs& in) const {
+  return options_.overload_window_ms > 0 ? options_.overload_window_ms : in.window.count();
+}
+
 std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const {
   const ServingView& view = in.view;
   const int64_t decision = *in.estimate;
@@ -149,8 +165,7 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   const int64_t current = view.batch;
   Reason& r = step->reason;
   r.to_batch = decision;
-  if (in.state.last_overload_move && in.now - *in.state.last_overload_move <
-                                         std::chrono::milliseconds(options_.scale_down_delay_ms)) {
+  if (WithinScaleDownDelay(in)) {
     r.rule = Rule::kScaleDownDelay;
     r.text = "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
              std::to_string(options_.scale_down_delay_ms) + " ms ago";
@@ -161,18 +176,15 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   // estimator's window, if longer) would not have overloaded (StepDownBatch), else the overload
   // path would soon move B back up; and among those, at a known rate, to the smallest whose
   // requests' simulated p99 is near the lowest.
-  const std::chrono::milliseconds peak_window(
-      options_.overload_window_ms > 0 ? options_.overload_window_ms : in.window.count());
-  const auto span = std::max(in.window, std::chrono::milliseconds(options_.scale_down_delay_ms));
-  const ArrivalRate& arrivals = in.load.arrivals();
+  const std::chrono::milliseconds peak_window(PeakWindowMs(in));
+  const RateOverFn peak = RecentPeak(in);
   StepDownTable table(*this, in);
   bool for_burst = false;
   const std::optional<int64_t> b = StepDownBatch(
-      current, decision, peak_window.count(), options_.max_utilization,
-      [&](int64_t ms) { return arrivals.PeakOver(std::chrono::milliseconds(ms), span); },
+      current, decision, peak_window.count(), options_.max_utilization, peak,
       [&](int64_t b) { return table.Capacity(b); }, [&](int64_t b) { return table.P99(b); },
       table.Reserve(), &for_burst);
-  r.peak_rate = arrivals.PeakOver(peak_window, span);
+  r.peak_rate = peak(peak_window.count());
   r.serving_p99_ms = table.p99(current);
   if (!b) {
     ExplainStepDownHold(table, view, decision, arriving, for_burst, peak_window, &r);

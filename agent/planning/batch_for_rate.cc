@@ -114,6 +114,11 @@ std::optional<int64_t> WithBurstReserve(
 
 }  // namespace
 
+bool PeakAllows(double capacity, double serving, int64_t window_ms, double max_utilization,
+                const RateOverFn& peak_over) {
+  return capacity >= serving || !OverloadedRate(window_ms, max_utilization * capacity, peak_over);
+}
+
 std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_t window_ms,
                                      double max_utilization, const RateOverFn& peak_over,
                                      const CapacityFn& capacity, const P99Fn& p99,
@@ -132,7 +137,7 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
   for (int64_t b : candidates) {
     const std::optional<double> c = capacity(b);
     if (!c || *c <= 0) continue;
-    if (*c >= serving || !OverloadedRate(window_ms, max_utilization * *c, peak_over)) {
+    if (PeakAllows(*c, serving, window_ms, max_utilization, peak_over)) {
       passed.emplace_back(b, p99(b));
     }
   }

@@ -49,6 +49,16 @@ std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b, const Ca
 // peak over the stretches within its span (ArrivalRate::PeakOver).
 using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
 
+// Whether a plan serving `capacity` rows/s may replace one serving `serving`: one that serves at
+// least as much may; a smaller one only where the recent peak arrivals (`peak_over`) would not
+// have overloaded it by the overload path's bar (OverloadedRate over `window_ms`, twice and four
+// times it, against `max_utilization` of its capacity). Rows in the system shrink once a plan
+// keeps up, and the rate drops between bursts: without this, a move that gives up capacity
+// would meet the next burst without it. The estimator's step down and the plan at a rate both
+// ask it (StepDownBatch, Autoscaler rule 2c).
+bool PeakAllows(double capacity, double serving, int64_t window_ms, double max_utilization,
+                const RateOverFn& peak_over);
+
 // The simulated p99 (ms) of single-row requests on the plan for batch size b at the rate
 // arriving now (BatchingSimulator), for the current b the serving plan's; nullopt where there
 // is no plan for b or no known rate.

@@ -30,7 +30,6 @@
 #include "tests/support/agent_process.h"
 #include "tests/support/config_watch.h"
 #include "tests/support/http_client.h"
-#include "tests/support/latency_tables.h"
 #include "tests/support/profile_files.h"
 #include "tests/support/temp_dir.h"
 
@@ -846,64 +845,6 @@ TEST_F(ReconfigurationTest, AMoveTakesTheOptimizersPlanWhenItsRuntimesAreParked)
     EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
     EXPECT_EQ(load.wrong(), 0) << load.Describe();
   }
-  StopAndCheckClean(all_runtimes);
-}
-
-// An estimator decision that keeps B (here: the step down within scale_down_delay_ms of an
-// overload move) may still move to another plan for B: the one whose requests see a lower p99
-// at the rate arriving (simulated, BatchingSimulator) by more than restart_margin. The profile
-// below makes B = 1 serve 10 rows/s on two threads and B = 8 the most, 16 rows/s, on two
-// one-thread instances (⟨2,1,4⟩, 500 ms; ⟨1,2,8⟩ takes 560), so that closed-loop clients move
-// the model from B = 1 to ⟨2,1,4⟩. At the 1 to 2 rows/s of a paced client its batches hold a
-// row or two, which one two-thread instance runs twice as fast (100 ms a row against 200): the
-// simulated p99 is about 30% lower on ⟨1,2,8⟩, whose runtime is parked.
-using testing::FatAtLowRates;  // tests/support/latency_tables.h
-
-TEST_F(ReconfigurationTest, AtALowRateThePlanForBMovesToTheOneWithTheLowerSimulatedP99) {
-  const std::vector<Sample> samples = MakeSamples(24);
-  testing::TempDir profiles("packrat-profiles");
-  std::set<pid_t> all_runtimes;
-  StartOnRewrittenProfile(profiles.path(), 2, FatAtLowRates, 8, &all_runtimes);
-  if (HasFatalFailure()) return;
-  HttpResult r =
-      management_->Request("PUT", "/v2/models/tiny/config", R"({"batch":1,"adaptive":true})");
-  ASSERT_EQ(r.status, 200) << r.body;
-  const ConfigView one = ParseConfig(r.body);
-  ASSERT_EQ(one.workers.size(), 1u) << r.body;
-  ASSERT_EQ(one.workers[0].threads, 2);
-  const pid_t fat_pid = one.workers[0].pid;
-  all_runtimes.insert(fat_pid);
-  {
-    Load load(agent_->http_port(), &samples, 4);
-    ASSERT_TRUE(AwaitConfig("the overload move",
-                            [](const ConfigView& c) { return c.MovedAndSettled("overload"); }));
-    load.Stop();
-    EXPECT_TRUE(load.failures().empty()) << load.Describe() << agent_->Digest();
-  }
-  const ConfigView thin = GetConfig();
-  ASSERT_EQ(thin.batch, 8);
-  ASSERT_EQ(thin.workers.size(), 2u);
-  for (const auto& w : thin.workers) all_runtimes.insert(w.pid);
-  {
-    const std::vector<Sample> single_rows = SingleRows(samples);
-    Load paced(agent_->http_port(), &single_rows, 1, std::chrono::milliseconds(600));
-    // The step down waits out scale_down_delay_ms, but the plan for B = 8 moves at the rate.
-    const auto replanned = AwaitConfig("the move at the rate", [](const ConfigView& c) {
-      return c.MovedAndSettled("replan_at_rate");
-    });
-    ASSERT_TRUE(replanned);
-    EXPECT_FALSE(replanned->Moved("estimator_step_down"));
-    const ConfigView fat = *replanned;
-    EXPECT_EQ(fat.batch, 8);
-    ASSERT_EQ(fat.workers.size(), 1u);
-    EXPECT_EQ(fat.workers[0].threads, 2);
-    EXPECT_EQ(fat.workers[0].pid, fat_pid);  // unparked, not started
-    ASSERT_TRUE(paced.WaitForMore(3)) << paced.Describe() << agent_->Digest();
-    paced.Stop();
-    EXPECT_TRUE(paced.failures().empty()) << paced.Describe() << agent_->Digest();
-    EXPECT_EQ(paced.wrong(), 0) << paced.Describe();
-  }
-  for (const auto& w : GetConfig().workers) all_runtimes.insert(w.pid);
   StopAndCheckClean(all_runtimes);
 }
 

@@ -340,21 +340,61 @@ TEST_F(AutoscalerTest, AThreadCountNotServedYetCountsAtItsProfile) {
 }
 
 TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate) {
-  SetUpModel(2, FatAtLowRates, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 600'000; });
+  SetUpModel(2, FatAtLowRates, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 3000; });
   Serve(1);
   // Overloaded: to ⟨2,1,4⟩ for B = 8 (16 rows/s).
   const std::optional<Decision> up = TickUntil(Rule::kOverload, 8, 40);
   ASSERT_TRUE(up.has_value());
+  const SteadyTime peak_end = up->move->decided_at;
   ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 4}}));
   view_.parked_threads = {2};  // the fat runtime it left
-  ASSERT_TRUE(TickUntil(Rule::kBacklogDrained, 0, 1.5).has_value());
-  // At 1.5 rows/s the step down waits (scale_down_delay_ms), but the plan for B = 8 moves to
-  // ⟨1,2,8⟩, whose two threads run the one or two rows of each batch twice as fast.
-  const std::optional<Decision> re = TickUntil(Rule::kReplanAtRate, 1, 1.5, 2000);
+  // Eight rows in the system keep the estimator at B = 8. At 1.5 rows/s the plan for B = 8
+  // moves to ⟨1,2,8⟩, whose two threads run the one or two rows of each batch twice as fast —
+  // but it serves 14.3 rows/s, which the peak of 40 would have overloaded: not while that
+  // peak lies within scale_down_delay_ms.
+  const std::optional<Decision> re = TickUntil(Rule::kReplanAtRate, 8, 1.5, 2000);
   ASSERT_TRUE(re.has_value());
-  EXPECT_EQ(re->hold->rule, Rule::kScaleDownDelay);
+  EXPECT_GE(re->move->decided_at - peak_end, std::chrono::milliseconds(3000));
   EXPECT_EQ(re->move->plan.groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
   EXPECT_LT(*re->move->reason.target_p99_ms, *re->move->reason.serving_p99_ms);
+  // Without an overload move, a burst the serving plan rode out holds the move as long.
+  ServePlan(*optimizer_->SolveOnInstances({1, 1}, 8));
+  view_.parked_threads = {2};
+  for (int i = 0; i < 100; ++i) ASSERT_FALSE(Tick(8, 30).move.has_value());
+  const SteadyTime burst_end = now_;
+  const std::optional<Decision> after_burst = TickUntil(Rule::kReplanAtRate, 8, 1.5, 2000);
+  ASSERT_TRUE(after_burst.has_value());
+  EXPECT_GE(after_burst->move->decided_at - burst_end, std::chrono::milliseconds(3000));
+}
+
+// Where no plan for B serves the rate (not even max_utilization busy), the plans for B are not
+// compared by their simulated p99: those are of queues that grow for as long as the simulation
+// runs. An overload is rule 1's, which may change B; rule 2c keeps to plans that serve the rate.
+TEST_F(AutoscalerTest, WhereBStaysNoPlanThatCannotServeTheRateIsTakenForItsP99) {
+  // Rows cost the same in any batch: ⟨1,1,1⟩ serves 10 rows/s, ⟨1,2,1⟩ 11.1, ⟨2,1,1⟩ (B = 2)
+  // 20. At 15 rows/s both plans for B = 1 fall behind, the second a little slower, so its
+  // simulated p99 is lower; a parked two-thread runtime would make the move start nothing.
+  SetUpModel(
+      2,
+      [](int threads, int batch) { return std::optional<double>((80.0 + 20.0 / threads) * batch); },
+      [](AutoscalerOptions* o) { o->restart_margin = 0; });
+  ServePlan(*optimizer_->SolveOnInstances({1}, 1));
+  view_.parked_threads = {2};
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 1, 1}}));
+  const std::optional<Autoscaler::PlanChoice> same_b = autoscaler_->PlanFor(1, view_, 15.0);
+  ASSERT_TRUE(same_b.has_value());
+  ASSERT_EQ(same_b->plan.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
+  ASSERT_LT(same_b->capacity, 15);
+  // One row in the system at a time: nothing piles up for rule 1, and the estimator keeps B.
+  for (int i = 0; i < 500; ++i) {
+    const Decision d = Tick(1, 15);
+    ASSERT_FALSE(d.move.has_value()) << d.move->reason.text;
+  }
+  // Rows piling up: rule 1 moves, to a larger B that serves the rate.
+  const std::optional<Decision> up = TickUntil(Rule::kOverload, 8, 15, 300);
+  ASSERT_TRUE(up.has_value());
+  EXPECT_EQ(up->move->reason.to_batch, 2);
+  EXPECT_GT(*up->move->reason.target_capacity, 15 / autoscaler_->options().max_utilization);
 }
 
 TEST_F(AutoscalerTest, AStepDownGoesOnlyAsFarAsTheRecentPeakAllows) {
