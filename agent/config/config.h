@@ -147,7 +147,7 @@ struct ReconfigurationConfig {
   // Overload: when the rows arriving over this span (or twice or four times it) exceed what
   // the serving set runs fully busy (in the batches it cuts from a backlog) by two Poisson
   // standard deviations while rows queue beyond its B, the model moves at once, without
-  // waiting for the estimator's window, to the smallest larger B whose plan keeps up at
+  // waiting for the estimator's window, to the smallest B whose plan keeps up at
   // max_utilization (batch_for_rate.h). 0 disables it.
   int64_t overload_window_ms = 2000;
   // After the overload path moved B up, the estimator's steps down wait this long: scale up

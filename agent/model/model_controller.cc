@@ -300,8 +300,9 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
     const std::vector<int> kept = options_.sets->KeepableThreads();
     if (std::optional<Autoscaler::OnInstances> alone =
             autoscaler_.PlanOnInstances(kept, fresh.batch, rate, slowdown, need)) {
-      return options_.sets->Switch(alone->plan.groups, alone->plan,
-                                   why + ", at once on the runtimes inside it", false);
+      return options_.sets->Switch(
+          alone->plan.groups, alone->plan,
+          why + ", " + std::string(ResizeStepName(ResizeStep::kInsideAtOnce)), false);
     }
   }
   // 1. Keep the serving runtimes where that costs little: the new set then starts only on the
@@ -319,6 +320,20 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   return Migrate(fresh, rate, need, slowdown, behind ? kBehindResizeMargin : kResizeMargin, why);
 }
 
+std::string_view ModelController::ResizeStepName(ResizeStep step) {
+  switch (step) {
+    case ResizeStep::kInsideAtOnce:
+      return "at once on the runtimes inside it";
+    case ResizeStep::kKeeping:
+      return "keeping the serving runtimes";
+    case ResizeStep::kStage:
+      return "stage";
+    case ResizeStep::kPlan:
+      return "";
+  }
+  return "";
+}
+
 Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, double need,
                                 const SlowdownFn& slowdown, std::optional<double> keep_margin,
                                 const std::string& why) {
@@ -332,9 +347,10 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
     std::optional<Plan> kept;
     if (keep_margin) kept = autoscaler_.KeepingPlan(serving, fresh, rate, slowdown, *keep_margin);
     if (kept) {
-      return options_.sets->Switch(
-          kept->groups, *kept,
-          why + ", keeping the serving runtimes (passed over " + fresh.ConfigString() + ")", false);
+      return options_.sets->Switch(kept->groups, *kept,
+                                   why + ", " + std::string(ResizeStepName(ResizeStep::kKeeping)) +
+                                       " (passed over " + fresh.ConfigString() + ")",
+                                   false);
     }
     const int free = options_.sets->FreeCpus();
     if (stage > kMaxResizeStages || free < 0 || serving.empty()) break;
@@ -348,8 +364,9 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
     if (!on) break;
     RETURN_IF_ERROR(options_.sets->Switch(
         on->plan.groups, on->plan,
-        why + ", stage " + std::to_string(stage) + " towards " + fresh.ConfigString() +
-            " (starting " + std::to_string(step->started.size()) + " on free CPUs, dropping " +
+        why + ", " + std::string(ResizeStepName(ResizeStep::kStage)) + " " + std::to_string(stage) +
+            " towards " + fresh.ConfigString() + " (starting " +
+            std::to_string(step->started.size()) + " on free CPUs, dropping " +
             std::to_string(step->dropped.size()) + ")",
         false));
   }

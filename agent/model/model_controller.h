@@ -150,6 +150,16 @@ class ModelController {
   // The same while the model is behind (a queue beyond two batches): a resize that would
   // otherwise migrate in stages, each a start, serves on a plan within 2× of the partition's.
   static constexpr double kBehindResizeMargin = 1.0;
+  // How a resize's switch reaches the partition's plan, in the order SwitchForResize tries:
+  enum class ResizeStep {
+    kInsideAtOnce,  // 0: a shrink's runtimes inside the smaller share alone, at once
+    kKeeping,       // 1: a plan keeping the serving runtimes within the resize margin
+    kStage,         // 2: a stage towards the plan, starting runtimes on free CPUs only
+    kPlan,          // the partition's plan itself
+  };
+  // "at once on the runtimes inside it", "keeping the serving runtimes", "stage", "" (the
+  // reason a resize's switch gives after "node partition: N CPU(s)").
+  static std::string_view ResizeStepName(ResizeStep step);
 
   ControllerSnapshot Snapshot() const EXCLUDES(mu_);
   // The policy; its const methods are safe from any thread.

@@ -351,18 +351,18 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
   bool busy_only = false;  // above max_utilization, not above capacity
   const std::optional<double> rate = OverloadRate(load.arrivals(), serving, &busy_only);
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
-  // Plans are judged at the rate.
+  // Plans are judged at the rate, over every B: capacity is no monotone function of B once
+  // plans differ in shape and thread counts in measured slowdown (four 16-thread runtimes that
+  // gain from 128-row batches served 27 rows/s, B = 8's eight 8-thread ones 322). The smallest
+  // B whose plan keeps up, which then serves more than the serving set; else the smallest near
+  // the most capacity, where that serves kBatchForRateMinGain more than the serving set.
   const Candidates at_rate(*this, view, rate);
   std::optional<int64_t> b =
-      BatchForRate(*rate, backlog_b, options_.max_batch, options_.max_utilization,
+      BatchForRate(*rate, /*current_b=*/0, options_.max_batch, options_.max_utilization,
                    [&at_rate](int64_t b) { return at_rate.Capacity(b); });
-  // No larger B serves more than B's plan at the rate, but that plan may serve more than the
-  // serving one: thread counts measured at different slowdowns than the profile's order.
-  if (!b && at_rate.Capacity(current).value_or(0) > kBatchForRateMinGain * serving &&
-      at_rate.At(current)->plan.groups != view.groups) {
-    b = current;
-  }
-  if (!b) return false;  // nothing serves more: the queue bounds what waits (429 beyond it)
+  if (b && !(at_rate.Capacity(*b).value_or(0) > kBatchForRateMinGain * serving)) b.reset();
+  // Nothing serves more: the queue bounds what waits (429 beyond it).
+  if (!b || at_rate.At(*b)->plan.groups == view.groups) return false;
   const PlanChoice& target = *at_rate.At(*b);
   // Busy, not behind: capacity to spare is worth a move only where the requests fare better
   // for it. A plan of more capacity cuts larger batches, each longer: at 0.8 busy the serving

@@ -23,11 +23,11 @@
 //      runs them (fully busy, in the batches it cuts from a backlog; or above max_utilization
 //      where the move starts no runtime and, for a batch model, its requests' simulated p99
 //      at the rate is below the serving set's, at B or its backlog batch) while rows queue
-//      beyond B: move at once to the smallest larger B whose plan keeps up (BatchForRate) —
-//      or, where no larger B serves more, to B's own plan at the rate where that serves
-//      kBatchForRateMinGain more than the serving one (PlanFor puts capacity first where a
-//      plan cannot serve the rate). Its backlog then drains before the estimator is listened
-//      to again, and the estimator's steps down wait scale_down_delay_ms.
+//      beyond B: move at once to the smallest B, of every B, whose plan keeps up
+//      (BatchForRate) — or, where none does, the smallest near the most capacity, where that
+//      serves kBatchForRateMinGain more than the serving set (PlanFor puts capacity first
+//      where a plan cannot serve the rate). Its backlog then drains before the estimator is
+//      listened to again, and the estimator's steps down wait scale_down_delay_ms.
 //   2. At each of the estimator's decision points (reconfiguration.timeout_ms), with a full
 //      window:
 //      a. plan at rate (reconfiguration.plan_at_rate, batch models, a known rate): the B and

@@ -397,6 +397,24 @@ TEST_F(AutoscalerTest, WhereBStaysNoPlanThatCannotServeTheRateIsTakenForItsP99) 
   EXPECT_GT(*up->move->reason.target_capacity, 15 / autoscaler_->options().max_utilization);
 }
 
+// Rule 1 looks at every B, smaller ones too: capacity is no monotone function of B once plans
+// differ in shape. Here one thread handles batches badly: B = 8's plan is the fat ⟨1,2,8⟩
+// (10 rows/s), no plan for B = 8 serves more, and B = 2's two one-thread instances serve 20,
+// the most of any B (at 30 rows/s none keeps up).
+TEST_F(AutoscalerTest, AnOverloadMovesToTheSmallestBThatKeepsUpEvenBelowTheServingOne) {
+  SetUpModel(2, [](int threads, int batch) {
+    if (threads == 1) return std::optional<double>(batch == 1 ? 100.0 : 250.0 * batch);
+    return std::optional<double>(100.0 * batch);
+  });
+  Serve(8);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 8}}));
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 20, 30, 300);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->move->reason.to_batch, 2);
+  EXPECT_EQ(d->move->plan.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+  EXPECT_NEAR(*d->move->reason.target_capacity, 20, 1e-9);
+}
+
 TEST_F(AutoscalerTest, AStepDownGoesOnlyAsFarAsTheRecentPeakAllows) {
   SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) {
     o->overload_window_ms = 200;
