@@ -31,6 +31,8 @@ inline constexpr double kBatchForRateNearMost = 0.95;
 // whose plan would run at most `max_utilization` busy at `rate` rows/s. Where none would, the
 // smallest b whose capacity is within kBatchForRateNearMost of the highest, if the highest
 // exceeds capacity(current_b) by kBatchForRateMinGain. Nullopt where no b qualifies.
+// `current_b` 0: every b, and the highest is taken whatever it serves (capacity(0) is asked
+// and may be nullopt; the overload path compares with the serving set itself).
 // `capacity` is called O(log max_b) times.
 std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_b,
                                     double max_utilization, const CapacityFn& capacity);
