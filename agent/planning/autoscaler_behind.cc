@@ -25,11 +25,12 @@ double Autoscaler::BehindWaitMs(const ServingView& view) const {
 }
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView& view) const {
+  const Candidates candidates(*this, view, std::nullopt, /*bounded=*/false);
   std::optional<PlanChoice> best;
   for (int64_t p = 1;; p *= 2) {
     const int64_t b = std::min(p, options_.max_batch);
-    std::optional<PlanChoice> choice = PlanFor(b, view, std::nullopt, /*bounded=*/false);
-    if (choice && (!best || choice->capacity > best->capacity)) best = std::move(choice);
+    const std::optional<PlanChoice>& choice = candidates.At(b);
+    if (choice && (!best || choice->capacity > best->capacity)) best = choice;
     if (b == options_.max_batch) return best;
   }
 }
