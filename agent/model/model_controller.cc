@@ -328,8 +328,6 @@ std::string_view ModelController::ResizeStepName(ResizeStep step) {
       return "keeping the serving runtimes";
     case ResizeStep::kStage:
       return "stage";
-    case ResizeStep::kPlan:
-      return "";
   }
   return "";
 }

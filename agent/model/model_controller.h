@@ -155,10 +155,9 @@ class ModelController {
     kInsideAtOnce,  // 0: a shrink's runtimes inside the smaller share alone, at once
     kKeeping,       // 1: a plan keeping the serving runtimes within the resize margin
     kStage,         // 2: a stage towards the plan, starting runtimes on free CPUs only
-    kPlan,          // the partition's plan itself
-  };
-  // "at once on the runtimes inside it", "keeping the serving runtimes", "stage", "" (the
-  // reason a resize's switch gives after "node partition: N CPU(s)").
+  };                // (else the partition's plan itself)
+  // "at once on the runtimes inside it", "keeping the serving runtimes", "stage": the reason a
+  // resize's switch gives after "node partition: N CPU(s)".
   static std::string_view ResizeStepName(ResizeStep step);
 
   ControllerSnapshot Snapshot() const EXCLUDES(mu_);

@@ -419,14 +419,13 @@ void NodeController::CarryOut(const std::vector<std::shared_ptr<ServedModel>>& m
 void NodeController::HoldRestartingShrink(const std::vector<std::shared_ptr<ServedModel>>& models,
                                           const Proposal& proposal,
                                           PartitionDecision* decision) const {
-  const auto& [view, target, plans, rates] = proposal;
   for (const auto& m : models) {
     const std::optional<std::vector<int>> share = options_.allocator->Share(m->name());
-    const int want = target.at(m->name());
-    const std::optional<Plan>& plan = plans.at(m->name());
+    const int want = proposal.target.at(m->name());
+    const std::optional<Plan>& plan = proposal.plans.at(m->name());
     if (!share || static_cast<int>(share->size()) <= want || !plan) continue;
     const std::vector<int> kept = CpusToKeep(*share, want, m->ServingCpus());
-    if (!m->ShrinkKeeps(kept, *plan, rates.at(m->name()))) {
+    if (!m->ShrinkKeeps(kept, *plan, proposal.rates.at(m->name()))) {
       decision->move = false;
       decision->reason = PartitionReason::kShrinkRestarts;
       decision->model = m->name();
