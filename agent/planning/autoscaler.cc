@@ -279,6 +279,13 @@ bool Autoscaler::DrainBacklog(const Inputs& in, Decision* d) const {
   r.from_batch = in.view.batch;
   r.ewma = in.load.estimator().ewma();
   if (in.load.rows_in_system() > in.view.batch) {
+    // A queue that still stands once the estimator's window, restarted at the move, holds
+    // only samples taken since is the load, not a backlog: a bounded client pool refills its
+    // queue as fast as it is served, so it never drains. The estimator hears it (rule 2).
+    if (in.load.estimator().Smoothed(in.view.batch).has_value()) {
+      d->next.backlog = false;
+      return false;
+    }
     r.rule = Rule::kBacklogDraining;
     r.quiet = true;
     r.text = "an overload move's backlog drains";

@@ -27,7 +27,9 @@
 //      (BatchForRate) — or, where none does, the smallest near the most capacity, where that
 //      serves kBatchForRateMinGain more than the serving set (PlanFor puts capacity first
 //      where a plan cannot serve the rate). Its backlog then drains before the estimator is
-//      listened to again, and the estimator's steps down wait scale_down_delay_ms.
+//      listened to again — unless a queue still stands once the estimator's window holds only
+//      samples taken since the move: that queue is the load (a bounded client pool refills it
+//      as fast as it is served) — and the estimator's steps down wait scale_down_delay_ms.
 //   2. At each of the estimator's decision points (reconfiguration.timeout_ms), with a full
 //      window:
 //      a. plan at rate (reconfiguration.plan_at_rate, batch models, a known rate): the B and
@@ -410,7 +412,8 @@ class Autoscaler {
   static const VetoFn kVetoes[];
 
   // Between rules 1 and 2: an overload move's backlog drains before the estimator is listened
-  // to again; once drained, the estimator starts afresh.
+  // to again; once drained, the estimator starts afresh. A queue that stands for the
+  // estimator's whole window since the move ends the wait without a restart.
   bool DrainBacklog(const Inputs& in, Decision* d) const;
   // Rule 2's gate: its rules act only at the estimator's decision points, with a full window,
   // on an adaptive model with a profile (the grid advances as it is reached, acting or not).

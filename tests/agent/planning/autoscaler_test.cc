@@ -179,6 +179,20 @@ TEST_F(AutoscalerTest, AfterAnOverloadMoveTheBacklogDrainsBeforeTheEstimatorIsHe
   EXPECT_EQ(load_->estimator().samples(), 0);
 }
 
+TEST_F(AutoscalerTest, AQueueThatStillStandsAWindowAfterAnOverloadMoveIsHeardAsTheLoad) {
+  SetUpModel(1, FastLatency);
+  Serve(1);
+  // 105 rows/s against B = 1's 100: B = 4 (133 rows/s) keeps up at 0.8 busy.
+  const std::optional<Decision> moved = TickUntil(Rule::kOverload, 12, 105, 99);
+  ASSERT_TRUE(moved.has_value());
+  ASSERT_EQ(moved->move->reason.to_batch, 4);
+  // A bounded client pool: its queue refills as fast as it is served and never drains. Once
+  // the estimator's window holds only samples taken since the move, the estimator hears it.
+  const std::optional<Decision> up = TickUntil(Rule::kEstimatorStepUp, 12, 105, 500);
+  ASSERT_TRUE(up.has_value());
+  EXPECT_EQ(up->move->reason.to_batch, 8);
+}
+
 TEST_F(AutoscalerTest, TheEstimatorsStepDownWaitsOutTheScaleDownDelayAfterAnOverloadMove) {
   SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 2000; });
   Serve(1);
