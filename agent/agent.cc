@@ -37,7 +37,8 @@ StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
   grpc.max_message_bytes = server.grpc_max_message_bytes;
   grpc.max_concurrent_streams = server.grpc_max_concurrent_streams;
   StatusOr<std::unique_ptr<GrpcServer>> started = GrpcServer::Start(grpc, models, repository);
-  if (started.ok() || server.grpc_explicit) return started;
+  if (started.ok()) return started;
+  if (server.grpc_explicit) return started.status().WithContext("server.grpc");
   PACKRAT_LOG(WARNING) << "serving without gRPC: " << started.status().message()
                        << " (set server.grpc to choose its address, or off)";
   return std::unique_ptr<GrpcServer>();
@@ -127,10 +128,10 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   agent->management_handler_.set_repository(agent->repository_.get());
 
   if (config.server.access_log != "off") {
-    ASSIGN_OR_RETURN(agent->access_log_,
-                     AccessLog::Open(config.server.access_log == "json" ? AccessLog::Format::kJson
-                                                                        : AccessLog::Format::kLogfmt,
-                                     config.server.access_log_path));
+    ASSIGN_OR_RETURN(agent->access_log_, AccessLog::Open(config.server.access_log == "json"
+                                                             ? AccessLog::Format::kJson
+                                                             : AccessLog::Format::kLogfmt,
+                                                         config.server.access_log_path));
   }
   HttpServerOptions http;
   http.endpoint = config.server.http;
@@ -142,19 +143,27 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   http.read_timeout = std::chrono::seconds(config.server.read_timeout_s);
   http.max_connections = config.server.max_connections;
   http.unix_socket = config.server.unix_socket;
-  ASSIGN_OR_RETURN(agent->http_, HttpServer::Create(http, &agent->handler_));
+  // Each listener's error names its key: "server.metrics: cannot listen on ...".
+  const auto listen = [](const HttpServerOptions& o, HttpHandler* handler,
+                         std::string_view key) -> StatusOr<std::unique_ptr<HttpServer>> {
+    StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Create(o, handler);
+    if (!server.ok()) return server.status().WithContext(key);
+    return server;
+  };
+  ASSIGN_OR_RETURN(agent->http_, listen(http, &agent->handler_, "server.http"));
   HttpServerOptions management = http;
   management.endpoint = config.server.management;
   management.unix_socket.clear();
   management.threads = 1;
   management.name = "management";
-  ASSIGN_OR_RETURN(agent->management_, HttpServer::Create(management, &agent->management_handler_));
+  ASSIGN_OR_RETURN(agent->management_,
+                   listen(management, &agent->management_handler_, "server.management"));
   HttpServerOptions metrics = management;
   metrics.endpoint = config.server.metrics;
   metrics.name = "metrics";
   metrics.access_log = nullptr;  // scrapes every few seconds are not what operators look for
   ASSIGN_OR_RETURN(agent->metrics_server_,
-                   HttpServer::Create(metrics, agent->metrics_handler_.get()));
+                   listen(metrics, agent->metrics_handler_.get(), "server.metrics"));
   ASSIGN_OR_RETURN(agent->grpc_,
                    StartGrpc(config.server, &agent->models_, agent->repository_.get()));
   if (!agent->options_.port_file.empty()) {
@@ -165,6 +174,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   agent->http_->Start();
   agent->management_->Start();
   agent->metrics_server_->Start();
+  agent->serving_ = true;
   PACKRAT_LOG(INFO) << "listening: http=" << config.server.http.host << ":" << agent->http_port()
                     << " management=" << config.server.management.host << ":"
                     << agent->management_port() << " metrics=" << config.server.metrics.host << ":"
@@ -237,6 +247,9 @@ void Agent::WaitForModels() {
 void Agent::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // A start that failed served nothing and loaded nothing: what it built goes with its
+  // members, and there is nothing to drain.
+  if (!serving_) return;
   handler_.SetShuttingDown();  // before the log line, which says it has happened
   if (grpc_) grpc_->SetShuttingDown();
   PACKRAT_LOG(INFO) << "shutting down: not ready from now on";
@@ -253,7 +266,7 @@ void Agent::Shutdown() {
   if (grpc_) grpc_->StopAccepting();  // calls in flight go on
   WaitForModels();
   if (node_) node_->Stop();  // a move in progress finishes first
-  repository_->Shutdown();  // loads and unloads in progress finish; no new ones
+  repository_->Shutdown();   // loads and unloads in progress finish; no new ones
   management_handler_.JoinRepositoryCalls();
   // Models drain first so every accepted request gets its answer, then the servers write them.
   for (const std::shared_ptr<ServedModel>& model : models_.List()) {

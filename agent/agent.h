@@ -78,6 +78,7 @@ class Agent {
   std::unique_ptr<HttpServer> metrics_server_;
   std::unique_ptr<GrpcServer> grpc_;  // null when off
   std::thread loader_;
+  bool serving_ = false;  // the listeners started: Shutdown() drains
   bool shut_down_ = false;
 };
 

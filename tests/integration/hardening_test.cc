@@ -1,8 +1,11 @@
 // Faults and overload against the real agent: slow clients, a connection cap, a full queue,
 // expired deadlines and an agent killed with SIGKILL. Every request sent is counted against
 // the answers received, so that none is lost.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -311,6 +314,40 @@ TEST(HardeningTest, AgentKilledWithSigkillLeavesNothingAfterTheNextStart) {
   EXPECT_EQ(second.Stop(SIGTERM).value_or(-1), 0);
 }
 
+// A port another process holds ends start-up: exit status 1 with one line that names the
+// listener's key, no signal, nothing left behind. (Each of the three HTTP listeners ended in
+// SIGSEGV: the failed start's shutdown stopped servers never made.)
+TEST(HardeningTest, APortInUseEndsStartUpWithOneLineThatNamesItsKey) {
+  const int held = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(held, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(held, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(held, 1), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(held, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  for (const std::string key : {"http", "management", "metrics", "grpc"}) {
+    std::string server =
+        "{http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, grpc: 127.0.0.1:0";
+    const std::string free = key + ": 127.0.0.1:0";
+    server.replace(server.find(free), free.size(), key + ": 127.0.0.1:" + port);
+    AgentProcess agent(PACKRAT_AGENT_PATH,
+                       "server: " + server + "}\n" +
+                           TinyModel("{max_batch: 4}", "[{count: 1, threads: 1, batch: 4}]"));
+    EXPECT_TRUE(agent.WaitForLog("cannot start: server." + key + ": ")) << key << "\n"
+                                                                        << agent.Digest();
+    const std::optional<int> status = agent.Stop(0);
+    ASSERT_TRUE(status.has_value()) << key;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1)
+        << key << ": status " << *status << "\n"
+        << agent.Digest();
+    EXPECT_TRUE(testing::SegmentsOf(agent.pid()).empty()) << key;
+  }
+  close(held);
+}
+
 // With server.management_token_file, the management address answers only requests that
 // carry the token: 401 with a JSON error and WWW-Authenticate otherwise, reads and plan changes
 // alike; the data address needs none.
@@ -328,7 +365,8 @@ TEST(HardeningTest, TheManagementTokenGuardsEveryManagementRoute) {
   const std::map<std::string, std::string> right = {
       {"Authorization", "Bearer correct-horse-battery"}};
   const std::map<std::string, std::string> wrong = {{"Authorization", "Bearer correct-horse"}};
-  for (const std::string target : {"/v2/models/tiny/config", "/v2/health/ready", "/v2/models/tiny"}) {
+  for (const std::string target :
+       {"/v2/models/tiny/config", "/v2/health/ready", "/v2/models/tiny"}) {
     SCOPED_TRACE(target);
     HttpResult r = management.Get(target);
     EXPECT_EQ(r.status, 401) << r.body;
