@@ -30,12 +30,14 @@ Status WritePortFile(const std::string& path, uint16_t http, uint16_t management
 // agent on the node may hold) only warns.
 StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
                                                 const ModelRegistry* models,
-                                                RepositoryControl* repository) {
+                                                RepositoryControl* repository,
+                                                const ControlGate& gate) {
   if (!server.grpc_enabled) return std::unique_ptr<GrpcServer>();
   GrpcServerOptions grpc;
   grpc.endpoint = server.grpc;
   grpc.max_message_bytes = server.grpc_max_message_bytes;
   grpc.max_concurrent_streams = server.grpc_max_concurrent_streams;
+  grpc.control_gate = gate;
   StatusOr<std::unique_ptr<GrpcServer>> started = GrpcServer::Start(grpc, models, repository);
   if (started.ok()) return started;
   if (server.grpc_explicit) return started.status().WithContext("server.grpc");
@@ -55,11 +57,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   }
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   const Config& config = agent->options_.config;
+  // One gate for every control path: the management API and the gRPC repository RPCs.
+  ControlGate gate;
   if (!config.server.management_token_file.empty()) {
-    ASSIGN_OR_RETURN(std::string token, ReadManagementToken(config.server.management_token_file));
-    agent->management_handler_.set_token(std::move(token));
-    PACKRAT_LOG(INFO) << "the management API needs the bearer token in "
-                      << config.server.management_token_file;
+    ASSIGN_OR_RETURN(gate, ControlGate::FromFile(config.server.management_token_file));
+    PACKRAT_LOG(INFO) << "the management API and the gRPC repository calls need the bearer "
+                      << "token in " << config.server.management_token_file;
   } else if (config.server.management.host != "127.0.0.1" &&
              config.server.management.host != "::1" &&
              config.server.management.host != "localhost") {
@@ -67,6 +70,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
                          << " without a token: anyone who reaches it can change what this node "
                          << "serves (server.management_token_file)";
   }
+  agent->management_handler_.set_gate(gate);
   ASSIGN_OR_RETURN(agent->metrics_, metrics::AgentMetrics::Create());
   agent->metrics_handler_ = std::make_unique<MetricsHandler>(agent->metrics_.get());
 
@@ -165,7 +169,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   ASSIGN_OR_RETURN(agent->metrics_server_,
                    listen(metrics, agent->metrics_handler_.get(), "server.metrics"));
   ASSIGN_OR_RETURN(agent->grpc_,
-                   StartGrpc(config.server, &agent->models_, agent->repository_.get()));
+                   StartGrpc(config.server, &agent->models_, agent->repository_.get(), gate));
   if (!agent->options_.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(agent->options_.port_file, agent->http_port(),
                                   agent->management_port(), agent->metrics_port(),

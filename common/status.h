@@ -28,6 +28,7 @@ enum class StatusCode {
   kDeadlineExceeded,    // a wait timed out -> 504
   kInternal,            // a bug or an unexpected library failure -> 500
   kCancelled,
+  kUnauthenticated,  // a control call without the right credential -> 401
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -72,6 +73,9 @@ inline Status DeadlineExceeded(std::string m) {
 }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status Unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
 
 // Holds either a value or a non-OK Status. Accessing value() of an error is a bug (asserts).
 template <typename T>

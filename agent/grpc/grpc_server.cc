@@ -36,7 +36,7 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
   // per gRPC call in a profile. Process-wide; only gRPC uses absl::Mutex here.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<GrpcServer> server(new GrpcServer());
-  server->service_ = std::make_unique<InferenceService>(models, repository);
+  server->service_ = std::make_unique<InferenceService>(models, repository, options.control_gate);
   const std::string address = Address(options.endpoint);
   int port = 0;
   grpc::ServerBuilder builder;

@@ -32,6 +32,7 @@ struct GrpcServerOptions {
   // INT32_MAX. Responses are not limited.
   uint64_t max_message_bytes = 64ull << 20;
   int max_concurrent_streams = 1024;  // per connection (HTTP/2 SETTINGS); more wait in the client
+  ControlGate control_gate;           // what the repository RPCs must pass (the agent's one gate)
 };
 
 class GrpcServer {

@@ -23,6 +23,8 @@ grpc::StatusCode GrpcCodeFor(StatusCode code) {
       return grpc::StatusCode::DEADLINE_EXCEEDED;
     case StatusCode::kCancelled:
       return grpc::StatusCode::CANCELLED;
+    case StatusCode::kUnauthenticated:
+      return grpc::StatusCode::UNAUTHENTICATED;
     case StatusCode::kInternal:
       return grpc::StatusCode::INTERNAL;
   }

@@ -115,9 +115,11 @@ class InferenceService::InferAllocator
   }
 };
 
-InferenceService::InferenceService(const ModelRegistry* models, RepositoryControl* repository)
+InferenceService::InferenceService(const ModelRegistry* models, RepositoryControl* repository,
+                                   ControlGate gate)
     : models_(models),
       repository_(repository),
+      gate_(std::move(gate)),
       infer_allocator_(std::make_unique<InferAllocator>()),
       repository_runner_(kRepositoryThreads, kMaxQueuedRepositoryCalls) {
   SetMessageAllocatorFor_ModelInfer(infer_allocator_.get());
@@ -288,6 +290,14 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// The call's "authorization" metadata through the agent's one gate.
+Status Admit(const grpc::CallbackServerContext& context, const ControlGate& gate) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return gate.Admit(std::nullopt);
+  return gate.Admit(std::string_view(it->second.data(), it->second.size()));
+}
+
 grpc::Status NoRepository() {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server has no model repository");
 }
@@ -321,6 +331,7 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(
     grpc::CallbackServerContext* context, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
   if (!accepting()) return FinishNow(context, ShuttingDown());
+  if (const Status s = Admit(*context, gate_); !s.ok()) return FinishNow(context, ToGrpcStatus(s));
   if (repository_ == nullptr) return FinishNow(context, NoRepository());
   if (!request->repository_name().empty()) {
     return FinishNow(context, RepositoryNameUnsupported(request->repository_name()));
@@ -341,6 +352,7 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
     grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
   if (!accepting()) return FinishNow(context, ShuttingDown());
+  if (const Status s = Admit(*context, gate_); !s.ok()) return FinishNow(context, ToGrpcStatus(s));
   if (repository_ == nullptr) return FinishNow(context, NoRepository());
   std::string name;
   if (grpc::Status s =
@@ -367,6 +379,7 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
     grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
     inference::RepositoryModelUnloadResponse*) {
   if (!accepting()) return FinishNow(context, ShuttingDown());
+  if (const Status s = Admit(*context, gate_); !s.ok()) return FinishNow(context, ToGrpcStatus(s));
   if (repository_ == nullptr) return FinishNow(context, NoRepository());
   std::string name;
   if (grpc::Status s =

@@ -8,7 +8,8 @@
 //    callback. Its deadline is the earliest of the request's `timeout` parameter (µs), the
 //    model's batching.timeout_ms and the client's gRPC deadline: a request whose client gave up
 //    is not run.
-//  - RepositoryIndex/ModelLoad/ModelUnload run on a BlockingRunner of their own (they block
+//  - RepositoryIndex/ModelLoad/ModelUnload pass the agent's ControlGate (control_gate.h) first,
+//    as the REST management API does, and run on a BlockingRunner of their own (they block
 //    for seconds) and finish from there.
 //  - ModelStreamInfer is not implemented (UNIMPLEMENTED); generative models answer ModelInfer
 //    INVALID_ARGUMENT, pointing to REST's /generate.
@@ -26,6 +27,7 @@
 
 #include "agent/grpc/blocking_runner.h"
 #include "agent/grpc/grpc_service.grpc.pb.h"
+#include "agent/http/control_gate.h"
 #include "agent/model/model_registry.h"
 #include "agent/model/repository_control.h"
 
@@ -33,8 +35,10 @@ namespace packrat {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  // `repository` may be null: the repository RPCs then answer UNIMPLEMENTED.
-  InferenceService(const ModelRegistry* models, RepositoryControl* repository);
+  // `repository` may be null: the repository RPCs then answer UNIMPLEMENTED. Each repository
+  // RPC passes `gate` first (metadata "authorization"), or is answered UNAUTHENTICATED.
+  InferenceService(const ModelRegistry* models, RepositoryControl* repository,
+                   ControlGate gate = ControlGate());
   ~InferenceService() override;
 
   // From now on ServerReady and ModelReady answer false (graceful shutdown); calls in flight and
@@ -87,6 +91,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   const ModelRegistry* const models_;
   RepositoryControl* const repository_;
+  const ControlGate gate_;
   std::unique_ptr<InferAllocator> infer_allocator_;  // ModelInfer's messages (zero-copy inputs)
   BlockingRunner repository_runner_;
   std::atomic<bool> shutting_down_{false};

@@ -201,6 +201,8 @@ int HttpStatusFor(StatusCode code) {
       return 499;  // the client went away (nginx's and Envoy's code): not a server error
     case StatusCode::kInternal:
       return 500;
+    case StatusCode::kUnauthenticated:
+      return 401;
   }
   return 500;
 }

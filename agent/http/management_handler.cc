@@ -6,9 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "agent/kserve/kserve_codec.h"
 #include "agent/pool/cpu_list.h"
@@ -249,44 +247,9 @@ std::string ModelConfigJson(const ServedModel& model) {
   return out;
 }
 
-StatusOr<std::string> ReadManagementToken(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read the management token file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
-  const auto first = token.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) {
-    return InvalidArgument("the management token file '" + path + "' is empty");
-  }
-  token = token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
-  return token;
-}
-
-bool BearerMatches(std::string_view authorization, std::string_view token) {
-  constexpr std::string_view kScheme = "Bearer ";
-  if (authorization.size() < kScheme.size() || authorization.substr(0, kScheme.size()) != kScheme) {
-    return false;
-  }
-  const std::string_view given = authorization.substr(kScheme.size());
-  // Every byte of the longer one is looked at whatever matched before; only the lengths'
-  // equality leaks, which the token's length (not its content) decides.
-  unsigned diff = given.size() == token.size() ? 0 : 1;
-  const size_t n = std::max(given.size(), token.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char a = i < given.size() ? given[i] : 0;
-    const unsigned char b = i < token.size() ? token[i] : 0;
-    diff |= a ^ b;
-  }
-  return diff == 0;
-}
-
 void ManagementHandler::Handle(HttpRequest request, HttpResponder respond) {
-  if (!token_.empty() && !BearerMatches(request.Header("authorization").value_or(""), token_)) {
-    HttpResponse r = Json(401, ErrorJson(request.Header("authorization")
-                                             ? "the bearer token is wrong"
-                                             : "the management API needs 'Authorization: Bearer "
-                                               "<token>' (server.management_token_file)"));
+  if (const Status admitted = gate_.Admit(request.Header("authorization")); !admitted.ok()) {
+    HttpResponse r = ErrorFor(admitted);
     r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"packrat-management\"");
     return respond(std::move(r));
   }

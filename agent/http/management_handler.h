@@ -11,8 +11,9 @@
 //   GET /v2/node/partition: the node's CPUs among its models (node_controller.h)
 //   POST /v2/repository/index | /v2/repository/models/{m}/load | .../unload: the model
 //       repository (repository_handler.h)
-// With a token (server.management_token_file) every route needs `Authorization: Bearer <token>`;
-// without it: 401 {"error": ...} and `WWW-Authenticate: Bearer`.
+// Every route passes the agent's ControlGate (control_gate.h): with a token
+// (server.management_token_file) it needs `Authorization: Bearer <token>`; without it: 401
+// {"error": ...} and `WWW-Authenticate: Bearer`.
 //   PUT /v2/models/{m}/config  with {"instances":[{count,threads,batch},…]} (an explicit plan),
 //                              {"batch":B} (the optimizer's plan for B) and/or
 //                              {"adaptive":true|false}
@@ -23,6 +24,7 @@
 #pragma once
 
 #include "agent/http/config_watch.h"
+#include "agent/http/control_gate.h"
 #include "agent/http/kserve_handler.h"
 #include "agent/http/repository_handler.h"
 
@@ -36,9 +38,8 @@ class ManagementHandler : public HttpHandler {
 
   void Handle(HttpRequest request, HttpResponder respond) override;
 
-  // From now on every request must carry `Authorization: Bearer <token>` (compared in constant
-  // time) or gets 401 with a JSON error; empty: no token. Call before the server starts.
-  void set_token(std::string token) { token_ = std::move(token); }
+  // Every request passes `gate` from now on (open until then). Call before the server starts.
+  void set_gate(ControlGate gate) { gate_ = std::move(gate); }
   // Serves /v2/repository/... (RepositoryHandler) from `repository` (not owned; must outlive
   // the handler). Call before the server starts.
   void set_repository(RepositoryControl* repository) {
@@ -56,18 +57,10 @@ class ManagementHandler : public HttpHandler {
   const ModelRegistry* models_;
   KserveHandler* kserve_;
   ConfigWatch* watch_;
-  std::string token_;
+  ControlGate gate_;
   std::unique_ptr<RepositoryHandler> repository_;
   std::function<std::string()> partition_;
 };
-
-// The management token in `path` (server.management_token_file): its content without
-// surrounding whitespace. NotFound if unreadable; InvalidArgument if empty. The token itself is
-// never part of a message.
-StatusOr<std::string> ReadManagementToken(const std::string& path);
-// Whether `authorization` (the header's value) is "Bearer <token>", in time independent of
-// where they differ.
-bool BearerMatches(std::string_view authorization, std::string_view token);
 
 // The GET body for `model` (exposed for tests).
 std::string ModelConfigJson(const ServedModel& model);

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -355,6 +356,7 @@ TEST(HardeningTest, TheManagementTokenGuardsEveryManagementRoute) {
   testing::TempDir dir("packrat-token");
   const std::string token_file = dir.path() + "/token";
   std::ofstream(token_file) << "correct-horse-battery\n";
+  ASSERT_EQ(chmod(token_file.c_str(), 0600), 0);
   AgentProcess agent(PACKRAT_AGENT_PATH,
                      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
                      "management_token_file: " +

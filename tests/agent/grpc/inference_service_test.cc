@@ -93,9 +93,10 @@ ModelConfig TinyConfig(const std::string& name) {
 
 class GrpcInferenceServiceTest : public ::testing::Test {
  protected:
-  void StartServer(bool with_repository = true) {
+  void StartServer(bool with_repository = true, ControlGate gate = ControlGate()) {
     GrpcServerOptions options;
     options.endpoint = {"127.0.0.1", 0};
+    options.control_gate = std::move(gate);
     auto started = GrpcServer::Start(options, &models_, with_repository ? &repository_ : nullptr);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value();
@@ -327,6 +328,43 @@ TEST_F(GrpcInferenceServiceTest, RepositoryIndexLoadUnload) {
   EXPECT_EQ(repository_.calls(),
             (std::vector<std::string>{"index:all", "index:ready", "load:a", "load:c", "load:k",
                                       "unload:a", "unload:z"}));
+}
+
+// The repository RPCs are control calls: they pass the agent's one gate, as the REST
+// management routes do. (They ran without the token: an unload by anyone who reached the port.)
+TEST_F(GrpcInferenceServiceTest, RepositoryCallsPassTheControlGate) {
+  StartServer(/*with_repository=*/true, ControlGate("s3cret"));
+  inference::RepositoryModelLoadRequest load;
+  inference::RepositoryModelLoadResponse loaded;
+  load.set_model_name("a");
+  inference::RepositoryModelUnloadRequest unload;
+  inference::RepositoryModelUnloadResponse unloaded;
+  unload.set_model_name("a");
+  inference::RepositoryIndexResponse index;
+  for (const char* credential : {"", "Bearer s3cre", "s3cret"}) {
+    const auto with = [&] {
+      std::unique_ptr<grpc::ClientContext> context = Context();
+      if (*credential != '\0') context->AddMetadata("authorization", credential);
+      return context;
+    };
+    EXPECT_EQ(stub_->RepositoryIndex(with().get(), {}, &index).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << credential;
+    EXPECT_EQ(stub_->RepositoryModelLoad(with().get(), load, &loaded).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << credential;
+    EXPECT_EQ(stub_->RepositoryModelUnload(with().get(), unload, &unloaded).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << credential;
+  }
+  EXPECT_TRUE(repository_.calls().empty());
+  // Health is no control call.
+  inference::ServerLiveResponse live;
+  EXPECT_TRUE(stub_->ServerLive(Context().get(), {}, &live).ok());
+  std::unique_ptr<grpc::ClientContext> context = Context();
+  context->AddMetadata("authorization", "Bearer s3cret");
+  EXPECT_TRUE(stub_->RepositoryModelUnload(context.get(), unload, &unloaded).ok());
+  EXPECT_EQ(repository_.calls(), (std::vector<std::string>{"unload:a"}));
 }
 
 TEST_F(GrpcInferenceServiceTest, WithoutARepositoryItsCallsAreUnimplemented) {
