@@ -295,8 +295,8 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     }
     request.body = std::make_shared<const std::string>(std::move(req.body()));
     const std::optional<std::string_view> client_id = request.Header("x-request-id");
-    request.request_id = client_id && UsableRequestId(*client_id) ? std::string(*client_id)
-                                                                  : NewRequestId();
+    request.request_id =
+        client_id && UsableRequestId(*client_id) ? std::string(*client_id) : NewRequestId();
     auto access = std::make_shared<AccessLogEntry>();
     if (server_->options().access_log != nullptr) {
       access->listener = server_->options().name;
@@ -500,6 +500,19 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     Read();
   }
 
+  // A connection kept open says how long it stays so when idle (`Keep-Alive: timeout=N`, the
+  // header of RFC 2068 §19.7.1 that browsers and Node's http agent read): a client that pools
+  // connections can drop one before the agent closes it, instead of sending a POST into a
+  // connection that is closing.
+  template <class Body>
+  void SetKeepAlive(bhttp::response<Body>& res, bool keep_alive) const {
+    res.keep_alive(keep_alive);
+    if (!keep_alive) return;
+    const auto idle =
+        std::chrono::duration_cast<std::chrono::seconds>(server_->options().idle_timeout);
+    res.set("Keep-Alive", "timeout=" + std::to_string(std::max<int64_t>(1, idle.count())));
+  }
+
   void WriteStream(HttpResponse response, bool keep_alive, unsigned version) {
     answered_ = request_number_;
     streaming_ = true;  // the disconnect watch goes on until EndStream
@@ -508,7 +521,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     res->set(bhttp::field::server, "packrat");
     res->set(bhttp::field::content_type, response.content_type);
     for (auto& [k, v] : response.headers) res->set(k, v);
-    res->keep_alive(keep_alive);
+    SetKeepAlive(*res, keep_alive);
     res->chunked(true);
     auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
     auto writer = std::make_shared<StreamWriter>(this->shared_from_this(), keep_alive);
@@ -532,7 +545,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     res->set(bhttp::field::content_type, response.content_type);
     for (auto& [k, v] : response.headers) res->set(k, v);
     res->body() = std::move(response.body);
-    res->keep_alive(keep_alive);
+    SetKeepAlive(*res, keep_alive);
     res->prepare_payload();
     if (head_) {
       // The headers a GET would get, and no body (RFC 9110 §9.3.2): the bytes of one would

@@ -80,6 +80,8 @@ TEST_F(HttpServerUnixSocketTest, ServesTheSameHandlerOnTheSocketAndTcp) {
     ASSERT_EQ(r.status, 200) << r.error;
     EXPECT_EQ(r.body, "POST /v2/models/m/infer " + std::to_string(1000 + i));
     EXPECT_EQ(r.headers.at("content-type"), "text/plain");
+    // How long the idle connection stays open (HttpServerOptions::idle_timeout, 60 s).
+    EXPECT_EQ(r.headers.at("keep-alive"), "timeout=60");
   }
   HttpClient tcp_client("127.0.0.1", (*server)->port());
   EXPECT_EQ(tcp_client.Get("/v2/health/live").body, "GET /v2/health/live 0");
@@ -239,10 +241,10 @@ TEST(HttpServerAccessTest, RequestIdsAreEchoedOrMadeAndEachAnswerIsLogged) {
   (*server)->Start();
   HttpClient client("127.0.0.1", (*server)->port());
 
-  const HttpResult mine = client.Post(
-      "/v2/models/m/infer?token=secret", "{}",
-      {{"X-Request-Id", "req-42"},
-       {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}});
+  const HttpResult mine =
+      client.Post("/v2/models/m/infer?token=secret", "{}",
+                  {{"X-Request-Id", "req-42"},
+                   {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}});
   EXPECT_EQ(mine.headers.at("x-request-id"), "req-42");
   EXPECT_EQ(mine.body, "{\"id\":\"req-42\"}");
   const HttpResult made = client.Get("/v2/health/live");
