@@ -105,7 +105,10 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   } else if (!agent->virtual_node_ || !agent->virtual_node_->is_virtual()) {
     PACKRAT_LOG(WARNING) << "runtimes are pinned with " << agent->cpusets_->describe();
   }
-  for (const ModelConfig& m : config.models) agent->models_.Put(m.name, agent->MakeModel(m));
+  for (const ModelConfig& m : config.models) {
+    ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, agent->MakeModel(m));
+    agent->models_.Put(m.name, std::move(model));
+  }
   if (config.server.node_partition) {
     NodeControllerOptions node;
     node.registry = &agent->models_;
@@ -196,9 +199,11 @@ Agent::~Agent() { Shutdown(); }
 
 uint16_t Agent::grpc_port() const { return grpc_ ? grpc_->port() : 0; }
 
-std::shared_ptr<ServedModel> Agent::MakeModel(ModelConfig m) {
+StatusOr<std::shared_ptr<ServedModel>> Agent::MakeModel(ModelConfig m) {
   static const CpuFeatures cpu = ReadCpuFeatures();
-  m.kernel = ResolveKernelSettings(m.optimize, cpu, m.inputs);
+  StatusOr<KernelSettings> kernel = ResolveKernelSettings(m.optimize, cpu, m.inputs);
+  if (!kernel.ok()) return kernel.status().WithContext("model '" + m.name + "'");
+  m.kernel = *kernel;
   ResolveEmulation(virtual_node_.get(), &m);
   if (!m.kernel.is_default()) {
     PACKRAT_LOG(INFO) << "model '" << m.name << "': kernel settings " << m.kernel.Key()
@@ -206,7 +211,7 @@ std::shared_ptr<ServedModel> Agent::MakeModel(ModelConfig m) {
   }
   if (m.kernel.precision == Precision::kBf16 && !cpu.bf16()) {
     PACKRAT_LOG(WARNING) << "model '" << m.name << "': bf16 on a CPU without AVX-512-BF16 or "
-                         << "AMX is emulated and slow";
+                         << "AMX is emulated, about 30x slower (optimize.allow_emulated_bf16)";
   }
   ServedModelOptions options;
   options.runtime_path = options_.runtime_path;

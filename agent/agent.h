@@ -56,8 +56,9 @@ class Agent {
   explicit Agent(AgentOptions options);
   void LoadModels();
   // A model of this node (not loaded yet): options from the server config, its metrics series
-  // counted (AgentMetrics::AcquireModel) until the last holder lets it go.
-  std::shared_ptr<ServedModel> MakeModel(ModelConfig config);
+  // counted (AgentMetrics::AcquireModel) until the last holder lets it go. InvalidArgument
+  // naming the model where its kernel settings cannot be resolved (ResolveKernelSettings).
+  StatusOr<std::shared_ptr<ServedModel>> MakeModel(ModelConfig config);
 
   AgentOptions options_;
   ForkExecLauncher launcher_;
@@ -66,7 +67,7 @@ class Agent {
   std::unique_ptr<CpusetController> cpusets_;
   std::unique_ptr<metrics::AgentMetrics> metrics_;
   std::unique_ptr<AccessLog> access_log_;  // null: off; before the servers that write to it
-  ConfigWatch config_watch_;  // before models_, whose changes it hears
+  ConfigWatch config_watch_;               // before models_, whose changes it hears
   ModelRegistry models_;
   std::unique_ptr<NodeController> node_;  // null: server.node_partition off
   std::unique_ptr<ModelRepository> repository_;

@@ -25,13 +25,13 @@ for model in "${models[@]}"; do
               in_yaml="[{name: x, datatype: FP32, shape: [-1, 3, 224, 224]}]"
               out_yaml="[{name: y, datatype: FP32, shape: [-1, 1000]}]"
               settings=("fp32:{}" "fp32+cl:{memory_format: channels_last}"
-                        "bf16:{precision: bf16}" "bf16+cl:{precision: bf16, memory_format: channels_last}"
-                        "bf16+cl+frozen:{precision: bf16, memory_format: channels_last, freeze: true}") ;;
+                        "bf16:{precision: bf16, allow_emulated_bf16: true}" "bf16+cl:{precision: bf16, memory_format: channels_last, allow_emulated_bf16: true}"
+                        "bf16+cl+frozen:{precision: bf16, memory_format: channels_last, freeze: true, allow_emulated_bf16: true}") ;;
     bert_like) input="ids:INT64:128"
                in_yaml="[{name: ids, datatype: INT64, shape: [-1, 128]}]"
                out_yaml="[{name: y, datatype: FP32, shape: [-1, 768]}]"
-               settings=("fp32:{}" "fp32+frozen:{freeze: true}" "bf16:{precision: bf16}"
-                         "bf16+frozen:{precision: bf16, freeze: true}") ;;
+               settings=("fp32:{}" "fp32+frozen:{freeze: true}" "bf16:{precision: bf16, allow_emulated_bf16: true}"
+                         "bf16+frozen:{precision: bf16, freeze: true, allow_emulated_bf16: true}") ;;
     *) echo "unknown model $model" >&2; exit 2 ;;
   esac
   # One agent config with the model once per setting.

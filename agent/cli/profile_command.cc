@@ -50,7 +50,8 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
       ->required()
       ->type_name("FILE.yaml");
   app.add_option("--model", model_name, "the model to profile")->required()->type_name("NAME");
-  app.add_option("--out", path, "where to write the profile (resumed if it exists with the same key)")
+  app.add_option("--out", path,
+                 "where to write the profile (resumed if it exists with the same key)")
       ->required()
       ->type_name("FILE.csv");
   app.add_option("--threads", threads_text,
@@ -70,8 +71,9 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
       ->type_name("SECONDS");
   app.add_flag("--alone", alone,
                "time each instance alone, not next to busy neighbours on the other cores");
-  app.footer("example: packrat profile --config deploy/config/packrat.yaml --model demo "
-             "--out demo.csv --threads 1-4");
+  app.footer(
+      "example: packrat profile --config deploy/config/packrat.yaml --model demo "
+      "--out demo.csv --threads 1-4");
   if (std::optional<int> exit = ParseCommandLine(app, args, "packrat profile", out, err)) {
     return *exit;
   }
@@ -91,7 +93,13 @@ int RunProfileCommand(std::span<const std::string_view> args, std::ostream& out,
 
   ProfilerOptions options;
   options.model = *model;
-  options.model.kernel = ResolveKernelSettings(model->optimize, ReadCpuFeatures(), model->inputs);
+  StatusOr<KernelSettings> kernel =
+      ResolveKernelSettings(model->optimize, ReadCpuFeatures(), model->inputs);
+  if (!kernel.ok()) {
+    err << "error: model '" << model_name << "': " << kernel.status().message() << "\n";
+    return kExitError;
+  }
+  options.model.kernel = *kernel;
   err << "kernel settings: " << options.model.kernel.Key() << "\n";
   options.cores = AffinityCpus();
   options.runtime_path = runtime.empty() ? DefaultRuntime() : runtime;

@@ -29,8 +29,14 @@ CpuFeatures ReadCpuFeatures(const std::string& cpuinfo_path) {
   return features;
 }
 
-KernelSettings ResolveKernelSettings(const OptimizeConfig& config, const CpuFeatures& cpu,
-                                     const std::vector<TensorSpec>& inputs) {
+StatusOr<KernelSettings> ResolveKernelSettings(const OptimizeConfig& config, const CpuFeatures& cpu,
+                                               const std::vector<TensorSpec>& inputs) {
+  if (config.precision == "bf16" && !cpu.bf16() && !config.allow_emulated_bf16) {
+    return InvalidArgument(
+        "optimize.precision: bf16 on a CPU without AVX-512-BF16 or AMX-BF16 is emulated, about "
+        "30x slower than fp32; use 'auto' (bf16 only where the CPU has it), or set "
+        "optimize.allow_emulated_bf16: true");
+  }
   KernelSettings s;
   if (config.precision == "bf16" || (config.precision == "auto" && cpu.bf16())) {
     s.precision = Precision::kBf16;

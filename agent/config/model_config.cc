@@ -214,7 +214,8 @@ Status ParseOptimize(const Reader& r, const YAML::Node& opt, const std::string& 
     o.memory_format = "auto";
     o.freeze = true;
   } else {
-    RETURN_IF_ERROR(r.CheckKeys(opt, k, {"precision", "memory_format", "freeze"}));
+    RETURN_IF_ERROR(
+        r.CheckKeys(opt, k, {"precision", "memory_format", "freeze", "allow_emulated_bf16"}));
     if (opt["precision"]) {
       RETURN_IF_ERROR(r.GetString(opt["precision"], k + ".precision", &o.precision));
       if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "auto") {
@@ -230,6 +231,10 @@ Status ParseOptimize(const Reader& r, const YAML::Node& opt, const std::string& 
       }
     }
     if (opt["freeze"]) RETURN_IF_ERROR(r.Get(opt["freeze"], k + ".freeze", &o.freeze));
+    if (opt["allow_emulated_bf16"]) {
+      RETURN_IF_ERROR(
+          r.Get(opt["allow_emulated_bf16"], k + ".allow_emulated_bf16", &o.allow_emulated_bf16));
+    }
   }
   return Status::Ok();
 }

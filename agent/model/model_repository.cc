@@ -185,8 +185,8 @@ StatusOr<std::vector<int>> ModelRepository::ShareFor(const ModelConfig& config) 
     return ResourceExhausted(
         "model '" + config.name + "' needs " + std::to_string(need) + " CPU(s) and " +
         std::to_string(free.size()) + " are free (" +
-        (free.empty() ? std::string("none") : FormatCpuList(free)) + "); held: " +
-        (held.empty() ? std::string("every CPU by the main config's models") : held));
+        (free.empty() ? std::string("none") : FormatCpuList(free)) +
+        "); held: " + (held.empty() ? std::string("every CPU by the main config's models") : held));
   }
   return std::vector<int>(free.begin(), free.begin() + need);
 }
@@ -210,7 +210,12 @@ Status ModelRepository::DoLoad(const std::string& name) {
     new_share = true;
     PACKRAT_LOG(INFO) << "model repository: '" << name << "' gets CPUs " << FormatCpuList(cpus);
   }
-  std::shared_ptr<ServedModel> model = options_.make_model(config);
+  StatusOr<std::shared_ptr<ServedModel>> made = options_.make_model(config);
+  if (!made.ok()) {
+    if (new_share) options_.allocator->ReleaseShare(name);
+    return made.status();
+  }
+  std::shared_ptr<ServedModel> model = std::move(made).value();
   if (Status s = model->Load(); !s.ok()) {
     model->Stop(std::chrono::milliseconds(0));
     if (new_share) options_.allocator->ReleaseShare(name);
@@ -218,8 +223,8 @@ Status ModelRepository::DoLoad(const std::string& name) {
   }
   // Traffic switches to the new version; the old one answers what it accepted, then goes.
   if (metrics::ModelMetrics* m = model->metrics(); m && options_.allocator) {
-    m->cpus().Set(static_cast<double>(
-        options_.allocator->Share(name).value_or(std::vector<int>()).size()));
+    m->cpus().Set(
+        static_cast<double>(options_.allocator->Share(name).value_or(std::vector<int>()).size()));
   }
   registry_->Put(name, model);
   if (options_.on_change) options_.on_change();

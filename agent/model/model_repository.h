@@ -43,10 +43,11 @@ namespace packrat {
 class ServedModel;
 
 struct ModelRepositoryOptions {
-  std::string dir;         // server.model_repository; empty: main-config models only
-  bool load_all = true;    // server.model_control: all
-  // Makes the ServedModel for `config` (not loaded yet). Required.
-  std::function<std::shared_ptr<ServedModel>(const ModelConfig& config)> make_model;
+  std::string dir;       // server.model_repository; empty: main-config models only
+  bool load_all = true;  // server.model_control: all
+  // Makes the ServedModel for `config` (not loaded yet), or says why it cannot (the load
+  // answers that). Required.
+  std::function<StatusOr<std::shared_ptr<ServedModel>>(const ModelConfig& config)> make_model;
   ResourceAllocator* allocator = nullptr;  // not owned; null: no CPU shares (tests)
   // How long an unload or a replaced version may drain its requests.
   std::chrono::milliseconds drain{std::chrono::seconds(30)};
@@ -77,9 +78,9 @@ class ModelRepository : public RepositoryControl {
  private:
   // What the repository remembers of a name besides the registry.
   struct Entry {
-    bool busy = false;    // a load or unload runs
-    bool loading = false; // ...and it is a first load (the index says LOADING)
-    std::string reason;   // the last failure; "" after a success
+    bool busy = false;     // a load or unload runs
+    bool loading = false;  // ...and it is a first load (the index says LOADING)
+    std::string reason;    // the last failure; "" after a success
   };
 
   // Waits until no other load/unload of `name` runs and marks it busy; Unavailable after

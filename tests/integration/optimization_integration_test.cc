@@ -52,19 +52,20 @@ std::vector<double> Logits(const std::string& body) {
 }
 
 TEST(OptimizationIntegrationTest, OptimisedFallbackAndStrictModels) {
-  AgentProcess agent(PACKRAT_AGENT_PATH,
-                     "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
-                     "models:\n" +
-                         CnnModel("plain", "") +
-                         CnnModel("fast",
-                                  "    optimize: {precision: bf16, memory_format: channels_last, "
-                                  "freeze: true}\n    accuracy: {samples: 4}\n") +
-                         CnnModel("fallback",
-                                  "    optimize: {precision: bf16}\n"
-                                  "    accuracy: {samples: 4, max_rel_error: 0}\n") +
-                         CnnModel("strict",
-                                  "    optimize: {precision: bf16}\n"
-                                  "    accuracy: {samples: 4, max_rel_error: 0, strict: true}\n"));
+  AgentProcess agent(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+      "models:\n" +
+          CnnModel("plain", "") +
+          CnnModel("fast",
+                   "    optimize: {precision: bf16, memory_format: channels_last, "
+                   "freeze: true, allow_emulated_bf16: true}\n    accuracy: {samples: 4}\n") +
+          CnnModel("fallback",
+                   "    optimize: {precision: bf16, allow_emulated_bf16: true}\n"
+                   "    accuracy: {samples: 4, max_rel_error: 0}\n") +
+          CnnModel("strict",
+                   "    optimize: {precision: bf16, allow_emulated_bf16: true}\n"
+                   "    accuracy: {samples: 4, max_rel_error: 0, strict: true}\n"));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   HttpClient client("127.0.0.1", agent.http_port());
   simdjson::dom::parser parser;

@@ -32,7 +32,7 @@ TEST(KernelSettingsTest, ReadsBf16FlagsFromCpuinfo) {
 TEST(KernelSettingsTest, AutoStaysFp32WithoutBf16Support) {
   testing::TempDir dir;
   const CpuFeatures cpu = ReadCpuFeatures(FakeCpuinfo(dir, "avx2 avx512f avx512_vnni"));
-  const KernelSettings s = ResolveKernelSettings({"auto", "auto", true}, cpu, kImage);
+  const KernelSettings s = *ResolveKernelSettings({"auto", "auto", true}, cpu, kImage);
   EXPECT_EQ(s.precision, Precision::kFp32);
   EXPECT_EQ(s.memory_format, MemoryFormat::kChannelsLast);
   EXPECT_EQ(s.Key(), "fp32+cl+frozen");
@@ -41,17 +41,33 @@ TEST(KernelSettingsTest, AutoStaysFp32WithoutBf16Support) {
 TEST(KernelSettingsTest, AutoPicksBf16WhereTheCpuHasIt) {
   testing::TempDir dir;
   const CpuFeatures cpu = ReadCpuFeatures(FakeCpuinfo(dir, "avx512f amx_bf16"));
-  EXPECT_EQ(ResolveKernelSettings({"auto", "auto", true}, cpu, kImage).Key(), "bf16+cl+frozen");
+  EXPECT_EQ(ResolveKernelSettings({"auto", "auto", true}, cpu, kImage)->Key(), "bf16+cl+frozen");
   // Channels-last only for image-like (4-D floating) inputs.
-  EXPECT_EQ(ResolveKernelSettings({"auto", "auto", false}, cpu, kTokens).Key(), "bf16");
+  EXPECT_EQ(ResolveKernelSettings({"auto", "auto", false}, cpu, kTokens)->Key(), "bf16");
 }
 
 TEST(KernelSettingsTest, ExplicitSettingsAreKept) {
   const CpuFeatures none;
-  EXPECT_EQ(ResolveKernelSettings({"bf16", "contiguous", false}, none, kImage).Key(), "bf16");
-  EXPECT_EQ(ResolveKernelSettings({"fp32", "channels_last", false}, none, kTokens).Key(),
+  EXPECT_EQ(ResolveKernelSettings({"bf16", "contiguous", false, true}, none, kImage)->Key(),
+            "bf16");
+  EXPECT_EQ(ResolveKernelSettings({"fp32", "channels_last", false}, none, kTokens)->Key(),
             "fp32+cl");
-  EXPECT_TRUE(ResolveKernelSettings({}, none, kImage).is_default());
+  EXPECT_TRUE(ResolveKernelSettings({}, none, kImage)->is_default());
+}
+
+// bf16 by name where the CPU emulates it (30x slower): refused, pointing to auto, unless the
+// config opts in.
+TEST(KernelSettingsTest, Bf16ByNameOnACpuWithoutItIsRefusedUnlessAllowed) {
+  testing::TempDir dir;
+  const CpuFeatures avx2 = ReadCpuFeatures(FakeCpuinfo(dir, "avx2 fma"));
+  const StatusOr<KernelSettings> refused =
+      ResolveKernelSettings({"bf16", "contiguous", false}, avx2, kImage);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("'auto'"), std::string::npos);
+  EXPECT_EQ(ResolveKernelSettings({"bf16", "contiguous", false, true}, avx2, kImage)->Key(),
+            "bf16");
+  const CpuFeatures amx = ReadCpuFeatures(FakeCpuinfo(dir, "avx512f amx_bf16"));
+  EXPECT_EQ(ResolveKernelSettings({"bf16", "contiguous", false}, amx, kImage)->Key(), "bf16");
 }
 
 std::string Model(const std::string& extra) {
