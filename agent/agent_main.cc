@@ -52,8 +52,9 @@ int main(int argc, char** argv) {
                  "packrat-runtime [default: server.runtime_path, else next to this binary]")
       ->type_name("PATH");
   app.set_version_flag("--version", std::string("packrat-agent ") + PACKRAT_VERSION);
-  app.footer("example: packrat-agent --config /etc/packrat/packrat.yaml\n"
-             "exit codes: 0 after SIGTERM/SIGINT, 1 when start-up fails, 2 on bad usage");
+  app.footer(
+      "example: packrat-agent --config /etc/packrat/packrat.yaml\n"
+      "exit codes: 0 after SIGTERM/SIGINT, 1 when start-up fails, 2 on bad usage");
   const std::vector<std::string_view> args(argv + 1, argv + argc);
   if (std::optional<int> exit =
           packrat::ParseCommandLine(app, args, "packrat-agent", std::cout, std::cerr)) {
@@ -64,6 +65,9 @@ int main(int argc, char** argv) {
   packrat::StopSignals stop_signals;  // before any thread starts
 
   auto config = packrat::LoadConfig(config_path);
+  if (config.ok()) {
+    if (packrat::Status files = packrat::CheckNamedPaths(*config); !files.ok()) config = files;
+  }
   if (!config.ok()) {
     std::cerr << "packrat-agent: " << config.status().message() << "\n";
     return 1;

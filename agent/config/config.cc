@@ -94,6 +94,11 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
     if (!repository.empty() && std::filesystem::path(repository).is_relative()) {
       repository = (std::filesystem::path(base_dir) / repository).lexically_normal().string();
     }
+    if (!repository.empty()) {
+      config.named_paths.push_back(
+          {repository, true,
+           r.Where(root["server"]["model_repository"], "server.model_repository")});
+    }
     const YAML::Node models = root["models"];
     if (!repository.empty() && !models) return config;  // every model from the repository
     if (!models || !models.IsSequence() || models.size() == 0) {
@@ -114,6 +119,9 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
         return r.Error(models[i], key,
                        "is not emulated, and a virtual node (server.virtual_cpus) serves emulated "
                        "models only: add `emulate: {profile: FILE.csv}`");
+      }
+      if (!m.emulate.enabled) {
+        config.named_paths.push_back({m.path, false, r.Where(models[i]["path"], key + ".path")});
       }
       config.models.push_back(std::move(m));
     }
@@ -152,6 +160,19 @@ StatusOr<ModelConfig> LoadRepositoryModel(const std::string& folder) {
     return InvalidArgument(file + ": " + e.what());
   }
   return m;
+}
+
+Status CheckNamedPaths(const Config& config) {
+  for (const NamedPath& named : config.named_paths) {
+    std::error_code ec;
+    if (named.folder && !std::filesystem::is_directory(named.path, ec)) {
+      return InvalidArgument(named.where + ": '" + named.path + "' is not a folder");
+    }
+    if (!named.folder && !std::ifstream(named.path)) {
+      return InvalidArgument(named.where + ": cannot read '" + named.path + "'");
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<Config> LoadConfig(const std::string& path) {

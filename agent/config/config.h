@@ -287,11 +287,26 @@ struct ModelConfig {
   ModelSignature Signature() const;
 };
 
+// A file or folder the config names, and where it names it ("file:line: key").
+struct NamedPath {
+  std::string path;  // resolved against the config's folder
+  bool folder = false;
+  std::string where;
+};
+
 struct Config {
   std::string source;  // the file it was read from
   ServerConfig server;
   std::vector<ModelConfig> models;
+  // The model files and the repository folder it names (not emulated models' files).
+  std::vector<NamedPath> named_paths;
 };
+
+// InvalidArgument "file:line: key: 'PATH' ..." for the first of config.named_paths that is
+// not there (a file that cannot be read, a folder that is not one); else OK. The agent checks
+// at start, as a config error; LoadConfig does not, so that a config can be validated away
+// from the node it is written for.
+Status CheckNamedPaths(const Config& config);
 
 // Parses and validates a config file. Never throws.
 StatusOr<Config> LoadConfig(const std::string& path);

@@ -21,11 +21,15 @@ class Reader {
   explicit Reader(std::string source) : source_(std::move(source)) {}
 
   Status Error(const YAML::Node& node, const std::string& key, const std::string& what) const {
+    return InvalidArgument(Where(node, key) + ": " + what);
+  }
+  // "source:line: key", as errors start.
+  std::string Where(const YAML::Node& node, const std::string& key) const {
     std::ostringstream m;
     m << source_;
     if (node.IsDefined() && node.Mark().line >= 0) m << ':' << node.Mark().line + 1;
-    m << ": " << key << ": " << what;
-    return InvalidArgument(m.str());
+    m << ": " << key;
+    return m.str();
   }
 
   Status CheckKeys(const YAML::Node& map, const std::string& key,

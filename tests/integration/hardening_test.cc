@@ -349,6 +349,30 @@ TEST(HardeningTest, APortInUseEndsStartUpWithOneLineThatNamesItsKey) {
   close(held);
 }
 
+// A model file or a repository folder that is not there is a config error naming its line,
+// as other config mistakes are (the agent ran on with "models loaded: 0 of 1 ready").
+TEST(HardeningTest, AModelFileOrRepositoryFolderThatIsNotThereIsAConfigError) {
+  testing::TempDir dir("packrat-missing");
+  const std::string listen =
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {listen + "}\nmodels:\n  - name: m\n    path: " + dir.path() +
+           "/absent.pt\n    inputs: [{name: x, datatype: FP32, shape: [-1, 4]}]\n"
+           "    outputs: [{name: y, datatype: FP32, shape: [-1, 3]}]\n"
+           "    instances: [{count: 1, threads: 1, batch: 1}]\n",
+       ":4: models[0].path: cannot read '" + dir.path() + "/absent.pt'"},
+      {listen + ",\n  model_repository: " + dir.path() + "/absent}\n",
+       ":2: server.model_repository: '" + dir.path() + "/absent' is not a folder"},
+  };
+  for (const auto& [config, error] : cases) {
+    AgentProcess agent(PACKRAT_AGENT_PATH, config);
+    EXPECT_TRUE(agent.WaitForLog(error)) << agent.Digest();
+    const std::optional<int> status = agent.Stop(0);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << agent.Digest();
+  }
+}
+
 // With server.management_token_file, the management address answers only requests that
 // carry the token: 401 with a JSON error and WWW-Authenticate otherwise, reads and plan changes
 // alike; the data address needs none.
