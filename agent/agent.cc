@@ -132,6 +132,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     repository.on_change = [node] { node->Changed(); };
   }
   agent->repository_ = std::make_unique<ModelRepository>(&agent->models_, std::move(repository));
+  // Not ready until the loader thread has loaded what the config and the repository ask for;
+  // none of those models is unknown to a front end meanwhile.
+  agent->models_.set_strict_readiness(config.server.strict_readiness);
+  agent->models_.set_starting(true);
+  agent->repository_->ExpectAll();
   agent->management_handler_.set_repository(agent->repository_.get());
 
   if (config.server.access_log != "off") {
@@ -244,6 +249,7 @@ void Agent::LoadModels() {
     }
   }
   const auto [tried, loaded] = repository_->LoadAll();
+  models_.set_starting(false);  // before the line that says start-up is over
   PACKRAT_LOG(INFO) << "models loaded: " << ready + loaded << " of " << configured.size() + tried
                     << " ready";
   if (node_) node_->Start();  // the partition starts from the models as loaded

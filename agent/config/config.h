@@ -77,6 +77,10 @@ struct ServerConfig {
   // Which repository models load at start: all of them (true, `model_control: all`), or none
   // until asked for (`explicit`, as Triton's --model-control-mode=explicit).
   bool load_all_models = true;
+  // Server readiness once start-up has loaded what it was asked to: true, only while every
+  // model is ready (Triton's strict readiness); false, whatever the models' states
+  // (ModelRegistry::Ready).
+  bool strict_readiness = true;
   // One line per answered request on `http` and `management` (agent/http/access_log.h):
   // "off", "json" or "logfmt"; to `access_log_path` ("-" or empty: stdout).
   // Share the CPUs among the `instances: auto` models by load and move them as the load moves

@@ -35,16 +35,36 @@ Status ParseGrpcNode(const Reader& r, const YAML::Node& node, ServerConfig* s) {
 }  // namespace
 
 Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
-  RETURN_IF_ERROR(
-      r.CheckKeys(node, "server",
-                  {"http", "management", "metrics", "io_threads", "max_body_bytes",
-                   "max_header_bytes", "idle_timeout_s", "runtime_path", "shutdown_timeout_s",
-                   "runtime_idle_spin_us", "profile_dir", "drain_delay_s", "unix_socket", "cgroups",
-                   "read_timeout_s", "max_connections", "management_token_file",
-                   "model_repository", "model_control", "access_log", "access_log_path",
-                   "node_partition", "partition_interval_ms", "grpc",
-                   "grpc_max_message_bytes", "grpc_max_concurrent_streams", "virtual_cpus",
-                   "virtual_cpus_per_socket"}));
+  RETURN_IF_ERROR(r.CheckKeys(node, "server",
+                              {"http",
+                               "management",
+                               "metrics",
+                               "io_threads",
+                               "max_body_bytes",
+                               "max_header_bytes",
+                               "idle_timeout_s",
+                               "runtime_path",
+                               "shutdown_timeout_s",
+                               "runtime_idle_spin_us",
+                               "profile_dir",
+                               "drain_delay_s",
+                               "unix_socket",
+                               "cgroups",
+                               "read_timeout_s",
+                               "max_connections",
+                               "management_token_file",
+                               "model_repository",
+                               "model_control",
+                               "access_log",
+                               "access_log_path",
+                               "node_partition",
+                               "partition_interval_ms",
+                               "grpc",
+                               "grpc_max_message_bytes",
+                               "grpc_max_concurrent_streams",
+                               "virtual_cpus",
+                               "virtual_cpus_per_socket",
+                               "strict_readiness"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));
@@ -96,6 +116,10 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
                              &s->max_connections));
   }
   if (node["cgroups"]) RETURN_IF_ERROR(r.Get(node["cgroups"], "server.cgroups", &s->cgroups));
+  if (node["strict_readiness"]) {
+    RETURN_IF_ERROR(
+        r.Get(node["strict_readiness"], "server.strict_readiness", &s->strict_readiness));
+  }
   if (node["runtime_idle_spin_us"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["runtime_idle_spin_us"], "server.runtime_idle_spin_us", 0,
                                100'000, &s->runtime_idle_spin_us));
@@ -149,8 +173,8 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
       return r.Error(node["virtual_cpus_per_socket"], "server.virtual_cpus_per_socket",
                      "needs server.virtual_cpus");
     }
-    RETURN_IF_ERROR(r.GetIntAs(node["virtual_cpus_per_socket"], "server.virtual_cpus_per_socket",
-                               1, s->virtual_cpus, &s->virtual_cpus_per_socket));
+    RETURN_IF_ERROR(r.GetIntAs(node["virtual_cpus_per_socket"], "server.virtual_cpus_per_socket", 1,
+                               s->virtual_cpus, &s->virtual_cpus_per_socket));
   }
   if (node["management_token_file"]) {
     RETURN_IF_ERROR(r.GetString(node["management_token_file"], "server.management_token_file",

@@ -42,7 +42,7 @@ StatusOr<std::shared_ptr<ServedModel>> FindModel(const ModelRegistry& models,
                                                  const std::string& name,
                                                  const std::string& version) {
   std::shared_ptr<ServedModel> model = models.Find(name);
-  if (model == nullptr) return NotFound("unknown model '" + name + "'");
+  if (model == nullptr) return models.Absent(name);  // UNAVAILABLE while loading or unloading
   if (!version.empty() && version != model->signature().version) {
     return NotFound("model '" + name + "' has no version '" + version + "'");
   }
@@ -128,11 +128,7 @@ InferenceService::InferenceService(const ModelRegistry* models, RepositoryContro
 InferenceService::~InferenceService() = default;
 
 bool InferenceService::AllReady() const {
-  if (shutting_down_.load(std::memory_order_acquire)) return false;
-  for (const std::shared_ptr<ServedModel>& model : models_->List()) {
-    if (model->state() != ModelState::kReady) return false;
-  }
-  return true;
+  return !shutting_down_.load(std::memory_order_acquire) && models_->Ready();
 }
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,

@@ -208,11 +208,7 @@ int HttpStatusFor(StatusCode code) {
 }
 
 bool KserveHandler::AllReady() const {
-  if (shutting_down_.load(std::memory_order_acquire)) return false;
-  for (const std::shared_ptr<ServedModel>& model : models_->List()) {
-    if (model->state() != ModelState::kReady) return false;
-  }
-  return true;
+  return !shutting_down_.load(std::memory_order_acquire) && models_->Ready();
 }
 
 void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
@@ -238,7 +234,8 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   }
   const std::shared_ptr<ServedModel> model = models_->Find(p[2]);
   if (model == nullptr) {
-    return respond(Error(404, "unknown model '" + std::string(p[2]) + "'"));
+    const Status absent = models_->Absent(p[2]);  // 503 while loading or unloading
+    return respond(Error(HttpStatusFor(absent.code()), absent.message()));
   }
   size_t next = 3;
   if (p.size() >= 5 && p[3] == "versions") {

@@ -266,7 +266,7 @@ void ManagementHandler::Handle(HttpRequest request, HttpResponder respond) {
   // Held by the long poll below; a model unloaded meanwhile answers with its last config.
   const std::shared_ptr<ServedModel> model = models_->Find(name);
   if (model == nullptr) {
-    return respond(Json(404, ErrorJson("unknown model '" + std::string(name) + "'")));
+    return respond(ErrorFor(models_->Absent(name)));
   }
   if (request.method == "GET") {
     const StatusOr<uint64_t> after = QueryInt(request.target, "wait_after", 0);

@@ -51,6 +51,13 @@ std::vector<std::string> ModelRepository::Folders() const {
   return out;
 }
 
+void ModelRepository::ExpectAll() {
+  if (!options_.load_all) return;
+  for (const std::string& name : Folders()) {
+    if (registry_->Find(name) == nullptr) registry_->BeginTransition(name, "loading");
+  }
+}
+
 std::pair<int, int> ModelRepository::LoadAll() {
   int tried = 0;
   int loaded = 0;
@@ -65,6 +72,7 @@ std::pair<int, int> ModelRepository::LoadAll() {
     ++tried;
     if (Status s = Load(name); !s.ok()) {
       PACKRAT_LOG(ERROR) << "model repository: '" << name << "' did not load: " << s.message();
+      registry_->FailedAtStart(name, s.message());
     } else {
       ++loaded;
     }
@@ -154,8 +162,14 @@ Status ModelRepository::Load(const std::string& name) {
     return FailedPrecondition("no model repository (server.model_repository) to load '" + name +
                               "' from");
   }
-  RETURN_IF_ERROR(Begin(name, /*loading=*/registry_->Find(name) == nullptr));
+  const bool first = registry_->Find(name) == nullptr;
+  if (Status s = Begin(name, /*loading=*/first); !s.ok()) {
+    registry_->EndTransition(name);  // ExpectAll's, at a shutdown during start
+    return s;
+  }
+  if (first) registry_->BeginTransition(name, "loading");
   const Status result = DoLoad(name);
+  if (first) registry_->EndTransition(name);
   End(name, result);
   return result;
 }
@@ -245,8 +259,10 @@ Status ModelRepository::Unload(const std::string& name) {
     result = NotFound("model '" + name + "' is not loaded");
   } else {
     model->set_unloading();
+    registry_->BeginTransition(name, "unloading");
     registry_->Remove(name);
     model->Stop(options_.drain);
+    registry_->EndTransition(name);
     if (options_.allocator != nullptr) options_.allocator->ReleaseShare(name);
     if (options_.on_change) options_.on_change();
     PACKRAT_LOG(INFO) << "model repository: '" << name << "' unloaded";

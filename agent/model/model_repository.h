@@ -64,8 +64,13 @@ class ModelRepository : public RepositoryControl {
   ModelRepository(ModelRegistry* registry, ModelRepositoryOptions options);
   ~ModelRepository() override;  // Shutdown()s
 
-  // With `load_all`, loads every model folder (blocking; for the agent's loader thread).
-  // Failures are logged and kept in the index. Returns how many it tried and how many loaded.
+  // With `load_all`, marks every model folder that LoadAll() will load as loading in the
+  // registry (ModelRegistry::BeginTransition): before the listeners start, so that no front end
+  // calls one unknown meanwhile.
+  void ExpectAll();
+  // With `load_all`, loads every model folder (blocking; for the agent's loader thread at
+  // start). Failures are logged, kept in the index and in the registry as failed at start
+  // (ModelRegistry::FailedAtStart). Returns how many it tried and how many loaded.
   std::pair<int, int> LoadAll();
 
   std::vector<RepositoryModel> Index(bool ready_only) override;
