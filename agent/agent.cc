@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -46,12 +48,31 @@ StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
   return std::unique_ptr<GrpcServer>();
 }
 
+// server.profile_dir, where a model of `instances: auto` (configured, or from the repository)
+// keeps its profile: created, and writable, or an error that names it. Checked at start, so
+// that such a model does not fail later for it, after minutes of profiling.
+Status CheckProfileDir(const Config& config) {
+  const bool profiles = !config.server.model_repository.empty() ||
+                        std::any_of(config.models.begin(), config.models.end(),
+                                    [](const ModelConfig& m) { return m.auto_instances; });
+  if (!profiles) return Status::Ok();
+  const std::string& dir = config.server.profile_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || access(dir.c_str(), W_OK | X_OK) != 0) {
+    return FailedPrecondition("server.profile_dir: cannot write '" + dir +
+                              "': " + (ec ? ec.message() : std::string(strerror(errno))));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   RETURN_IF_ERROR(CheckRuntimes(options.config, options.runtime_path));
+  RETURN_IF_ERROR(CheckProfileDir(options.config));
   for (const std::string& name : shm::Segment::RemoveStale()) {
     PACKRAT_LOG(INFO) << "removed stale shared-memory segment " << name;
   }

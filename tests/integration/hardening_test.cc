@@ -350,8 +350,9 @@ TEST(HardeningTest, APortInUseEndsStartUpWithOneLineThatNamesItsKey) {
 }
 
 // A model file or a repository folder that is not there is a config error naming its line,
-// as other config mistakes are (the agent ran on with "models loaded: 0 of 1 ready").
-TEST(HardeningTest, AModelFileOrRepositoryFolderThatIsNotThereIsAConfigError) {
+// as other config mistakes are (the agent ran on with "models loaded: 0 of 1 ready"); a
+// profile folder that cannot be written ends start-up too.
+TEST(HardeningTest, AFileOrFolderThatIsNotThereEndsStartUpNamingIt) {
   testing::TempDir dir("packrat-missing");
   const std::string listen =
       "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0";
@@ -363,7 +364,13 @@ TEST(HardeningTest, AModelFileOrRepositoryFolderThatIsNotThereIsAConfigError) {
        ":4: models[0].path: cannot read '" + dir.path() + "/absent.pt'"},
       {listen + ",\n  model_repository: " + dir.path() + "/absent}\n",
        ":2: server.model_repository: '" + dir.path() + "/absent' is not a folder"},
+      // Where an `instances: auto` model would keep its profile: checked at start, not after
+      // minutes of profiling.
+      {listen + ", profile_dir: " + dir.path() + "/file/profiles}\n" +
+           TinyModel("{max_batch: 4}", "auto"),
+       "cannot start: server.profile_dir: cannot write '" + dir.path() + "/file/profiles'"},
   };
+  std::ofstream(dir.path() + "/file") << "not a folder\n";
   for (const auto& [config, error] : cases) {
     AgentProcess agent(PACKRAT_AGENT_PATH, config);
     EXPECT_TRUE(agent.WaitForLog(error)) << agent.Digest();
