@@ -207,6 +207,13 @@ std::string ModelConfigJson(const ServedModel& model) {
     out += ",\"capacity\":" + std::to_string(w.capacity);
     if (w.generation > 0) out += ",\"generation\":" + std::to_string(w.generation);
     if (w.started_cold) out += ",\"started_cold\":true";
+    // Which isolation it really got: its own cpuset cgroup, or sched_setaffinity only.
+    if (w.cgroup.empty()) {
+      out += ",\"isolation\":\"affinity\"";
+    } else {
+      out += ",\"isolation\":\"cgroup\",\"cgroup\":";
+      AppendJsonString(out, w.cgroup);
+    }
     if (!w.start_priority.empty()) {
       out += ",\"start_priority\":";
       AppendJsonString(out, w.start_priority);

@@ -2,7 +2,8 @@
 //   GET /v2/models/{m}/config  -> {"revision":R,"generation":N,"batch":B,
 //                                  "instances":[{count,threads,batch}],
 //                                  "workers":[{"pid","cpus","threads","batch","generation",
-//                                  "state":"active|draining|dead","started_cold"}],
+//                                  "state":"active|draining|dead","started_cold",
+//                                  "isolation":"cgroup|affinity","cgroup":DIR}],
 //                                  "parked":[...], "estimator":{"ewma","estimate","adaptive"},
 //                                  "autoscaler":{"last_hold":{reason},"moves":[{reason}...]},
 //                                  "thread_budget":T, "predicted_batch_latency_ms":…}

@@ -56,6 +56,8 @@ ModelMetrics::ModelMetrics(AgentMetrics* owner, std::string model)
   batch_size_ = Add(owner->batch_size_, {}, owner->options_.batch_size_buckets);
   inflight_ = Add(owner->inflight_, {});
   target_batch_ = Add(owner->target_batch_, {});
+  isolation_cgroup_ = Add(owner->runtime_isolation_, {{"isolation", "cgroup"}});
+  isolation_affinity_ = Add(owner->runtime_isolation_, {{"isolation", "affinity"}});
   estimated_batch_ = Add(owner->estimated_batch_, {});
   reconfigurations_ = Add(owner->reconfigurations_, {});
   runtime_restarts_ = Add(owner->runtime_restarts_, {});
@@ -141,6 +143,11 @@ void ModelMetrics::SetInstances(const std::vector<InstanceCount>& counts) {
   }
 }
 
+void ModelMetrics::SetIsolation(int cgroup, int affinity) {
+  isolation_cgroup_->Set(cgroup);
+  isolation_affinity_->Set(affinity);
+}
+
 CallbackHandle ModelMetrics::BindQueueRows(MetricCallback rows) {
   return owner_->queue_rows_.Bind({{"model", model_}}, std::move(rows));
 }
@@ -152,11 +159,10 @@ StatusOr<std::unique_ptr<AgentMetrics>> AgentMetrics::Create(const AgentMetricsO
 }
 
 AgentMetrics::AgentMetrics(const AgentMetricsOptions& options)
-    : options_(options),
-      queue_rows_("packrat_queue_rows", "Rows waiting in the batcher's queue.") {
+    : options_(options), queue_rows_("packrat_queue_rows", "Rows waiting in the batcher's queue.") {
   prometheus::Registry& r = registry_;
-  requests_ = Register<Counter>(
-      r, "packrat_requests_total", "Inference requests answered, by model and HTTP status code.");
+  requests_ = Register<Counter>(r, "packrat_requests_total",
+                                "Inference requests answered, by model and HTTP status code.");
   request_duration_ =
       Register<Histogram>(r, "packrat_request_duration_seconds",
                           "Time from receiving an inference request to answering it.");
@@ -165,12 +171,15 @@ AgentMetrics::AgentMetrics(const AgentMetricsOptions& options)
       "Time a request waited in the batcher before its batch was dispatched to the instances.");
   compute_duration_ = Register<Histogram>(r, "packrat_compute_duration_seconds",
                                           "Time the instances took to execute one batch.");
-  batch_size_ =
-      Register<Histogram>(r, "packrat_batch_size_rows", "Rows in each executed batch.");
+  batch_size_ = Register<Histogram>(r, "packrat_batch_size_rows", "Rows in each executed batch.");
   inflight_ = Register<Gauge>(r, "packrat_inflight_requests",
                               "Inference requests accepted and not yet answered.");
   instances_ = Register<Gauge>(r, "packrat_instances",
                                "Runtime instances by intra-op threads, batch rows and state.");
+  runtime_isolation_ = Register<Gauge>(
+      r, "packrat_runtime_isolation",
+      "Runtimes in a cpuset cgroup of their own (cgroup) or pinned by sched_setaffinity only "
+      "(affinity).");
   target_batch_ = Register<Gauge>(r, "packrat_target_batch_rows",
                                   "The target batch size B the instances are configured for.");
   estimated_batch_ = Register<Gauge>(r, "packrat_estimated_batch_rows",
@@ -218,9 +227,9 @@ AgentMetrics::AgentMetrics(const AgentMetricsOptions& options)
       r, "packrat_topup_predicted_latency_seconds",
       "Layered batching: predicted completion (wait + done + joining rows + remaining stages) "
       "of each admitted top-up.");
-  layered_optimal_batch_ = Register<Gauge>(
-      r, "packrat_layered_optimal_batch_rows",
-      "Layered batching: N_opt, the largest batch the latency budget allows.");
+  layered_optimal_batch_ =
+      Register<Gauge>(r, "packrat_layered_optimal_batch_rows",
+                      "Layered batching: N_opt, the largest batch the latency budget allows.");
   generated_tokens_ = Register<Counter>(r, "packrat_generated_tokens_total",
                                         "Generative models: tokens generated.");
   time_to_first_token_ = Register<Histogram>(

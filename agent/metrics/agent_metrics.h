@@ -8,6 +8,7 @@
 //   packrat_inflight_requests{model}                          gauge
 //   packrat_queue_rows{model}                                 gauge (callback)
 //   packrat_instances{model,threads,batch,state}              gauge
+//   packrat_runtime_isolation{model,isolation}                gauge  (runtimes: cgroup|affinity)
 //   packrat_target_batch_rows{model}                          gauge  (B)
 //   packrat_estimated_batch_rows{model}                       gauge  (the estimator's value)
 //   packrat_reconfigurations_total{model}                     counter
@@ -174,6 +175,9 @@ class ModelMetrics {
   // being exported; entries with the same labels add up). Takes locks; call on state changes,
   // not per request.
   void SetInstances(const std::vector<InstanceCount>& counts) EXCLUDES(mu_);
+  // packrat_runtime_isolation: how many of the model's runtimes (serving, draining, parked)
+  // sit in a cpuset cgroup of their own, and how many are pinned by sched_setaffinity only.
+  void SetIsolation(int cgroup, int affinity);
 
   // Makes `rows` (evaluated at scrape time) the value of packrat_queue_rows for this model; the
   // series lives as long as the handle (see callback_gauge.h for the callback's rules).
@@ -199,6 +203,8 @@ class ModelMetrics {
   Histogram* batch_size_;
   Gauge* inflight_;
   Gauge* target_batch_;
+  Gauge* isolation_cgroup_;
+  Gauge* isolation_affinity_;
   Gauge* estimated_batch_;
   Counter* reconfigurations_;
   Counter* runtime_restarts_;
@@ -266,6 +272,7 @@ class AgentMetrics {
   CallbackGauge queue_rows_;
   prometheus::Family<Gauge>* instances_;
   prometheus::Family<Gauge>* target_batch_;
+  prometheus::Family<Gauge>* runtime_isolation_;
   prometheus::Family<Gauge>* estimated_batch_;
   prometheus::Family<Counter>* reconfigurations_;
   prometheus::Family<Counter>* runtime_restarts_;

@@ -436,6 +436,7 @@ void InstanceSets::Fill(ServingSnapshot* s) const {
       info.started_cold =
           w->started_cold || LoadReport::Parse(w->load_report()).Get("warmed") == "0";
       info.start_priority = w->start_priority();
+      info.cgroup = w->cgroup ? w->cgroup->dir() : std::string();
       s->workers.push_back(std::move(info));
     }
   };
@@ -456,6 +457,7 @@ void InstanceSets::Fill(ServingSnapshot* s) const {
     info.batch = w->batch;
     info.capacity = w->capacity();
     info.alive = w->alive();
+    info.cgroup = w->cgroup ? w->cgroup->dir() : std::string();
     s->parked.push_back(std::move(info));
   }
 }
@@ -477,6 +479,18 @@ void InstanceSets::PublishInstancesLocked() {
     counts.push_back({w->threads, static_cast<int>(w->batch), "parked", 1});
   }
   options_.metrics->SetInstances(counts);
+  // Each runtime once, kept ones being in two sets.
+  std::vector<const Worker*> seen;
+  int cgroup = 0;
+  const auto count = [&](const std::shared_ptr<Worker>& w) {
+    if (w == nullptr || std::find(seen.begin(), seen.end(), w.get()) != seen.end()) return;
+    seen.push_back(w.get());
+    cgroup += w->cgroup && !w->cgroup->dir().empty() ? 1 : 0;
+  };
+  if (active_) std::for_each(active_->workers.begin(), active_->workers.end(), count);
+  for (const auto& set : draining_) std::for_each(set->workers.begin(), set->workers.end(), count);
+  std::for_each(parked_.begin(), parked_.end(), count);
+  options_.metrics->SetIsolation(cgroup, static_cast<int>(seen.size()) - cgroup);
 }
 
 }  // namespace packrat

@@ -29,6 +29,8 @@ struct WorkerInfo {
   // How it loaded (the load report's start_priority): "idle", "idle-until-limit" or "normal"
   // where an idle start was asked for (its CPUs still served another set), else "".
   std::string start_priority;
+  // Its cpuset cgroup's directory; empty where it is pinned by sched_setaffinity only.
+  std::string cgroup;
 };
 
 struct ServingSnapshot {

@@ -81,6 +81,22 @@ TEST_F(AgentMetricsIntegrationTest, ExportsTheServingSeries) {
   has(R"(packrat_queue_rows{model="cnn"} 0)");
   has(R"(packrat_target_batch_rows{model="cnn"} 8)");
   has(R"(packrat_instances{batch="4",model="cnn",state="ready",threads="1"} 2)");
+  // Which isolation the two runtimes really got, as the management API reports each one's.
+  const std::string config =
+      testing::HttpClient("127.0.0.1", agent_->management_port()).Get("/v2/models/cnn/config").body;
+  int in_cgroups = 0;
+  for (size_t at = 0; (at = config.find("\"isolation\":\"cgroup\"", at)) != std::string::npos;
+       ++at) {
+    ++in_cgroups;
+  }
+  int pinned = 0;
+  for (size_t at = 0; (at = config.find("\"isolation\":\"affinity\"", at)) != std::string::npos;
+       ++at) {
+    ++pinned;
+  }
+  EXPECT_EQ(in_cgroups + pinned, 2) << config;
+  has(R"(packrat_runtime_isolation{isolation="cgroup",model="cnn"} )" + std::to_string(in_cgroups));
+  has(R"(packrat_runtime_isolation{isolation="affinity",model="cnn"} )" + std::to_string(pinned));
   // 1+2+3+1+2 = 9 rows went through the runtimes, in slices of at most 4.
   has(R"(packrat_batch_size_rows_sum{model="cnn"} 9)");
   EXPECT_EQ(page.find("unknown"), std::string::npos);  // no series for unknown model names
