@@ -184,6 +184,33 @@ class Forwarder::Impl {
 
 namespace {
 
+// An HTTP/2 client (gRPC) opens with this preface; the head read stops after its first line.
+constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\n";
+
+// One HTTP/2 frame on stream 0 (RFC 9113 §4.1): 24-bit length, type, no flags, stream 0.
+std::string Http2Frame(uint8_t type, std::string_view payload) {
+  std::string frame;
+  const size_t n = payload.size();
+  frame += static_cast<char>((n >> 16) & 0xff);
+  frame += static_cast<char>((n >> 8) & 0xff);
+  frame += static_cast<char>(n & 0xff);
+  frame += static_cast<char>(type);
+  frame.append(5, '\0');  // flags, stream 0
+  frame += payload;
+  return frame;
+}
+
+// What an HTTP/2 client gets where an HTTP/1.1 one gets a 503: a GOAWAY with no stream
+// processed, REFUSED_STREAM and `reason` as its debug data (RFC 9113 §6.8), and no SETTINGS,
+// so the connection never becomes ready: a gRPC client fails its call UNAVAILABLE (fail-fast
+// calls at once), instead of reading HTTP/1.1 text as a protocol error.
+std::string Http2GoAway(std::string_view reason) {
+  std::string payload(8, '\0');  // last stream id 0; error code below
+  payload[7] = 0x7;              // REFUSED_STREAM
+  payload += reason;
+  return Http2Frame(0x7, payload);
+}
+
 // One client connection and its upstream connection. Every handler runs on the client socket's
 // strand, which the upstream socket and the timer share. Lives as long as an operation holds a
 // shared_ptr to it; its destructor closes both sockets.
@@ -291,7 +318,8 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     if (up_.done && down_.done) Close();
   }
 
-  // The upstream is unreachable: read the request head, answer 503, linger, close.
+  // The upstream is unreachable: read the request head, answer 503 (an HTTP/2 client: GOAWAY),
+  // linger, close.
   void Reject(std::string reason) {
     reason_ = std::move(reason);
     const auto self = shared_from_this();
@@ -315,15 +343,19 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       return Close();
     }
     const std::string body = ErrorJson("packrat agent unreachable: " + reason_);
-    response_ =
-        "HTTP/1.1 503 Service Unavailable\r\n"
-        "Server: packrat-forward\r\n"
-        "Content-Type: application/json\r\n"
-        "Content-Length: " +
-        std::to_string(body.size()) +
-        "\r\n"
-        "Connection: close\r\n\r\n" +
-        body;
+    if (std::string_view(head_).substr(0, kHttp2Preface.size()) == kHttp2Preface) {
+      response_ = Http2GoAway("packrat agent unreachable: " + reason_);
+    } else {
+      response_ =
+          "HTTP/1.1 503 Service Unavailable\r\n"
+          "Server: packrat-forward\r\n"
+          "Content-Type: application/json\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) +
+          "\r\n"
+          "Connection: close\r\n\r\n" +
+          body;
+    }
     net::async_write(client_, net::buffer(response_),
                      [self = shared_from_this()](error_code ec, size_t) {
                        if (ec) return self->Close();

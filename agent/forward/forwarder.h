@@ -11,8 +11,10 @@
 // Failure policy: when the upstream cannot be reached (refused, no socket file, connect timeout)
 // the client's request head is read (up to CRLFCRLF, at most max_head_bytes, within
 // head_timeout) and answered `503 Service Unavailable` with
-// `{"error":"packrat agent unreachable: <reason>"}` and `Connection: close`; the rest of the
-// request is read and discarded for at most linger_timeout (so the client sees the answer, not a
+// `{"error":"packrat agent unreachable: <reason>"}` and `Connection: close` — an HTTP/2 client
+// (gRPC, whose bytes pass as any others while the agent is up) gets a GOAWAY with
+// that reason instead, so its call fails UNAVAILABLE; the rest of the request is read and
+// discarded for at most linger_timeout (so the client sees the answer, not a
 // reset), then the connection is closed. Other connections are unaffected.
 //
 // Threading: `threads` Asio threads run all connections; each connection is on its own strand.

@@ -3,6 +3,7 @@
 // byte-identical to direct calls (JSON and binary tensors, an 8 MB body, errors), many requests
 // share one keep-alive connection, a missing agent is answered 503 with a JSON error, and
 // SIGTERM lets open connections finish before the forwarder exits 0.
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/grpc/grpc_service.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/agent/metrics/child_process.h"
 #include "tests/support/agent_process.h"
@@ -276,6 +278,40 @@ TEST_F(ForwardIntegrationTest, ForwardsOverTcpToo) {
     EXPECT_TRUE(RawExchange(forward_port_, r.Raw()) == RawExchange(agent_->http_port(), r.Raw()))
         << r.name;
   }
+}
+
+// gRPC through the sidecar: HTTP/2 passes byte for byte to the agent's gRPC port, and the
+// calls answer as they do straight.
+TEST_F(ForwardIntegrationTest, GrpcPassesThroughToTheAgentsGrpcPort) {
+  StartAgent("  grpc: 127.0.0.1:0\n");
+  std::stringstream ports;
+  ports << std::ifstream(agent_->dir() + "/ports.json").rdbuf();
+  std::smatch m;
+  const std::string text = ports.str();
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"("grpc":(\d+))"))) << text;
+  StartForwarder("tcp:127.0.0.1:" + std::string(m[1]));
+  auto stub = inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(forward_port_), grpc::InsecureChannelCredentials()));
+  const auto context = [] {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return c;
+  };
+  inference::ServerReadyResponse ready;
+  ASSERT_TRUE(stub->ServerReady(context().get(), {}, &ready).ok());
+  EXPECT_TRUE(ready.ready());
+  inference::ModelMetadataRequest request;
+  request.set_name("tiny");
+  inference::ModelMetadataResponse metadata;
+  ASSERT_TRUE(stub->ModelMetadata(context().get(), request, &metadata).ok());
+  EXPECT_EQ(metadata.name(), "tiny");
+  EXPECT_EQ(metadata.inputs(0).name(), "x");
+  EXPECT_GE(ForwardedConnections(), 1u);
+  // The agent gone, a call fails UNAVAILABLE (the forwarder's GOAWAY), which gRPC may retry.
+  agent_->Stop(SIGTERM);
+  inference::ServerLiveResponse live;
+  const grpc::Status gone = stub->ServerLive(context().get(), {}, &live);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::UNAVAILABLE) << gone.error_message();
 }
 
 TEST_F(ForwardIntegrationTest, AgentNotRunningIsAnswered503WithAJsonError) {

@@ -13,8 +13,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <filesystem>
-#include <random>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -189,8 +189,7 @@ TEST_F(ForwarderTest, RawBytesAreIdenticalAndAHalfCloseStillGetsItsAnswer) {
   const std::string body = RandomBytes(1 << 20);
   const std::string request =
       "POST /echo HTTP/1.1\r\nHost: x\r\nX-Request-Id: raw\r\nContent-Length: " +
-      std::to_string(body.size()) +
-      "\r\n\r\n" + body;
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   // The client sends FIN right after its request; the agent still answers, then closes.
   const std::string via = RawExchange(forwarder_->port(), request, /*shutdown_send=*/true);
   const std::string direct = RawExchange(agent_->port(), request, /*shutdown_send=*/true);
@@ -208,6 +207,29 @@ TEST_F(ForwarderTest, MissingSocketIsAnswered503WithAJsonError) {
   EXPECT_EQ(r.headers.at("connection"), "close");
   EXPECT_EQ(r.body, "{\"error\":\"packrat agent unreachable: connect to unix:" + socket_path_ +
                         ": No such file or directory\"}");
+}
+
+// A gRPC client speaks HTTP/2 from its first byte: an HTTP/1.1 503 would be a protocol error
+// to it. It gets a GOAWAY that carries the reason, and no SETTINGS (its call fails
+// UNAVAILABLE, which it may retry: ForwardIntegrationTest.GrpcPassesThroughToTheAgentsGrpcPort).
+TEST_F(ForwarderTest, AnHttp2ClientOfAMissingAgentGetsAGoAwayWithTheReason) {
+  StartForwarder("unix:" + socket_path_);  // no agent
+  const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  const std::string client_settings("\0\0\0\x04\0\0\0\0\0", 9);
+  const std::string got =
+      RawExchange(forwarder_->port(), preface + client_settings, /*shutdown_send=*/false);
+  const std::string reason =
+      "packrat agent unreachable: connect to unix:" + socket_path_ + ": No such file or directory";
+  ASSERT_EQ(got.size(), 9 + 8 + reason.size()) << got;
+  const size_t length = 8 + reason.size();
+  EXPECT_EQ(static_cast<unsigned char>(got[0]), (length >> 16) & 0xff);
+  EXPECT_EQ(static_cast<unsigned char>(got[1]), (length >> 8) & 0xff);
+  EXPECT_EQ(static_cast<unsigned char>(got[2]), length & 0xff);
+  EXPECT_EQ(got[3], '\x07');                          // GOAWAY
+  EXPECT_EQ(got.substr(4, 5), std::string(5, '\0'));  // no flags, stream 0
+  EXPECT_EQ(got.substr(9, 7), std::string(7, '\0'));  // last stream 0, and
+  EXPECT_EQ(got[16], '\x07');                         // REFUSED_STREAM
+  EXPECT_EQ(got.substr(17), reason);
 }
 
 TEST_F(ForwarderTest, RefusedTcpIsAnswered503AndTheWholeBodyIsConsumed) {
