@@ -114,8 +114,9 @@ ENV PATH=/opt/packrat/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
     LANG=C.UTF-8
 WORKDIR /var/lib/packrat
 USER 10001:10001
-# http (KServe v2), management (loopback only in the default config), metrics (/metrics)
-EXPOSE 8080 8081 8082
+# http (KServe v2), management (loopback only in the default config), metrics (/metrics),
+# grpc (KServe v2 gRPC; loopback unless server.grpc says otherwise)
+EXPOSE 8080 8081 8082 8001
 # Live as soon as the listeners are up, also while the first start profiles (which can take
 # minutes; readiness stays false meanwhile and is the orchestrator's business).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

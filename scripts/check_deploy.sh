@@ -41,7 +41,7 @@ kubectl kustomize deploy/example > "$out/example.yaml"
 rendered=("$out/base.yaml" "$out/example.yaml")
 # One overlay per models component (they all define the volume `models`), the others together.
 overlays=(
-  "models-pvc management-token non-root"
+  "models-pvc management-token non-root grpc"
   "models-hostpath"
   "models-image"
 )
@@ -100,6 +100,8 @@ variants=(
   "token-open|--set managementToken.enabled=true --set config.server.management=0.0.0.0:8081
      --set networkPolicy.managementFrom[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=ops
      --set networkPolicy.managementFrom[0].podSelector.matchLabels.app=operator"
+  "grpc-published|--set managementToken.enabled=true --set config.server.grpc=0.0.0.0:8001"
+  "grpc-off|--set config.server.grpc=off"
   "token-existing|--set managementToken.enabled=true --set managementToken.existingSecret=mine
      --set managementToken.secretKey=mgmt"
   "existing-configmap|--set existingConfigMap.name=my-packrat-config"
@@ -120,6 +122,8 @@ refused=(
   "String length must be greater than or equal to 1|--set models.volume.type=image"
   "claimName: String length|--set models.volume.type=pvc"
   "is not loopback|--set config.server.management=0.0.0.0:8081"
+  "grpc 0.0.0.0:8001 is not loopback|--set config.server.grpc=0.0.0.0:8001"
+  "and ports.grpc (9001) differ|--set managementToken.enabled=true --set config.server.grpc=0.0.0.0:8001 --set ports.grpc=9001"
   "managementFrom needs managementToken.enabled|--set config.server.management=127.0.0.1:8081
      --set networkPolicy.managementFrom[0].podSelector.matchLabels.app=x"
   "listens on loopback only|--set managementToken.enabled=true

@@ -69,6 +69,14 @@ app.kubernetes.io/component: agent
 {{- or (hasPrefix "127." $host) (eq $host "localhost") (eq $host "[::1]") (eq $host "::1") -}}
 {{- end -}}
 
+{{/* "true" where config.server.grpc listens beyond loopback: the pod, the Service and the
+NetworkPolicy then publish ports.grpc. */}}
+{{- define "packrat.grpcPublished" -}}
+{{- $server := .Values.config.server | default dict -}}
+{{- $grpc := $server.grpc | default "127.0.0.1:8001" | toString -}}
+{{- and (not .Values.existingConfigMap.name) (ne $grpc "off") (ne (include "packrat.isLoopback" $grpc) "true") -}}
+{{- end -}}
+
 {{/* Rules across values that the schema cannot express; rendering fails on a violation. */}}
 {{- define "packrat.validate" -}}
 {{- $v := .Values -}}
@@ -81,11 +89,15 @@ app.kubernetes.io/component: agent
 {{- if and (ne (include "packrat.isLoopback" $management) "true") (not $v.managementToken.enabled) }}
 {{- fail (printf "config.server.management %s is not loopback: set managementToken.enabled=true, or keep it on 127.0.0.1 (reach it with kubectl port-forward)" $management) }}
 {{- end }}
+{{- if and (eq (include "packrat.grpcPublished" .) "true") (not $v.managementToken.enabled) }}
+{{- fail (printf "config.server.grpc %s is not loopback: its repository calls (load, unload) change what this node serves, so set managementToken.enabled=true, or keep it on 127.0.0.1" $server.grpc) }}
+{{- end }}
 {{- if and $v.networkPolicy.managementFrom (eq (include "packrat.isLoopback" $management) "true") }}
 {{- fail "networkPolicy.managementFrom admits pods to the management port, but config.server.management listens on loopback only" }}
 {{- end }}
-{{- range $name := list "http" "management" "metrics" }}
+{{- range $name := list "http" "management" "metrics" "grpc" }}
 {{- $address := index $server $name | default "" | toString }}
+{{- if eq $address "off" }}{{- $address = "" }}{{- end }}
 {{- if and $address (ne (regexFind "[0-9]+$" $address) (toString (index $v.ports $name))) }}
 {{- fail (printf "config.server.%s (%s) and ports.%s (%v) differ" $name $address $name (index $v.ports $name)) }}
 {{- end }}
