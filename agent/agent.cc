@@ -40,6 +40,7 @@ StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
   grpc.max_message_bytes = server.grpc_max_message_bytes;
   grpc.max_concurrent_streams = server.grpc_max_concurrent_streams;
   grpc.control_gate = gate;
+  grpc.unix_socket = server.grpc_unix_socket;
   StatusOr<std::unique_ptr<GrpcServer>> started = GrpcServer::Start(grpc, models, repository);
   if (started.ok()) return started;
   if (server.grpc_explicit) return started.status().WithContext("server.grpc");
@@ -215,7 +216,10 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
                     << config.server.unix_socket
                     << (agent->grpc_ ? " grpc=" + config.server.grpc.host + ":" +
                                            std::to_string(agent->grpc_port())
-                                     : std::string());
+                                     : std::string())
+                    << (agent->grpc_ && !config.server.grpc_unix_socket.empty()
+                            ? " grpc_unix=" + config.server.grpc_unix_socket
+                            : std::string());
   Agent* raw = agent.get();
   agent->loader_ = std::thread([raw] { raw->LoadModels(); });
   return agent;

@@ -102,6 +102,7 @@ variants=(
      --set networkPolicy.managementFrom[0].podSelector.matchLabels.app=operator"
   "grpc-published|--set managementToken.enabled=true --set config.server.grpc=0.0.0.0:8001"
   "grpc-off|--set config.server.grpc=off"
+  "grpc-unix|--set config.server.grpc_unix_socket=/run/packrat/grpc.sock"
   "token-existing|--set managementToken.enabled=true --set managementToken.existingSecret=mine
      --set managementToken.secretKey=mgmt"
   "existing-configmap|--set existingConfigMap.name=my-packrat-config"
@@ -131,6 +132,7 @@ refused=(
   "and ports.metrics (9999) differ|--set ports.metrics=9999"
   "must exceed preStopDelaySeconds|--set terminationGracePeriodSeconds=30"
   "unix_socket: Does not match pattern '^/run/packrat/|--set config.server.unix_socket=/tmp/agent.sock"
+  "grpc_unix_socket: Does not match pattern '^/run/packrat/|--set config.server.grpc_unix_socket=/tmp/grpc.sock"
   "Must not validate the schema|--set config.server.cgroups=false"
   "Must be greater than or equal to 1|--set ports.http=0"
 )

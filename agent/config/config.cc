@@ -76,14 +76,17 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
     if (!token.empty() && std::filesystem::path(token).is_relative()) {
       token = (std::filesystem::path(base_dir) / token).lexically_normal().string();
     }
-    std::string& socket = config.server.unix_socket;
-    if (!socket.empty() && std::filesystem::path(socket).is_relative()) {
-      socket = (std::filesystem::path(base_dir) / socket).lexically_normal().string();
-    }
-    if (socket.size() > kMaxUnixSocketPath) {
-      return r.Error(root["server"]["unix_socket"], "server.unix_socket",
-                     "'" + socket + "' is longer than " + std::to_string(kMaxUnixSocketPath) +
-                         " bytes (the limit of a Unix socket address)");
+    for (const auto& [key, socket] :
+         {std::pair<std::string, std::string*>{"unix_socket", &config.server.unix_socket},
+          {"grpc_unix_socket", &config.server.grpc_unix_socket}}) {
+      if (!socket->empty() && std::filesystem::path(*socket).is_relative()) {
+        *socket = (std::filesystem::path(base_dir) / *socket).lexically_normal().string();
+      }
+      if (socket->size() > kMaxUnixSocketPath) {
+        return r.Error(root["server"][key], "server." + key,
+                       "'" + *socket + "' is longer than " + std::to_string(kMaxUnixSocketPath) +
+                           " bytes (the limit of a Unix socket address)");
+      }
     }
     std::string& access_log = config.server.access_log_path;
     if (!access_log.empty() && access_log != "-" &&

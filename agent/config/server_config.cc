@@ -49,6 +49,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
                                "profile_dir",
                                "drain_delay_s",
                                "unix_socket",
+                               "grpc_unix_socket",
                                "cgroups",
                                "read_timeout_s",
                                "max_connections",
@@ -189,6 +190,17 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
     // Its length is checked in ParseConfig, once relative paths are resolved.
     if (s->unix_socket.empty()) {
       return r.Error(node["unix_socket"], "server.unix_socket", "must not be empty");
+    }
+  }
+  if (node["grpc_unix_socket"]) {
+    RETURN_IF_ERROR(
+        r.GetString(node["grpc_unix_socket"], "server.grpc_unix_socket", &s->grpc_unix_socket));
+    if (s->grpc_unix_socket.empty()) {
+      return r.Error(node["grpc_unix_socket"], "server.grpc_unix_socket", "must not be empty");
+    }
+    if (!s->grpc_enabled) {
+      return r.Error(node["grpc_unix_socket"], "server.grpc_unix_socket",
+                     "needs gRPC on (server.grpc is off)");
     }
   }
   return Status::Ok();

@@ -41,6 +41,10 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  if (!options.unix_socket.empty()) {
+    RETURN_IF_ERROR(UnixSocketFile::Prepare(options.unix_socket, "gRPC"));
+    builder.AddListeningPort("unix:" + options.unix_socket, grpc::InsecureServerCredentials());
+  }
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<uint64_t>(options.max_message_bytes, INT_MAX)));
@@ -60,6 +64,9 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
                        "of this host)");
   }
   server->port_ = static_cast<uint16_t>(port);
+  if (!options.unix_socket.empty()) {
+    RETURN_IF_ERROR(server->unix_socket_file_.Claim(options.unix_socket));
+  }
   return server;
 }
 
@@ -78,6 +85,7 @@ void GrpcServer::Stop(std::chrono::steady_clock::time_point deadline) {
   server_->Shutdown(ToSystem(deadline));
   server_->Wait();
   service_->StopRepositoryCalls();
+  unix_socket_file_.Remove();
   PACKRAT_LOG(INFO) << "gRPC server stopped";
 }
 

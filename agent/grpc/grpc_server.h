@@ -20,6 +20,7 @@
 
 #include "agent/config/config.h"
 #include "agent/grpc/inference_service.h"
+#include "agent/http/unix_socket_file.h"
 #include "agent/model/model_registry.h"
 #include "agent/model/repository_control.h"
 #include "common/status.h"
@@ -33,6 +34,9 @@ struct GrpcServerOptions {
   uint64_t max_message_bytes = 64ull << 20;
   int max_concurrent_streams = 1024;  // per connection (HTTP/2 SETTINGS); more wait in the client
   ControlGate control_gate;           // what the repository RPCs must pass (the agent's one gate)
+  // server.grpc_unix_socket: the same service on this Unix socket too (a sidecar's upstream
+  // on a shared hostPath); "" for none. A stale socket file is replaced (UnixSocketFile).
+  std::string unix_socket;
 };
 
 class GrpcServer {
@@ -63,6 +67,7 @@ class GrpcServer {
   std::unique_ptr<InferenceService> service_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   uint16_t port_ = 0;
+  UnixSocketFile unix_socket_file_;  // removed when the server stops
   bool stopped_ = false;
 };
 

@@ -1,8 +1,6 @@
 #include "agent/http/http_server.h"
 
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,7 +17,6 @@
 #include <boost/beast/version.hpp>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -27,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "agent/http/unix_socket_file.h"
 #include "agent/kserve/kserve_codec.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -39,19 +37,6 @@ namespace bhttp = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using local = net::local::stream_protocol;
-
-// True if a process accepts connections on the Unix socket at `path` (or has a full backlog).
-bool UnixSocketIsLive(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  const int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  const bool live = rc == 0 || errno == EAGAIN || errno == EINPROGRESS;
-  close(fd);
-  return live;
-}
 
 }  // namespace
 
@@ -135,23 +120,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
 
   Status ListenUnix() {
     const std::string& path = options_.unix_socket;
-    if (path.size() > kMaxUnixSocketPath) {
-      return InvalidArgument("Unix socket path '" + path + "' is longer than " +
-                             std::to_string(kMaxUnixSocketPath) + " bytes");
-    }
-    struct stat st;
-    if (lstat(path.c_str(), &st) == 0) {
-      if (!S_ISSOCK(st.st_mode)) {
-        return FailedPrecondition("cannot listen on unix:" + path + ": not a socket");
-      }
-      if (UnixSocketIsLive(path)) {
-        return Unavailable("cannot listen on unix:" + path + ": another process listens there");
-      }
-      if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-        return Unavailable("cannot remove the stale socket " + path + ": " + std::strerror(errno));
-      }
-      PACKRAT_LOG(INFO) << options_.name << ": removed the stale socket " << path;
-    }
+    RETURN_IF_ERROR(UnixSocketFile::Prepare(path, options_.name));
     beast::error_code ec;
     unix_acceptor_.emplace(ioc_);
     const local::endpoint ep(path);
@@ -162,31 +131,18 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       unix_acceptor_.reset();
       return Unavailable("cannot listen on unix:" + path + ": " + ec.message());
     }
-    // Remembered so that Stop() removes this socket only, not one a successor bound since.
-    if (stat(path.c_str(), &st) == 0) unix_socket_id_ = {st.st_dev, st.st_ino};
-    if (chmod(path.c_str(), 0666) != 0) {
-      return Internal("cannot chmod 0666 " + path + ": " + std::strerror(errno));
-    }
-    return Status::Ok();
+    return unix_socket_file_.Claim(path);
   }
 
-  void RemoveUnixSocket() {
-    if (!unix_socket_id_) return;
-    struct stat st;
-    if (stat(options_.unix_socket.c_str(), &st) == 0 &&
-        std::make_pair(st.st_dev, st.st_ino) == *unix_socket_id_) {
-      unlink(options_.unix_socket.c_str());
-    }
-    unix_socket_id_.reset();
-  }
+  void RemoveUnixSocket() { unix_socket_file_.Remove(); }
 
   const HttpServerOptions options_;
   HttpHandler* const handler_;
   net::io_context ioc_;
   net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
   tcp::acceptor acceptor_;
-  std::optional<local::acceptor> unix_acceptor_;           // if options_.unix_socket is set
-  std::optional<std::pair<dev_t, ino_t>> unix_socket_id_;  // the file we bound, until removed
+  std::optional<local::acceptor> unix_acceptor_;  // if options_.unix_socket is set
+  UnixSocketFile unix_socket_file_;               // the file we bound, until removed
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   std::atomic<bool> stopped_{false};

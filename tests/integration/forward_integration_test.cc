@@ -280,16 +280,12 @@ TEST_F(ForwardIntegrationTest, ForwardsOverTcpToo) {
   }
 }
 
-// gRPC through the sidecar: HTTP/2 passes byte for byte to the agent's gRPC port, and the
-// calls answer as they do straight.
+// gRPC through the sidecar: HTTP/2 passes byte for byte to the agent's gRPC Unix socket
+// (server.grpc_unix_socket), and the calls answer as they do straight.
 TEST_F(ForwardIntegrationTest, GrpcPassesThroughToTheAgentsGrpcPort) {
-  StartAgent("  grpc: 127.0.0.1:0\n");
-  std::stringstream ports;
-  ports << std::ifstream(agent_->dir() + "/ports.json").rdbuf();
-  std::smatch m;
-  const std::string text = ports.str();
-  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"("grpc":(\d+))"))) << text;
-  StartForwarder("tcp:127.0.0.1:" + std::string(m[1]));
+  const std::string grpc_socket = dir_ + "/grpc.sock";
+  StartAgent("  grpc: 127.0.0.1:0\n  grpc_unix_socket: " + grpc_socket + "\n");
+  StartForwarder("unix:" + grpc_socket);
   auto stub = inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(forward_port_), grpc::InsecureChannelCredentials()));
   const auto context = [] {

@@ -3,9 +3,15 @@
 // (no runtimes here; tests/integration/grpc_integration_test.py serves real ones), and the
 // repository RPCs against a fake RepositoryControl whose loads block until the test lets them go.
 #include <grpcpp/create_channel.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +21,7 @@
 #include "agent/grpc/grpc_server.h"
 #include "agent/model/served_model.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 
 namespace packrat {
 namespace {
@@ -93,10 +100,12 @@ ModelConfig TinyConfig(const std::string& name) {
 
 class GrpcInferenceServiceTest : public ::testing::Test {
  protected:
-  void StartServer(bool with_repository = true, ControlGate gate = ControlGate()) {
+  void StartServer(bool with_repository = true, ControlGate gate = ControlGate(),
+                   std::string unix_socket = "") {
     GrpcServerOptions options;
     options.endpoint = {"127.0.0.1", 0};
     options.control_gate = std::move(gate);
+    options.unix_socket = std::move(unix_socket);
     auto started = GrpcServer::Start(options, &models_, with_repository ? &repository_ : nullptr);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value();
@@ -365,6 +374,33 @@ TEST_F(GrpcInferenceServiceTest, RepositoryCallsPassTheControlGate) {
   context->AddMetadata("authorization", "Bearer s3cret");
   EXPECT_TRUE(stub_->RepositoryModelUnload(context.get(), unload, &unloaded).ok());
   EXPECT_EQ(repository_.calls(), (std::vector<std::string>{"unload:a"}));
+}
+
+// The same service on a Unix socket (a sidecar's upstream on a shared hostPath): a stale file
+// is replaced, the socket is open to every user, and it goes with the server.
+TEST_F(GrpcInferenceServiceTest, ServesOnAUnixSocketTooAndRemovesItWhenStopped) {
+  testing::TempDir dir("packrat-grpc-unix");
+  const std::string path = dir.path() + "/grpc.sock";
+  {
+    // A socket file nobody listens on, as a killed agent leaves behind.
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    close(fd);
+  }
+  StartServer(/*with_repository=*/true, ControlGate(), path);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  auto stub = GRPCInferenceService::NewStub(
+      grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials()));
+  inference::ServerLiveResponse live;
+  ASSERT_TRUE(stub->ServerLive(Context().get(), {}, &live).ok());
+  EXPECT_TRUE(live.live());
+  server_->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST_F(GrpcInferenceServiceTest, WithoutARepositoryItsCallsAreUnimplemented) {
