@@ -3,14 +3,10 @@
 // (no runtimes here; tests/integration/grpc_integration_test.py serves real ones), and the
 // repository RPCs against a fake RepositoryControl whose loads block until the test lets them go.
 #include <grpcpp/create_channel.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -21,6 +17,7 @@
 #include "agent/grpc/grpc_server.h"
 #include "agent/model/served_model.h"
 #include "gtest/gtest.h"
+#include "tests/support/stale_socket.h"
 #include "tests/support/temp_dir.h"
 
 namespace packrat {
@@ -381,15 +378,7 @@ TEST_F(GrpcInferenceServiceTest, RepositoryCallsPassTheControlGate) {
 TEST_F(GrpcInferenceServiceTest, ServesOnAUnixSocketTooAndRemovesItWhenStopped) {
   testing::TempDir dir("packrat-grpc-unix");
   const std::string path = dir.path() + "/grpc.sock";
-  {
-    // A socket file nobody listens on, as a killed agent leaves behind.
-    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    close(fd);
-  }
+  ASSERT_TRUE(testing::MakeStaleUnixSocket(path));  // as a killed agent leaves behind
   StartServer(/*with_repository=*/true, ControlGate(), path);
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0);

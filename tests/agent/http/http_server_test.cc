@@ -20,6 +20,7 @@
 
 #include "tests/support/http_client.h"
 #include "tests/support/raw_connection.h"
+#include "tests/support/stale_socket.h"
 #include "tests/support/temp_dir.h"
 
 namespace packrat {
@@ -92,13 +93,7 @@ TEST_F(HttpServerUnixSocketTest, ServesTheSameHandlerOnTheSocketAndTcp) {
 }
 
 TEST_F(HttpServerUnixSocketTest, ReplacesAStaleSocketFile) {
-  // A socket file nobody listens on, as a crashed agent leaves behind.
-  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  close(fd);
+  ASSERT_TRUE(testing::MakeStaleUnixSocket(path_));
   ASSERT_TRUE(std::filesystem::is_socket(path_));
 
   auto server = Create(path_);
