@@ -54,6 +54,21 @@ std::unique_ptr<CpusetController> CpusetController::AffinityOnly(std::string why
       CgroupVersion::kNone, "", getpid(), "sched_setaffinity only (" + why + ")", nullptr));
 }
 
+namespace {
+
+// Whether `dir`/cgroup.procs lists `self`; true where it lists nobody or cannot be read (a
+// test's fake host: the process's own cgroup lists it at least).
+bool ListsSelf(const std::string& dir, pid_t self) {
+  std::ifstream in(dir + "/cgroup.procs");
+  bool any = false;
+  for (pid_t pid; in >> pid; any = true) {
+    if (pid == self) return true;
+  }
+  return !any;
+}
+
+}  // namespace
+
 std::unique_ptr<CpusetController> CpusetController::Open(const CgroupInfo& info, pid_t self) {
   std::shared_ptr<CgroupBackend> backend = CgroupBackend::Direct();
   if (info.version == CgroupVersion::kV1) {
@@ -74,11 +89,20 @@ std::unique_ptr<CpusetController> CpusetController::Open(const CgroupInfo& info,
   if (info.version == CgroupVersion::kNone) {
     return AffinityOnly("no cpuset cgroup hierarchy found");
   }
-  std::unique_ptr<CpusetController> c(new CpusetController(
-      info.version, info.cpuset_dir, self,
-      std::string(CgroupVersionName(info.version)) + " at " + info.cpuset_dir + " via " +
-          backend->Describe(),
-      backend));
+  // The directory must be this process's own cgroup. In a private cgroup namespace (containerd
+  // and CRI-O with cgroup v2) /proc/self/cgroup says "0::/", which over a hierarchy mounted from
+  // outside the namespace (a host's /sys/fs/cgroup) maps to that hierarchy's root: groups made
+  // there would land at the host's root, outside this container.
+  if (!ListsSelf(info.cpuset_dir, self)) {
+    return AffinityOnly("pid " + std::to_string(self) + " is not in " + info.cpuset_dir +
+                        "/cgroup.procs: a cgroup namespace over a hierarchy mounted from "
+                        "outside it, where groups would land outside this container");
+  }
+  std::unique_ptr<CpusetController> c(
+      new CpusetController(info.version, info.cpuset_dir, self,
+                           std::string(CgroupVersionName(info.version)) + " at " + info.cpuset_dir +
+                               " via " + backend->Describe(),
+                           backend));
   for (const std::string& dir : c->RemoveStale()) {
     PACKRAT_LOG(INFO) << "removed stale cgroup " << dir;
   }

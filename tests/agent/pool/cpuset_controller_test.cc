@@ -1,8 +1,8 @@
 #include "agent/pool/cpuset_controller.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -94,6 +94,24 @@ TEST(CpusetControllerTest, StaleGroupsOfDeadAgentsAreRemovedAtOpen) {
   EXPECT_TRUE(Exists(other));
 }
 
+// A private cgroup namespace over the host's hierarchy: /proc/self/cgroup says "0::/", which
+// maps to the hierarchy's root, whose cgroup.procs does not list the agent. Groups there would
+// land at the host's root: affinity only, saying why.
+TEST(CpusetControllerTest, AHierarchyThatIsNotTheAgentsOwnCgroupIsNotUsed) {
+  FakeHost host;
+  host.CgroupV2("/", "0-3");
+  const std::string dir = host.V2Dir("/");
+  host.Write(dir.substr(host.root().size()) + "/cgroup.procs", "1\n17\n");
+  auto c = CpusetController::Open(ReadCgroupInfo(host.root()), 4242);
+  EXPECT_FALSE(c->enabled());
+  EXPECT_NE(c->describe().find("pid 4242 is not in " + dir + "/cgroup.procs"), std::string::npos)
+      << c->describe();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/packrat.4242.agent"));
+  // Listed: its own cgroup, used.
+  host.Write(dir.substr(host.root().size()) + "/cgroup.procs", "1\n4242\n");
+  EXPECT_TRUE(CpusetController::Open(ReadCgroupInfo(host.root()), 4242)->enabled());
+}
+
 TEST(CpusetControllerTest, V2MovesTheAgentToALeafAndEnablesCpuset) {
   FakeHost host;
   host.CgroupV2("/system.slice/packrat.service", "0-3");
@@ -176,8 +194,7 @@ TEST(CpusetControllerTest, RealStaleGroupIsEmptiedAndRemoved) {
   const CgroupInfo info = ReadCgroupInfo("");
   if (info.version == CgroupVersion::kNone) GTEST_SKIP() << "no cpuset hierarchy here";
   // What an agent that died without cleaning up leaves: its runtime still running in its group.
-  const std::string dir =
-      info.cpuset_dir + "/packrat." + std::to_string(DeadPid()) + ".orphan";
+  const std::string dir = info.cpuset_dir + "/packrat." + std::to_string(DeadPid()) + ".orphan";
   ForkExecLauncher launcher;
   LaunchSpec spec;
   spec.path = "/bin/sleep";
@@ -230,11 +247,12 @@ TEST(CpusetControllerTest, RealCgroupV2EitherConfinesOrExplainsWhyNot) {
     info.cpus = std::vector<int>{0};
     {
       auto c = CpusetController::Open(info, getpid());
-      out << "enabled=" << c->enabled() << "\n" << "describe=" << c->describe() << "\n";
+      out << "enabled=" << c->enabled() << "\n"
+          << "describe=" << c->describe() << "\n";
       if (c->enabled()) {
         auto group = c->Create("v2-test", {0}, {});
-        out << "group=" << (group.ok() ? Read((*group)->dir() + "/cpuset.cpus")
-                                       : group.status().message())
+        out << "group="
+            << (group.ok() ? Read((*group)->dir() + "/cpuset.cpus") : group.status().message())
             << "\n";
       }
     }
