@@ -87,7 +87,7 @@ config:
 EOF
 variants=(
   "default|"
-  "all|--set example.enabled=true --set serviceMonitor.enabled=true"
+  "all|--set example.enabled=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true"
   "nocgroups|--set cgroups.enabled=false --set hostPort=0"
   "nonroot-token|--set cgroups.enabled=false --set nonRoot.prepareHostPaths=false
      --set managementToken.enabled=true"
@@ -220,6 +220,24 @@ for what, a, b in pairs:
                                     "kustomize", "helm", lineterm="")
         sys.exit(f"{what}: the chart's defaults differ from deploy/\n" + "\n".join(diff))
 PY
+
+step "alert rules (the chart's PrometheusRule)"
+/usr/bin/python3 - "$out/helm-all.yaml" "$out/alert-rules.yaml" <<'PY'
+import sys, yaml
+rules = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o and o.get("kind") == "PrometheusRule"]
+if len(rules) != 1:
+    sys.exit("the chart with prometheusRule.enabled renders %d PrometheusRules" % len(rules))
+yaml.safe_dump({"groups": rules[0]["spec"]["groups"]}, open(sys.argv[2], "w"))
+PY
+promtool check rules "$out/alert-rules.yaml" > /dev/null || fail "promtool check rules"
+cp tests/deploy/alert_rules_test.yaml "$out/alert_rules_test.yaml"
+promtool test rules "$out/alert_rules_test.yaml" > "$out/alert-rules-test.log" 2>&1 \
+  || { cat "$out/alert-rules-test.log" >&2; fail "promtool test rules (tests/deploy/alert_rules_test.yaml)"; }
+for name in $(grep -o 'packrat_[a-z_]*' "$out/alert-rules.yaml" | sort -u); do
+  base=$(sed -E 's/_(bucket|sum|count)$//' <<< "$name")
+  grep -q "\"$base\"" agent/metrics/agent_metrics.cc \
+    || fail "the alert rules use $name, which agent/metrics does not export"
+done
 
 step "grafana dashboard"
 dashboard=deploy/grafana/packrat-dashboard.json
