@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
     std::cerr << "packrat-agent: " << config.status().message() << "\n";
     return 1;
   }
+  // Every line from here on, the runtimes' too (they inherit PACKRAT_LOG_FORMAT).
+  if (config->server.log_json) packrat::SetLogFormat(packrat::LogFormat::kJson);
   packrat::AgentOptions options;
   options.config = std::move(config).value();
   options.port_file = port_file;

@@ -3,9 +3,16 @@
 // Thread-safe: each statement is formatted into its own buffer and written with one write(2),
 // so lines from different threads and processes never interleave. The minimum level comes from
 // the PACKRAT_LOG_LEVEL environment variable (DEBUG, INFO, WARNING, ERROR; default INFO).
+//
+// Two formats (server.log_format; the PACKRAT_LOG_FORMAT environment variable, text or json,
+// which child processes inherit):
+//   text  I 07:31:29.679641 agent file.cc:146] message
+//   json  {"time":"2026-11-28T07:31:29.679641Z","level":"info","component":"agent",
+//          "source":"file.cc:146","message":"message"}   (RFC 3339 time in UTC, one object a line)
 #pragma once
 
 #include <sstream>
+#include <string>
 #include <string_view>
 
 namespace packrat {
@@ -16,6 +23,12 @@ bool LogEnabled(LogLevel level);
 // Sets the process-wide prefix, e.g. "agent" or "runtime[demo/0]".
 void SetLogComponent(std::string_view component);
 
+enum class LogFormat { kText, kJson };
+// The format of every line from now on (default: PACKRAT_LOG_FORMAT, else text). Also sets
+// PACKRAT_LOG_FORMAT, so that processes started afterwards log alike. Call before other threads
+// start.
+void SetLogFormat(LogFormat format);
+
 class LogMessage {
  public:
   LogMessage(LogLevel level, const char* file, int line);
@@ -24,6 +37,8 @@ class LogMessage {
 
  private:
   LogLevel level_;
+  bool json_;
+  std::string head_;  // json: the fields before "message"
   std::ostringstream stream_;
 };
 

@@ -41,6 +41,7 @@ struct ServerConfig {
   Endpoint metrics{"127.0.0.1", 8082};    // GET /metrics (Prometheus text format)
   std::string unix_socket;                // also serve `http`'s routes on this Unix socket
   std::string grpc_unix_socket;           // also serve gRPC on this Unix socket
+  bool log_json = false;                  // server.log_format: json (else text); logging.h
                                           // path (mode 0666); empty = off
   int io_threads = 2;                     // Asio threads serving HTTP
   uint64_t max_body_bytes = 64ull << 20;  // larger bodies are answered 413

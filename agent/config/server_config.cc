@@ -50,6 +50,7 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
                                "drain_delay_s",
                                "unix_socket",
                                "grpc_unix_socket",
+                               "log_format",
                                "cgroups",
                                "read_timeout_s",
                                "max_connections",
@@ -191,6 +192,14 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
     if (s->unix_socket.empty()) {
       return r.Error(node["unix_socket"], "server.unix_socket", "must not be empty");
     }
+  }
+  if (node["log_format"]) {
+    std::string format;
+    RETURN_IF_ERROR(r.GetString(node["log_format"], "server.log_format", &format));
+    if (format != "text" && format != "json") {
+      return r.Error(node["log_format"], "server.log_format", "must be text or json");
+    }
+    s->log_json = format == "json";
   }
   if (node["grpc_unix_socket"]) {
     RETURN_IF_ERROR(

@@ -2,11 +2,13 @@
 
 #include <absl/synchronization/mutex.h>
 #include <grpc/grpc.h>
+#include <grpc/support/log.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 #include <string>
 
 #include "common/logging.h"
@@ -26,6 +28,16 @@ std::chrono::system_clock::time_point ToSystem(std::chrono::steady_clock::time_p
              t - std::chrono::steady_clock::now());
 }
 
+// gRPC's own log lines (a bind that failed, a transport error) go through the agent's log, in
+// its format (text or json) and at its level, instead of gRPC's stderr lines of another shape.
+void ForwardGrpcLog(gpr_log_func_args* args) {
+  const LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR  ? LogLevel::kError
+                         : args->severity == GPR_LOG_SEVERITY_INFO ? LogLevel::kInfo
+                                                                   : LogLevel::kDebug;
+  if (!LogEnabled(level)) return;
+  LogMessage(level, args->file, args->line).stream() << "gRPC: " << args->message;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
@@ -35,6 +47,8 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
   // order for deadlock detection: a graph update per Lock(), a few per cent of the agent's CPU
   // per gRPC call in a profile. Process-wide; only gRPC uses absl::Mutex here.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  static std::once_flag log_once;
+  std::call_once(log_once, [] { gpr_set_log_function(ForwardGrpcLog); });
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   server->service_ = std::make_unique<InferenceService>(models, repository, options.control_gate);
   const std::string address = Address(options.endpoint);

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -487,6 +490,34 @@ TEST_F(AgentIntegrationTest, ModelThatFailsToLoadIsNotReadyAndOthersServe) {
   auto [body, headers] = EncodeRequest(MakeSample("cnn", 2, rng), false);
   EXPECT_EQ(client.Post("/v2/models/cnn/infer", body, headers).status, 200);
   StopAgentAndCheckClean();
+}
+
+// server.log_format: json — the agent's lines and its runtimes' alike, each one JSON object
+// with an RFC 3339 time that carries the date.
+TEST_F(AgentIntegrationTest, JsonLogsAreOneObjectALineWithADateFromAgentAndRuntimes) {
+  StartAgent(TwoModelConfig(", log_format: json"));
+  HttpClient client("127.0.0.1", agent_->http_port());
+  std::mt19937 rng(1);
+  auto [body, headers] = EncodeRequest(MakeSample("cnn", 2, rng), false);
+  EXPECT_EQ(client.Post("/v2/models/cnn/infer", body, headers).status, 200);
+  StopAgentAndCheckClean();
+  std::stringstream log(agent_->Log());
+  simdjson::dom::parser parser;
+  const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)");
+  std::set<std::string> components;
+  int lines = 0;
+  for (std::string line; std::getline(log, line); ++lines) {
+    simdjson::dom::element doc;
+    ASSERT_EQ(parser.parse(line).get(doc), simdjson::SUCCESS) << line;
+    std::string_view time, component;
+    ASSERT_EQ(doc["time"].get(time), simdjson::SUCCESS) << line;
+    EXPECT_TRUE(std::regex_match(std::string(time), rfc3339)) << line;
+    ASSERT_EQ(doc["component"].get(component), simdjson::SUCCESS) << line;
+    components.insert(std::string(component.substr(0, component.find('['))));
+  }
+  EXPECT_GT(lines, 10);
+  EXPECT_TRUE(components.count("agent")) << lines;
+  EXPECT_TRUE(components.count("runtime")) << "the runtimes inherit the format";
 }
 
 TEST_F(AgentIntegrationTest, ShutdownAnswersQueuedRequests) {
