@@ -93,7 +93,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
                          << "serves (server.management_token_file)";
   }
   agent->management_handler_.set_gate(gate);
-  ASSIGN_OR_RETURN(agent->metrics_, metrics::AgentMetrics::Create());
+  metrics::AgentMetricsOptions metrics_options;
+  metrics_options.version = PACKRAT_VERSION;
+  ASSIGN_OR_RETURN(agent->metrics_, metrics::AgentMetrics::Create(metrics_options));
   agent->metrics_handler_ = std::make_unique<MetricsHandler>(agent->metrics_.get());
 
   // Cores: the affinity mask, within the cgroup's cpuset; T capped by the CPU quota.

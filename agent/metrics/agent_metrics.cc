@@ -161,6 +161,9 @@ StatusOr<std::unique_ptr<AgentMetrics>> AgentMetrics::Create(const AgentMetricsO
 AgentMetrics::AgentMetrics(const AgentMetricsOptions& options)
     : options_(options), queue_rows_("packrat_queue_rows", "Rows waiting in the batcher's queue.") {
   prometheus::Registry& r = registry_;
+  Register<Gauge>(r, "packrat_build_info", "1, labelled with the agent's version.")
+      ->Add({{"version", options.version}})
+      .Set(1);
   requests_ = Register<Counter>(r, "packrat_requests_total",
                                 "Inference requests answered, by model and HTTP status code.");
   request_duration_ =

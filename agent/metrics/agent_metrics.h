@@ -7,6 +7,7 @@
 //   packrat_batch_size_rows{model}                            histogram
 //   packrat_inflight_requests{model}                          gauge
 //   packrat_queue_rows{model}                                 gauge (callback)
+//   packrat_build_info{version}                               gauge  (1)
 //   packrat_instances{model,threads,batch,state}              gauge
 //   packrat_runtime_isolation{model,isolation}                gauge  (runtimes: cgroup|affinity)
 //   packrat_target_batch_rows{model}                          gauge  (B)
@@ -87,6 +88,8 @@ struct AgentMetricsOptions {
   BucketBounds batch_size_buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
   // Exports process_* metrics read from this /proc; empty: no process metrics.
   std::string proc_root = "/proc";
+  // packrat_build_info{version} 1.
+  std::string version = "unknown";
 };
 
 // How many instances of one ⟨threads,batch⟩ are in one state ("starting", "warming", "ready",

@@ -100,6 +100,8 @@ TEST_F(AgentMetricsIntegrationTest, ExportsTheServingSeries) {
   // 1+2+3+1+2 = 9 rows went through the runtimes, in slices of at most 4.
   has(R"(packrat_batch_size_rows_sum{model="cnn"} 9)");
   EXPECT_EQ(page.find("unknown"), std::string::npos);  // no series for unknown model names
+  EXPECT_NE(page.find("\npackrat_build_info{version=\"" PACKRAT_VERSION "\"} 1\n"),
+            std::string::npos);
   EXPECT_NE(page.find("\nprocess_resident_memory_bytes "), std::string::npos);
 
   // promtool accepts the page.
