@@ -11,6 +11,10 @@
 #include <mutex>
 #include <string>
 
+#include "common/json_string.h"
+
+#include "common/json_string.h"
+
 namespace packrat {
 namespace {
 
@@ -32,41 +36,6 @@ std::atomic<bool>& JsonFormat() {
   return json;
 }
 
-// `text` as the inside of a JSON string.
-void AppendJsonEscaped(std::string& out, std::string_view text) {
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20) {
-      char u[8];
-      std::snprintf(u, sizeof(u), "\\u%04x", c);
-      out += u;
-    } else {
-      out += ch;
-    }
-  }
-}
-
-const char* JsonLevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarning:
-      return "warning";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "unknown";
-}
-
 std::mutex& ComponentMutex() {
   static std::mutex mu;
   return mu;
@@ -76,18 +45,23 @@ std::string& Component() {
   return component;
 }
 
-const char* LevelName(LogLevel level) {
+// A level's names: the text format's letter and the json format's word.
+struct LevelNames {
+  const char* letter;
+  const char* word;
+};
+LevelNames NamesOf(LogLevel level) {
   switch (level) {
     case LogLevel::kDebug:
-      return "D";
+      return {"D", "debug"};
     case LogLevel::kInfo:
-      return "I";
+      return {"I", "info"};
     case LogLevel::kWarning:
-      return "W";
+      return {"W", "warning"};
     case LogLevel::kError:
-      return "E";
+      return {"E", "error"};
   }
-  return "?";
+  return {"?", "unknown"};
 }
 
 }  // namespace
@@ -129,26 +103,26 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line)
   const std::string source =
       std::string(base != nullptr ? base + 1 : file) + ':' + std::to_string(line);
   if (!json_) {
-    stream_ << LevelName(level_) << ' ' << stamp << frac << ' ' << component << ' ' << source
+    stream_ << NamesOf(level_).letter << ' ' << stamp << frac << ' ' << component << ' ' << source
             << "] ";
     return;
   }
   char date[16];
   std::strftime(date, sizeof(date), "%Y-%m-%dT", &tm);
   head_ = std::string("{\"time\":\"") + date + stamp + frac + "Z\",\"level\":\"" +
-          JsonLevelName(level_) + "\",\"component\":\"";
-  AppendJsonEscaped(head_, component);
-  head_ += "\",\"source\":\"";
-  AppendJsonEscaped(head_, source);
-  head_ += "\",\"message\":\"";
+          NamesOf(level_).word + "\",\"component\":";
+  AppendJsonString(head_, component);
+  head_ += ",\"source\":";
+  AppendJsonString(head_, source);
+  head_ += ",\"message\":";
 }
 
 LogMessage::~LogMessage() {
   std::string s;
   if (json_) {
     s = std::move(head_);
-    AppendJsonEscaped(s, stream_.str());
-    s += "\"}\n";
+    AppendJsonString(s, stream_.str());
+    s += "}\n";
   } else {
     stream_ << '\n';
     s = stream_.str();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/kserve/tensor.h"
+#include "common/json_string.h"
 #include "common/status.h"
 
 namespace packrat {
@@ -76,7 +77,5 @@ StatusOr<EncodedResponse> EncodeInferResponse(const ModelSignature& signature,
 
 // `{"error":"<escaped message>"}`
 std::string ErrorJson(std::string_view message);
-// Appends `s` as a JSON string literal (with quotes and escapes) to `out`.
-void AppendJsonString(std::string& out, std::string_view s);
 
 }  // namespace packrat
