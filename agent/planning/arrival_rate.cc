@@ -17,6 +17,7 @@ void ArrivalRate::Sample(SteadyTime now, int64_t total) {
     return;
   }
   samples_.emplace_back(now, total);
+  if (!first_) first_ = now;
   // Keep one sample at or beyond the horizon, so that a span equal to it can still be answered.
   while (samples_.size() > 2 && now - samples_[1].first >= horizon_) samples_.pop_front();
 }

@@ -59,12 +59,20 @@ class ArrivalRate {
   std::optional<double> Shift(double baseline, Duration min_span, Duration max_span,
                               double sigmas) const;
 
+  // How long the samples have run by `now`: since the first one after construction or the last
+  // Restart() (not only the horizon's worth kept); zero before any.
+  Duration Seen(SteadyTime now) const { return first_ ? now - *first_ : Duration::zero(); }
+
   // Forgets every sample (as after construction).
-  void Restart() { samples_.clear(); }
+  void Restart() {
+    samples_.clear();
+    first_.reset();
+  }
 
  private:
   Duration horizon_;
   std::deque<std::pair<SteadyTime, int64_t>> samples_;  // oldest first
+  std::optional<SteadyTime> first_;                     // of the samples since Restart()
 };
 
 }  // namespace packrat

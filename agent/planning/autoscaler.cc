@@ -43,7 +43,7 @@ std::string_view RuleName(Rule rule) {
       "scale_down_delay", "peak_guard",        "serving_p99_lowest", "min_capacity",
       "burst_reserve",    "no_plan",           "idle_decode_slots",  "rate_move_held",
       "within_restart_margin",                 "behind_at_most_capacity",
-      "no_handover"};
+      "within_target",    "no_handover"};
   // clang-format on
   static_assert(std::size(kNames) == static_cast<size_t>(Rule::kNoHandover) + 1);
   const auto i = static_cast<size_t>(rule);
@@ -521,10 +521,11 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   if (*arriving > options_.max_utilization * planned->capacity) return false;
   // Nor is capacity that the recent peak needed given up for a lower p99 between bursts: such
   // a move waits, as the step down does, for scale_down_delay_ms after an overload move (whose
-  // arrivals were forgotten) and for the recent peak.
+  // arrivals were forgotten) and for the recent peak; and, as the step down, it is not taken
+  // where the serving plan meets the p99 target.
   const double serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
   if (planned->capacity < serving_capacity &&
-      (WithinScaleDownDelay(in) ||
+      (WithinScaleDownDelay(in) || ServingMeetsTarget(in) ||
        !PeakAllows(planned->capacity, serving_capacity, PeakWindowMs(in), options_.max_utilization,
                    RecentPeak(in)))) {
     return false;

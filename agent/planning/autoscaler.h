@@ -38,8 +38,13 @@
 //         below the serving plan's, at most once per scale_down_delay_ms;
 //      b. else the estimator's B̃ (packrat-paper §3.8): a step up only as far as capacity
 //         still grows (StepUpBatch); a step down not within scale_down_delay_ms of an overload
-//         move, only as far as the recent peak arrivals allow and to plans that run
-//         min_capacity, to the smallest B whose p99 is near the lowest (StepDownBatch) —
+//         move or of the arrivals' first count (the peak it must absorb is not known before:
+//         WithinScaleDownDelay), nor where the serving plan's simulated p99 at the rate meets
+//         batching.p99_target_ms (ServingMeetsTarget: a lower p99 than the target asks for
+//         does not pay for the capacity given up), only as far as the recent peak arrivals allow
+//         and to plans that run
+//         min_capacity, to the smallest B whose p99 is near the lowest, where the serving
+//         plan's is not near it (StepDownBatch: capacity is given up only for a lower p99) —
 //         or, among the plans whose p99 is within burst_reserve_ms of the lowest, serving
 //         one included, to the one whose runtimes serve the most from a backlog: a burst
 //         they absorb by cutting larger batches needs no switch;
@@ -48,7 +53,8 @@
 //         and it runs min_capacity or what the serving plan does; only a plan that serves the
 //         rate max_utilization busy (another's p99 is of a growing queue, and an overload is
 //         rule 1's), and one that runs less than the serving plan only as a step down would
-//         go: not within scale_down_delay_ms of an overload move, nor where the recent peak
+//         go: not within scale_down_delay_ms of an overload move or of the arrivals' first
+//         count, nor where the serving plan meets the p99 target, nor where the recent peak
 //         would have overloaded it (PeakAllows).
 //   3. A move of 2 that would start runtimes on CPUs the serving set keeps busy — no staged
 //      hand-over (migration.h) gets there: nothing is free to start on and no runtime can go
@@ -158,9 +164,11 @@ enum class Rule {
   kBacklogDraining,       // an overload move's backlog still drains: the estimator waits
   kBacklogDrained,        // ... it has drained: the estimator starts afresh
   kStepUpGainsTooLittle,  // no larger B up to the estimate serves kBatchForRateMinGain more
-  kScaleDownDelay,        // a step down within scale_down_delay_ms of an overload move
+  kScaleDownDelay,        // a step down within scale_down_delay_ms of an overload move, or of
+                          // the arrivals' first count
   kPeakGuard,             // every smaller plan would have been overloaded by a recent peak
-  kServingP99Lowest,      // the serving plan's simulated p99 is lowest among the smaller ones
+  kServingP99Lowest,      // the serving plan's simulated p99 is near the lowest of the smaller
+                          // ones, or below it
   kMinCapacity,           // every smaller plan runs less than min_capacity
   kBurstReserve,          // the serving runtimes serve more from a backlog, at a p99 near
                           // the lowest (burst_reserve_ms)
@@ -169,6 +177,8 @@ enum class Rule {
   kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one
   kWithinRestartMargin,   // a better plan at the rate, but not by more than restart_margin
   kBehindAtMostCapacity,  // behind (rule 0), but no plan runs more than the serving set
+  kWithinTarget,          // a plan of less capacity, where the serving plan's simulated p99
+                          // at the rate meets batching.p99_target_ms
   kNoHandover,            // a move would start runtimes beside a busy set (see class comment)
   // Keep kNoHandover last, or change RuleName's table, which counts to it.
 };
@@ -469,8 +479,19 @@ class Autoscaler {
   // estimator's window, if longer); judged over PeakWindowMs (the overload window, or the
   // estimator's window without one).
   RateOverFn RecentPeak(const Inputs& in) const;
-  // Whether an overload move was carried out less than scale_down_delay_ms ago.
+  // The span a step down's recent peak is taken over: scale_down_delay_ms (the estimator's
+  // window where longer).
+  std::chrono::milliseconds PeakSpan(const Inputs& in) const;
+  // Whether a plan of less capacity must wait: an overload move was carried out less than
+  // scale_down_delay_ms ago, or the arrivals have been counted (since the model's start, a
+  // management change or an overload move, which restart them) for less than PeakSpan(): the
+  // peak that plan must absorb is not known yet.
   bool WithinScaleDownDelay(const Inputs& in) const;
+  // Whether the serving plan's requests' simulated p99 at the rate arriving meets
+  // batching.p99_target_ms (false without a target or a known rate, and for decoders): a plan
+  // of less capacity is then not taken for a lower p99, which the target does not ask for,
+  // and it would meet the next rise with less.
+  bool ServingMeetsTarget(const Inputs& in) const;
   int64_t PeakWindowMs(const Inputs& in) const;
   // Sets d's hold to `r` unless a rule before held (see RuleFn).
   static void Hold(Reason r, Decision* d);

@@ -142,16 +142,29 @@ std::string BurstText(double rows_per_s, double p99_ms) {
 
 }  // namespace
 
+std::chrono::milliseconds Autoscaler::PeakSpan(const Inputs& in) const {
+  return std::max(in.window, std::chrono::milliseconds(options_.scale_down_delay_ms));
+}
+
 RateOverFn Autoscaler::RecentPeak(const Inputs& in) const {
-  const auto span = std::max(in.window, std::chrono::milliseconds(options_.scale_down_delay_ms));
-  return [&arrivals = in.load.arrivals(), span](int64_t ms) {
+  return [&arrivals = in.load.arrivals(), span = PeakSpan(in)](int64_t ms) {
     return arrivals.PeakOver(std::chrono::milliseconds(ms), span);
   };
 }
 
 bool Autoscaler::WithinScaleDownDelay(const Inputs& in) const {
-  return in.state.last_overload_move && in.now - *in.state.last_overload_move <
-                                            std::chrono::milliseconds(options_.scale_down_delay_ms);
+  return (in.state.last_overload_move &&
+          in.now - *in.state.last_overload_move <
+              std::chrono::milliseconds(options_.scale_down_delay_ms)) ||
+         in.load.arrivals().Seen(in.now) < PeakSpan(in);
+}
+
+bool Autoscaler::ServingMeetsTarget(const Inputs& in) const {
+  if (options_.p99_target_ms <= 0 || options_.generative || !in.arriving || *in.arriving <= 0) {
+    return false;
+  }
+  return Evaluator(in.view).SimulatedP99Ms(ServingPlan(in.view), *in.arriving) <=
+         options_.p99_target_ms;
 }
 
 int64_t Autoscaler::PeakWindowMs(const Inputs& in) const {
@@ -167,8 +180,23 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   r.to_batch = decision;
   if (WithinScaleDownDelay(in)) {
     r.rule = Rule::kScaleDownDelay;
-    r.text = "keeping B=" + std::to_string(current) + ": the overload move to it was less than " +
-             std::to_string(options_.scale_down_delay_ms) + " ms ago";
+    const bool young = in.load.arrivals().Seen(in.now) < PeakSpan(in);
+    r.text = "keeping B=" + std::to_string(current) + ": " +
+             (young ? "the arrivals, whose peak a smaller plan must absorb, were first counted "
+                      "less than "
+                    : "the overload move to it was less than ") +
+             std::to_string(PeakSpan(in).count()) + " ms ago";
+    return std::nullopt;
+  }
+  if (ServingMeetsTarget(in)) {
+    r.rule = Rule::kWithinTarget;
+    r.quiet = true;  // recurs at each decision while the load stays low
+    r.rate = arriving;
+    r.text = "keeping B=" + std::to_string(current) + ": at " +
+             std::to_string(arriving.value_or(0)) +
+             " rows/s its requests' simulated p99 meets batching.p99_target_ms (" +
+             std::to_string(std::lround(options_.p99_target_ms)) +
+             " ms); capacity is not given up for less";
     return std::nullopt;
   }
   // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
@@ -205,7 +233,8 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   } else if (*b != decision) {
     step->capped = "; recent peak " + std::to_string(r.peak_rate.value_or(0)) +
                    " rows/s: the estimate " + std::to_string(decision) + " serves " +
-                   rows_p99(decision) + ", " + std::to_string(*b) + " serves " + rows_p99(*b);
+                   rows_p99(decision) + ", " + std::to_string(*b) + " serves " + rows_p99(*b) +
+                   "; the serving plan " + rows_p99(current);
   }
   r.target_capacity = table.capacity(*b);
   r.target_p99_ms = table.p99(*b);
@@ -240,7 +269,8 @@ void Autoscaler::ExplainStepDownHold(const StepDownTable& table, const ServingVi
     std::ostringstream text;
     text << keeping << ": at " << arriving.value_or(0)
          << " rows/s its requests see a simulated p99 of " << std::lround(*r->serving_p99_ms)
-         << " ms, more than 5% below every smaller plan the recent arrivals allow";
+         << " ms, within 5% of the lowest or below it, of every smaller plan the recent "
+            "arrivals allow: a step down would give up capacity for no lower p99";
     for (const auto& [other, ms] : table.p99s()) {
       if (other != current) text << ", B=" << other << " " << std::lround(ms) << " ms";
     }

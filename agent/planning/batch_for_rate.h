@@ -79,12 +79,15 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // rows/s the plan for B = 1024 had stayed, though the one for B = 64 serves more). Among them, the
 // smallest b whose p99(b) is within kBatchForRateMinGain of the lowest of theirs and the serving
 // plan's, p99(current_b) (the smallest candidate where p99 knows any of them not); nullopt (stay at
-// current_b) where none passes or none is within it. Where the estimate's own plan fails the bar, a
-// larger b's may not (Inception-v3 on 2 cores: the plan for B = 1, one two-thread instance,
-// serves 6.8 rows/s, the plan for B = 2, two one-thread instances, 7.8). And a plan that passes may
-// still queue its rows longer than a larger one's: at 4.5 rows/s the plan for B = 1 runs one row at
-// a time, 67% busy (a simulated p99 of 921 ms), the plan for B = 2 two rows side by side (785 ms);
-// the bench's probe at 4.2 req/s that served B = 1 failed its 1-s target (p99 1.4 s).
+// current_b) where none passes, or where the serving plan's own p99 is within it: a step down
+// gives up capacity, and only a lower p99 pays for that (a step to plans that serve the rate
+// as well meets the next rise with less, and a move of its own costs). Where the estimate's own
+// plan fails the bar, a larger b's may not (Inception-v3 on 2 cores: the plan for B = 1, one
+// two-thread instance, serves 6.8 rows/s, the plan for B = 2, two one-thread instances, 7.8). And a
+// plan that passes may still queue its rows longer than a larger one's: at 4.5 rows/s the plan for
+// B = 1 runs one row at a time, 67% busy (a simulated p99 of 921 ms), the plan for B = 2 two rows
+// side by side (785 ms); the bench's probe at 4.2 req/s that served B = 1 failed its 1-s target
+// (p99 1.4 s).
 //
 // Capacity for a burst at a small latency price (`reserve`, reconfiguration.burst_reserve_ms):
 // among the passing candidates and the serving plan, each b's plan of the most rows/s from a

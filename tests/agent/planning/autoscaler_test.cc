@@ -481,6 +481,30 @@ std::optional<double> FatAloneThinForBursts(int threads, int batch) {
   }
 }
 
+// Serving 2 x <2> (B = 8) at 2 rows/s, a simulated p99 of 52 ms; the fat instance for B = 1
+// answers sooner (35 ms). With a p99 target the serving plan meets, the capacity stays; with one
+// it misses, the step down takes the lower p99.
+TEST_F(AutoscalerTest, AStepDownGivesUpNoCapacityWhereTheServingPlanMeetsTheTarget) {
+  const auto set_up = [this](double target_ms) {
+    SetUpModel(4, FatAloneThinForBursts, [target_ms](AutoscalerOptions* o) {
+      o->scale_down_delay_ms = 1000;
+      o->p99_target_ms = target_ms;
+    });
+    Serve(8);
+  };
+  set_up(100);
+  const std::optional<Decision> kept = TickUntil(Rule::kWithinTarget, 0, 2);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_FALSE(kept->move.has_value()) << kept->move->reason.text;
+  EXPECT_FALSE(TickUntil(Rule::kEstimatorStepDown, 0, 2, 300).has_value());
+  EXPECT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 2, 4}}));
+  set_up(45);
+  const std::optional<Decision> down = TickUntil(Rule::kEstimatorStepDown, 0, 2);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->move->plan.groups, (std::vector<InstanceGroup>{{1, 4, 1}}))
+      << down->move->reason.text;
+}
+
 TEST_F(AutoscalerTest, AStepDownKeepsRuntimesThatAbsorbABurstWhereTheirP99IsNearTheLowest) {
   const auto set_up = [this](double reserve_ms) {
     SetUpModel(4, FatAloneThinForBursts, [reserve_ms](AutoscalerOptions* o) {
@@ -571,7 +595,10 @@ TEST_F(AutoscalerTest, AStaticPlanDecidesNothing) {
 }
 
 TEST_F(AutoscalerTest, ADecodersStepDownWithTheSameThreadCountsKeepsB) {
-  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->generative = true; });
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) {
+    o->generative = true;
+    o->scale_down_delay_ms = 1000;
+  });
   Serve(8);
   const std::optional<Decision> d = TickUntil(Rule::kIdleDecodeSlots, 1, 0);
   ASSERT_TRUE(d.has_value());
@@ -579,17 +606,27 @@ TEST_F(AutoscalerTest, ADecodersStepDownWithTheSameThreadCountsKeepsB) {
   EXPECT_EQ(view_.batch, 8);
 }
 
-TEST_F(AutoscalerTest, ResetEndsTheScaleDownDelayOfAnOverloadMove) {
-  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 600'000; });
-  Serve(1);
-  ASSERT_TRUE(TickUntil(Rule::kOverload, 6, 30).has_value());
-  ASSERT_TRUE(TickUntil(Rule::kBacklogDrained, 0, 0).has_value());
-  // A plan set from outside: the overload move's hold-off is forgotten with the load.
-  autoscaler_->Reset();
-  load_->Restart();
+TEST_F(AutoscalerTest, NoStepDownBeforeTheArrivalsHaveRunForTheScaleDownDelay) {
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 3000; });
+  Serve(8);
+  const SteadyTime start = now_;
+  // An idle model served at B = 8 from its start: the peak a smaller plan must absorb is the
+  // peak of the last scale_down_delay_ms, unknown until the arrivals have run that long.
+  const std::optional<Decision> held = TickUntil(Rule::kScaleDownDelay, 0, 0);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->hold->from_batch, 8);
   const std::optional<Decision> down = TickUntil(Rule::kEstimatorStepDown, 0, 0);
   ASSERT_TRUE(down.has_value());
-  EXPECT_EQ(down->move->reason.to_batch, 1);
+  EXPECT_GE(now_ - start, std::chrono::milliseconds(3000));
+  // A plan set from outside restarts the arrivals (the model controller's change): the step
+  // down waits for their span again, whatever the last overload move.
+  Serve(8);
+  autoscaler_->Reset();
+  load_->Restart();
+  const SteadyTime reset = now_;
+  const std::optional<Decision> again = TickUntil(Rule::kEstimatorStepDown, 0, 0);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_GE(now_ - reset, std::chrono::milliseconds(3000));
 }
 
 TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
@@ -611,6 +648,7 @@ TEST_F(AutoscalerTest, RuleNamesAreStable) {
   EXPECT_EQ(RuleName(Rule::kScaleDownDelay), "scale_down_delay");
   EXPECT_EQ(RuleName(Rule::kMinCapacity), "min_capacity");
   EXPECT_EQ(RuleName(Rule::kBurstReserve), "burst_reserve");
+  EXPECT_EQ(RuleName(Rule::kWithinTarget), "within_target");
   EXPECT_EQ(RuleName(Rule::kNoHandover), "no_handover");
   EXPECT_TRUE(IsMove(Rule::kReplanAtRate));
   EXPECT_FALSE(IsMove(Rule::kPeakGuard));

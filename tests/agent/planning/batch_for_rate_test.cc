@@ -140,10 +140,16 @@ TEST(BatchForRateTest, StepDownTakesTheSmallestBatchNearTheLowestSimulatedP99) {
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, peaks, Table(kInception),
                           P99Table({{1, 100}, {2, 600}, {4, 500}})),
             2);
-  // The serving plan (B = 8) counts too: where its requests fare more than 5% better than
-  // every candidate's, stay.
+  // The serving plan (B = 8) counts too: where its requests fare as well as the best
+  // candidate's (within 5%) or better, stay: a step down gives up capacity for nothing.
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
                           P99Table({{1, 1300}, {2, 600}, {4, 620}, {8, 580}})),
+            std::nullopt);
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
+                          P99Table({{1, 1300}, {2, 600}, {4, 620}, {8, 620}})),
+            std::nullopt);
+  EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
+                          P99Table({{1, 1300}, {2, 600}, {4, 620}, {8, 640}})),
             2);
   EXPECT_EQ(StepDownBatch(8, 1, 2000, 0.8, calm, Table(kInception),
                           P99Table({{1, 1300}, {2, 600}, {4, 620}, {8, 500}})),
