@@ -41,10 +41,10 @@
 //         move or of the arrivals' first count (the peak it must absorb is not known before:
 //         WithinScaleDownDelay), nor where the serving plan's simulated p99 at the rate meets
 //         batching.p99_target_ms (ServingMeetsTarget: a lower p99 than the target asks for
-//         does not pay for the capacity given up), only as far as the recent peak arrivals allow
-//         and to plans that run
-//         min_capacity, to the smallest B whose p99 is near the lowest, where the serving
-//         plan's is not near it (StepDownBatch: capacity is given up only for a lower p99) —
+//         does not pay for the capacity given up); only as far as the recent peak arrivals
+//         allow and to plans that run min_capacity, to the smallest B whose p99 is near the
+//         lowest, where the serving plan's is not near it (StepDownBatch: capacity is given up
+//         only for a lower p99) —
 //         or, among the plans whose p99 is within burst_reserve_ms of the lowest, serving
 //         one included, to the one whose runtimes serve the most from a backlog: a burst
 //         they absorb by cutting larger batches needs no switch;
