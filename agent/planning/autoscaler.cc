@@ -381,12 +381,10 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
     return false;
   }
   // Busy, not behind: a move that starts runtimes beside the busy ones only where no runtime
-  // starts beside them (a staged hand-over) or it repays their start (rule 3's weighing).
-  std::string weighed;
+  // starts beside them (a staged hand-over): the set keeps up, and a shape not served yet
+  // counts at its profile, so the gain would be on paper only (rule 3 weighs no such move).
   if (busy_only && StartsRuntimes(target.plan, view) &&
-      !HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown, view.batch) &&
-      !SwitchRepays(view, target.plan, *rate, serving, static_cast<double>(window_ms) / 1e3,
-                    &weighed)) {
+      !HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown, view.batch)) {
     return false;
   }
   Reason r;
@@ -400,7 +398,7 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
   r.backlog_batch = backlog_b > current ? backlog_b : 0;
   r.busy_only = busy_only;
   r.passed_over = target.passed_over;
-  r.text = OverloadText(r, target.plan, weighed);
+  r.text = OverloadText(r, target.plan);
   d->move = Move{target.plan, std::move(r), now};
   d->restart_arrivals = true;  // either way the next try waits for a new window
   return true;
@@ -426,8 +424,7 @@ std::optional<double> Autoscaler::OverloadRate(const ArrivalRate& arrivals, doub
   return rate;
 }
 
-std::string Autoscaler::OverloadText(const Reason& r, const Plan& target,
-                                     const std::string& weighed) const {
+std::string Autoscaler::OverloadText(const Reason& r, const Plan& target) const {
   std::ostringstream text;
   text.precision(3);
   text << "overloaded: " << r.rate.value_or(0)
@@ -435,8 +432,8 @@ std::string Autoscaler::OverloadText(const Reason& r, const Plan& target,
        << r.serving_capacity.value_or(0);
   if (r.backlog_batch > 0) text << " in batches of up to " << r.backlog_batch;
   if (r.busy_only) {
-    text << " (more than " << options_.max_utilization << " of it; "
-         << (weighed.empty() ? "the move starts no runtime beside the busy ones" : weighed) << ")";
+    text << " (more than " << options_.max_utilization
+         << " of it; the move starts no runtime beside the busy ones)";
   }
   text << "; B " << r.from_batch << " -> " << r.to_batch << " serves "
        << r.target_capacity.value_or(0)

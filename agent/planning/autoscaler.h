@@ -504,7 +504,7 @@ class Autoscaler {
   std::optional<double> OverloadRate(const ArrivalRate& arrivals, double serving,
                                      bool* busy_only) const;
   // Rule 1's move in words, from its reason's figures.
-  std::string OverloadText(const Reason& r, const Plan& target, const std::string& weighed) const;
+  std::string OverloadText(const Reason& r, const Plan& target) const;
   bool PlanAtRate(const Inputs& in, Decision* d) const;
   bool FollowEstimate(const Inputs& in, Decision* d) const;
   // FollowEstimate's two directions: the B to move to from the estimator's `decision`, or
