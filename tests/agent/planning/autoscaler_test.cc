@@ -153,6 +153,27 @@ TEST_F(AutoscalerTest, AboveMaxUtilizationAMoveThatStartsRuntimesBesideBusyOnesW
   EXPECT_EQ(move->plan.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
 }
 
+// Two threads run a row in 2 ms, one in 10 (the profile: the serving shape is measured only).
+std::optional<double> TwoThreadsFast(int threads, int batch) {
+  return (threads == 1 ? 10.0 : 2.0) * batch;
+}
+
+// Busy, keeping up (210 rows/s against 200): on its profile one two-thread runtime serves 500
+// rows/s at a fifth of the latency, and a start is known to be cheap, so the start would repay
+// on paper; but it would start on both busy CPUs, and its shape has not been served. The move
+// waits for an overload beyond capacity, or for rule 0.
+TEST_F(AutoscalerTest, ABusySetThatKeepsUpStartsNoRuntimeBesideItsBusyOnes) {
+  SetUpModel(2, TwoThreadsFast, [](AutoscalerOptions* o) { o->restart_margin = 0; });
+  ServePlan(*optimizer_->SolveOnInstances({1, 1}, 2));
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+  view_.first_start_s = 0.05;
+  view_.last_start_s = 0.05;
+  for (int i = 0; i < 99; ++i) {
+    const Decision d = Tick(8, 210, /*carry_out=*/false);
+    EXPECT_FALSE(d.move && d.move->reason.rule == Rule::kOverload) << d.move->reason.text;
+  }
+}
+
 TEST_F(AutoscalerTest, AboveMaxUtilizationParkedRuntimesMakeTheMoveFree) {
   SetUpModel(2, TwoThreadsScale, [](AutoscalerOptions* o) { o->restart_margin = 0; });
   Serve(1);
