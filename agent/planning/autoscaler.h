@@ -38,16 +38,16 @@
 //         below the serving plan's, at most once per scale_down_delay_ms;
 //      b. else the estimator's B̃ (packrat-paper §3.8): a step up only as far as capacity
 //         still grows (StepUpBatch); a step down not within scale_down_delay_ms of an overload
-//         move or of the arrivals' first count (the peak it must absorb is not known before:
-//         WithinScaleDownDelay), nor where the serving plan's simulated p99 at the rate meets
-//         batching.p99_target_ms (ServingMeetsTarget: a lower p99 than the target asks for
-//         does not pay for the capacity given up); only as far as the recent peak arrivals
-//         allow and to plans that run min_capacity, to the smallest B whose p99 is near the
-//         lowest, where the serving plan's is not near it (StepDownBatch: capacity is given up
-//         only for a lower p99) —
-//         or, among the plans whose p99 is within burst_reserve_ms of the lowest, serving
-//         one included, to the one whose runtimes serve the most from a backlog: a burst
-//         they absorb by cutting larger batches needs no switch;
+//         move or of the arrivals' first count, nor while they still rise above their mean over
+//         that span (the peak it must absorb is not known before: WithinScaleDownDelay), nor where
+//         the serving plan's simulated p99 at the rate meets batching.p99_target_ms
+//         (ServingMeetsTarget: a lower p99 than the target asks for does not pay for the capacity
+//         given up); only as far as the recent peak arrivals allow and to plans that run
+//         min_capacity, to the smallest B whose p99 is near the lowest, where the serving plan's is
+//         not near it (StepDownBatch: capacity is given up only for a lower p99) — or, among the
+//         plans whose p99 is within burst_reserve_ms of the lowest, serving one included, to the
+//         one whose runtimes serve the most from a backlog: a burst they absorb by cutting larger
+//         batches needs no switch;
 //      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
 //         and it runs min_capacity or what the serving plan does; only a plan that serves the
@@ -485,8 +485,13 @@ class Autoscaler {
   // Whether a plan of less capacity must wait: an overload move was carried out less than
   // scale_down_delay_ms ago, or the arrivals have been counted (since the model's start, a
   // management change or an overload move, which restart them) for less than PeakSpan(): the
-  // peak that plan must absorb is not known yet.
+  // peak that plan must absorb is not known yet; nor is it while the arrivals still rise
+  // (ArrivalsRising).
   bool WithinScaleDownDelay(const Inputs& in) const;
+  // Whether the rows/s arriving over the estimator's window exceed their mean over PeakSpan()
+  // by more than kOverloadSigmas Poisson standard deviations of the window's count: a load
+  // still on its way up, whose peak lies ahead.
+  bool ArrivalsRising(const Inputs& in) const;
   // Whether the serving plan's requests' simulated p99 at the rate arriving meets
   // batching.p99_target_ms (false without a target or a known rate, and for decoders): a plan
   // of less capacity is then not taken for a lower p99, which the target does not ask for,

@@ -13,6 +13,7 @@
 #include "agent/planning/autoscaler.h"
 #include "agent/planning/batch_for_rate.h"
 #include "agent/planning/loaded_latency.h"
+#include "agent/planning/poisson_noise.h"
 
 namespace packrat {
 
@@ -156,7 +157,14 @@ bool Autoscaler::WithinScaleDownDelay(const Inputs& in) const {
   return (in.state.last_overload_move &&
           in.now - *in.state.last_overload_move <
               std::chrono::milliseconds(options_.scale_down_delay_ms)) ||
-         in.load.arrivals().Seen(in.now) < PeakSpan(in);
+         in.load.arrivals().Seen(in.now) < PeakSpan(in) || ArrivalsRising(in);
+}
+
+bool Autoscaler::ArrivalsRising(const Inputs& in) const {
+  const std::optional<double> span_mean = in.load.arrivals().Over(PeakSpan(in));
+  if (!in.arriving || !span_mean) return false;
+  const double seconds = std::chrono::duration<double>(in.window).count();
+  return AbovePoissonNoise(*in.arriving * seconds, *span_mean * seconds, kOverloadSigmas);
 }
 
 bool Autoscaler::ServingMeetsTarget(const Inputs& in) const {
@@ -181,11 +189,14 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   if (WithinScaleDownDelay(in)) {
     r.rule = Rule::kScaleDownDelay;
     const bool young = in.load.arrivals().Seen(in.now) < PeakSpan(in);
+    const std::string span = std::to_string(PeakSpan(in).count()) + " ms";
     r.text = "keeping B=" + std::to_string(current) + ": " +
              (young ? "the arrivals, whose peak a smaller plan must absorb, were first counted "
-                      "less than "
-                    : "the overload move to it was less than ") +
-             std::to_string(PeakSpan(in).count()) + " ms ago";
+                      "less than " +
+                          span + " ago"
+              : ArrivalsRising(in) ? "the arrivals still rise above their mean over " + span +
+                                         ": the peak a smaller plan must absorb is not known yet"
+                                   : "the overload move to it was less than " + span + " ago");
     return std::nullopt;
   }
   if (ServingMeetsTarget(in)) {

@@ -650,6 +650,25 @@ TEST_F(AutoscalerTest, NoStepDownBeforeTheArrivalsHaveRunForTheScaleDownDelay) {
   EXPECT_GE(now_ - reset, std::chrono::milliseconds(3000));
 }
 
+// A load still on its way up (10 to 210 rows/s over 10 s, nothing queued): its peak lies ahead,
+// so the estimator's step down from B = 8 waits, once the arrivals have run their 5-s span,
+// because they still rise above their mean over it.
+TEST_F(AutoscalerTest, NoStepDownWhileTheArrivalsStillRise) {
+  SetUpModel(1, SlowLatency, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 5000; });
+  Serve(8);
+  const SteadyTime start = now_;
+  bool held_rising = false;
+  for (int i = 0; i < 1000; ++i) {
+    const Decision d = Tick(0, 10 + 200.0 * i / 1000);
+    ASSERT_FALSE(d.move.has_value()) << d.move->reason.text;
+    if (now_ - start > std::chrono::milliseconds(6000) && d.hold &&
+        d.hold->rule == Rule::kScaleDownDelay) {
+      held_rising = true;
+    }
+  }
+  EXPECT_TRUE(held_rising);
+}
+
 TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
   SetUpModel(1, SlowLatency);
   Serve(1);
