@@ -486,7 +486,9 @@ class Autoscaler {
   // scale_down_delay_ms ago, or the arrivals have been counted (since the model's start, a
   // management change or an overload move, which restart them) for less than PeakSpan(): the
   // peak that plan must absorb is not known yet; nor is it while the arrivals still rise
-  // (ArrivalsRising).
+  // (ArrivalsRising). WhyPeakUnknown says which, the first that holds in the order below.
+  enum class PeakUnknown { kArrivalsYoung, kOverloadMove, kArrivalsRising };
+  std::optional<PeakUnknown> WhyPeakUnknown(const Inputs& in) const;
   bool WithinScaleDownDelay(const Inputs& in) const;
   // Whether the rows/s arriving over the estimator's window exceed their mean over PeakSpan()
   // by more than kOverloadSigmas Poisson standard deviations of the window's count: a load

@@ -153,11 +153,18 @@ RateOverFn Autoscaler::RecentPeak(const Inputs& in) const {
   };
 }
 
+std::optional<Autoscaler::PeakUnknown> Autoscaler::WhyPeakUnknown(const Inputs& in) const {
+  if (in.load.arrivals().Seen(in.now) < PeakSpan(in)) return PeakUnknown::kArrivalsYoung;
+  if (in.state.last_overload_move && in.now - *in.state.last_overload_move <
+                                         std::chrono::milliseconds(options_.scale_down_delay_ms)) {
+    return PeakUnknown::kOverloadMove;
+  }
+  if (ArrivalsRising(in)) return PeakUnknown::kArrivalsRising;
+  return std::nullopt;
+}
+
 bool Autoscaler::WithinScaleDownDelay(const Inputs& in) const {
-  return (in.state.last_overload_move &&
-          in.now - *in.state.last_overload_move <
-              std::chrono::milliseconds(options_.scale_down_delay_ms)) ||
-         in.load.arrivals().Seen(in.now) < PeakSpan(in) || ArrivalsRising(in);
+  return WhyPeakUnknown(in).has_value();
 }
 
 bool Autoscaler::ArrivalsRising(const Inputs& in) const {
@@ -186,17 +193,26 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   const int64_t current = view.batch;
   Reason& r = step->reason;
   r.to_batch = decision;
-  if (WithinScaleDownDelay(in)) {
+  if (const std::optional<PeakUnknown> why = WhyPeakUnknown(in)) {
     r.rule = Rule::kScaleDownDelay;
-    const bool young = in.load.arrivals().Seen(in.now) < PeakSpan(in);
     const std::string span = std::to_string(PeakSpan(in).count()) + " ms";
-    r.text = "keeping B=" + std::to_string(current) + ": " +
-             (young ? "the arrivals, whose peak a smaller plan must absorb, were first counted "
-                      "less than " +
-                          span + " ago"
-              : ArrivalsRising(in) ? "the arrivals still rise above their mean over " + span +
-                                         ": the peak a smaller plan must absorb is not known yet"
-                                   : "the overload move to it was less than " + span + " ago");
+    r.text = "keeping B=" + std::to_string(current) + ": ";
+    switch (*why) {
+      case PeakUnknown::kArrivalsYoung:
+        r.text +=
+            "the arrivals, whose peak a smaller plan must absorb, were first counted less "
+            "than " +
+            span + " ago";
+        break;
+      case PeakUnknown::kOverloadMove:
+        r.text += "the overload move to it was less than " +
+                  std::to_string(options_.scale_down_delay_ms) + " ms ago";
+        break;
+      case PeakUnknown::kArrivalsRising:
+        r.text += "the arrivals still rise above their mean over " + span +
+                  ": the peak a smaller plan must absorb is not known yet";
+        break;
+    }
     return std::nullopt;
   }
   if (ServingMeetsTarget(in)) {
