@@ -72,7 +72,7 @@ std::optional<double> ArrivalRate::Shift(double baseline, Duration min_span, Dur
                                     : std::min(baseline, (after + sd) / after_s);
 }
 
-std::optional<double> ArrivalRate::PeakOver(Duration window, Duration span) const {
+std::optional<double> ArrivalRate::PeakOver(Duration window, Duration span, Duration before) const {
   if (samples_.size() < 2 || window <= Duration::zero()) return std::nullopt;
   const SteadyTime newest = samples_.back().first;
   std::optional<double> peak;
@@ -81,7 +81,7 @@ std::optional<double> ArrivalRate::PeakOver(Duration window, Duration span) cons
     while (start + 1 < end && samples_[end].first - samples_[start + 1].first >= window) ++start;
     const auto& [t0, n0] = samples_[start];
     const auto& [t1, n1] = samples_[end];
-    if (t1 - t0 < window || newest - t1 > span) continue;
+    if (t1 - t0 < window || newest - t1 > span || newest - t1 < before) continue;
     const double rate =
         static_cast<double>(n1 - n0) / std::chrono::duration<double>(t1 - t0).count();
     if (!peak || rate > *peak) peak = rate;

@@ -38,9 +38,11 @@ class ArrivalRate {
   std::optional<double> Over(Duration span) const;
 
   // The highest rate over any stretch of at least `window` (between two samples, the shortest
-  // such) that ends at a sample within the last `span`: the peak a plan must absorb, where
-  // Over(span) is the mean. Nullopt while no stretch of `window` fits.
-  std::optional<double> PeakOver(Duration window, Duration span) const;
+  // such) that ends at a sample within the last `span`, and at least `before` before the newest
+  // one: the peak a plan must absorb, where Over(span) is the mean (`before` > 0: the peak the
+  // arrivals had reached earlier). Nullopt while no stretch of `window` fits.
+  std::optional<double> PeakOver(Duration window, Duration span,
+                                 Duration before = Duration::zero()) const;
 
   // Where the arrivals have stepped away from `baseline` rows/s, the rate since the step.
   //   - Where: of the stretches ending at the newest sample and at most `max_span` long, the one

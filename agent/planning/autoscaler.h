@@ -490,9 +490,11 @@ class Autoscaler {
   enum class PeakUnknown { kArrivalsYoung, kOverloadMove, kArrivalsRising };
   std::optional<PeakUnknown> WhyPeakUnknown(const Inputs& in) const;
   bool WithinScaleDownDelay(const Inputs& in) const;
-  // Whether the rows/s arriving over the estimator's window exceed their mean over PeakSpan()
-  // by more than kOverloadSigmas Poisson standard deviations of the window's count: a load
-  // still on its way up, whose peak lies ahead.
+  // Whether the rows/s arriving over the estimator's window exceed, by more than kOverloadSigmas
+  // Poisson standard deviations of the window's count, every level they reached over a window
+  // earlier within PeakSpan() (their mean over it where it holds no earlier window): a load
+  // still on its way up, whose peak lies ahead. A burst back to a level already seen within the
+  // span (on-off load) is not a rise: that peak is known.
   bool ArrivalsRising(const Inputs& in) const;
   // Whether the serving plan's requests' simulated p99 at the rate arriving meets
   // batching.p99_target_ms (false without a target or a known rate, and for decoders): a plan

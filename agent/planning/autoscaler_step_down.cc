@@ -168,10 +168,14 @@ bool Autoscaler::WithinScaleDownDelay(const Inputs& in) const {
 }
 
 bool Autoscaler::ArrivalsRising(const Inputs& in) const {
-  const std::optional<double> span_mean = in.load.arrivals().Over(PeakSpan(in));
-  if (!in.arriving || !span_mean) return false;
+  const ArrivalRate& arrivals = in.load.arrivals();
+  // The level the arrivals reached before this window, or, where the span holds no earlier
+  // window, their mean over it.
+  std::optional<double> reached = arrivals.PeakOver(in.window, PeakSpan(in), in.window);
+  if (!reached) reached = arrivals.Over(PeakSpan(in));
+  if (!in.arriving || !reached) return false;
   const double seconds = std::chrono::duration<double>(in.window).count();
-  return AbovePoissonNoise(*in.arriving * seconds, *span_mean * seconds, kOverloadSigmas);
+  return AbovePoissonNoise(*in.arriving * seconds, *reached * seconds, kOverloadSigmas);
 }
 
 bool Autoscaler::ServingMeetsTarget(const Inputs& in) const {

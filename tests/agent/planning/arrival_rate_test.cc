@@ -94,6 +94,8 @@ TEST(ArrivalRateTest, PeakOverTheWindowsWithinTheSpan) {
   EXPECT_DOUBLE_EQ(*rate.PeakOver(2s, 10s), 10);   // not within the last 10 s
   EXPECT_NEAR(*rate.PeakOver(4s, 30s), 20, 1e-9);  // a longer window dilutes it
   EXPECT_FALSE(rate.PeakOver(100s, 30s));
+  // Stretches ending at least 25 s before the newest sample: only the quiet start.
+  EXPECT_DOUBLE_EQ(*rate.PeakOver(2s, 30s, 25s), 10);
 }
 
 TEST(ArrivalRateTest, ForgetsBeyondTheHorizonAndOnRestart) {

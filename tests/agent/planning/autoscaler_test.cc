@@ -669,6 +669,30 @@ TEST_F(AutoscalerTest, NoStepDownWhileTheArrivalsStillRise) {
   EXPECT_TRUE(held_rising);
 }
 
+// One thread, 10 ms a row at any b: 100 rows/s, and the smallest batch the shortest wait.
+std::optional<double> TenMsARow(int threads, int batch) {
+  if (threads != 1) return std::nullopt;
+  return 10.0 * batch;
+}
+
+// A load back at a level it has already held for a window is no rise, though it runs far above
+// its mean over the span (as on-off load does): the peak a smaller plan must absorb is known,
+// and the step down is taken at the first decision after that window.
+TEST_F(AutoscalerTest, ALevelAlreadyHeldForAWindowIsNoRise) {
+  SetUpModel(1, TenMsARow, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 5000; });
+  Serve(8);
+  const SteadyTime start = now_;
+  for (int i = 0; i < 400; ++i) ASSERT_FALSE(Tick(0, 0).move.has_value());  // quiet, 4 s
+  // 40 rows/s from 4 s on. At 6 s the last window is no higher than the one before it, though
+  // far above the arrivals' mean over their 5-s span (16 rows/s; 32 at 8 s).
+  std::optional<Move> move;
+  while (!move && now_ - start < std::chrono::milliseconds(10'000)) move = Tick(0, 40).move;
+  ASSERT_TRUE(move.has_value());
+  EXPECT_EQ(move->reason.rule, Rule::kEstimatorStepDown);
+  EXPECT_LT(move->reason.to_batch, 8);
+  EXPECT_LE(now_ - start, std::chrono::milliseconds(6100));
+}
+
 TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
   SetUpModel(1, SlowLatency);
   Serve(1);
