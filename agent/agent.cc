@@ -33,7 +33,8 @@ Status WritePortFile(const std::string& path, uint16_t http, uint16_t management
 StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
                                                 const ModelRegistry* models,
                                                 RepositoryControl* repository,
-                                                const ControlGate& gate) {
+                                                const ControlGate& gate,
+                                                SharedMemoryRegistry* shared_memory) {
   if (!server.grpc_enabled) return std::unique_ptr<GrpcServer>();
   GrpcServerOptions grpc;
   grpc.endpoint = server.grpc;
@@ -41,6 +42,7 @@ StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
   grpc.max_concurrent_streams = server.grpc_max_concurrent_streams;
   grpc.control_gate = gate;
   grpc.unix_socket = server.grpc_unix_socket;
+  grpc.shared_memory = shared_memory;
   StatusOr<std::unique_ptr<GrpcServer>> started = GrpcServer::Start(grpc, models, repository);
   if (started.ok()) return started;
   if (server.grpc_explicit) return started.status().WithContext("server.grpc");
@@ -93,6 +95,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
                          << "serves (server.management_token_file)";
   }
   agent->management_handler_.set_gate(gate);
+  if (const SharedMemoryOptions& shm = config.server.shared_memory;
+      shm.enabled && !std::filesystem::is_directory(shm.dir)) {
+    return NotFound("server.shared_memory.dir: no folder '" + shm.dir + "'");
+  }
+  agent->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.server.shared_memory);
+  agent->handler_.set_shared_memory(agent->shared_memory_.get());
   metrics::AgentMetricsOptions metrics_options;
   metrics_options.version = PACKRAT_VERSION;
   ASSIGN_OR_RETURN(agent->metrics_, metrics::AgentMetrics::Create(metrics_options));
@@ -200,8 +208,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   metrics.access_log = nullptr;  // scrapes every few seconds are not what operators look for
   ASSIGN_OR_RETURN(agent->metrics_server_,
                    listen(metrics, agent->metrics_handler_.get(), "server.metrics"));
-  ASSIGN_OR_RETURN(agent->grpc_,
-                   StartGrpc(config.server, &agent->models_, agent->repository_.get(), gate));
+  ASSIGN_OR_RETURN(agent->grpc_, StartGrpc(config.server, &agent->models_, agent->repository_.get(),
+                                           gate, agent->shared_memory_.get()));
   if (!agent->options_.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(agent->options_.port_file, agent->http_port(),
                                   agent->management_port(), agent->metrics_port(),

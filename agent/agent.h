@@ -71,6 +71,8 @@ class Agent {
   ModelRegistry models_;
   std::unique_ptr<NodeController> node_;  // null: server.node_partition off
   std::unique_ptr<ModelRepository> repository_;
+  // Regions clients registered; before the front ends that resolve references into them.
+  std::unique_ptr<SharedMemoryRegistry> shared_memory_;
   KserveHandler handler_{&models_};
   ManagementHandler management_handler_{&models_, &handler_, &config_watch_};
   std::unique_ptr<MetricsHandler> metrics_handler_;

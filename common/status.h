@@ -29,6 +29,8 @@ enum class StatusCode {
   kInternal,            // a bug or an unexpected library failure -> 500
   kCancelled,
   kUnauthenticated,  // a control call without the right credential -> 401
+  kAborted,          // conflicts with a resource in use (a shared-memory region that requests
+                     // still read or write): retry once they are done -> 409
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -76,6 +78,7 @@ inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::mo
 inline Status Unauthenticated(std::string m) {
   return {StatusCode::kUnauthenticated, std::move(m)};
 }
+inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 
 // Holds either a value or a non-OK Status. Accessing value() of an error is a bug (asserts).
 template <typename T>

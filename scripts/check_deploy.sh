@@ -106,6 +106,7 @@ variants=(
   "token-existing|--set managementToken.enabled=true --set managementToken.existingSecret=mine
      --set managementToken.secretKey=mgmt"
   "existing-configmap|--set existingConfigMap.name=my-packrat-config"
+  "client-shm|--set clientSharedMemory.hostPath=/run/packrat-shm --set example.enabled=true"
 )
 for variant in "${variants[@]}"; do
   name=${variant%%|*}

@@ -16,6 +16,14 @@ import torch
 import torch.nn as nn
 
 
+class ImageProbe(nn.Module):
+    """One 3x224x224 image (602 KB) in, 8 values out, next to no compute: what moving an image
+    through the agent costs (bench/shared_memory.py)."""
+
+    def forward(self, x):
+        return x[:, 0, 0, :8] * 2.0
+
+
 class TinyMlp(nn.Module):
     """16 -> 32 -> 8: the tiny model for overhead and throughput measurements."""
 
@@ -307,6 +315,7 @@ def main():
         ("two_head.pt", TwoHead(), (torch.randn(2, 8), torch.randint(0, 100, (2, 4)))),
         ("small_cnn.pt", SmallCnn(), (torch.randn(2, 3, 32, 32),)),
         ("resnet18.pt", torchvision.models.resnet18(), (torch.randn(1, 3, 224, 224),)),
+        ("image_probe.pt", ImageProbe(), (torch.randn(2, 3, 224, 224),)),
         # a small transformer encoder (2 layers, hidden 96) for the kernel-optimisation tests
         ("tiny_bert.pt", BertLike(layers=2, vocab=1000, seq=16, hidden=96),
          (torch.randint(0, 100, (2, 16)),)),

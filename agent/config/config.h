@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/config/kernel_settings.h"
+#include "agent/kserve/shared_memory_registry.h"
 #include "agent/kserve/tensor.h"
 #include "agent/planning/instance_group.h"
 #include "common/status.h"
@@ -66,6 +67,9 @@ struct ServerConfig {
   // is given (grpc_explicit) failing to bind it is a start-up error; the default only warns.
   Endpoint grpc{"127.0.0.1", 8001};
   bool grpc_enabled = true;
+  // The system shared-memory extension (agent/kserve/shared_memory_registry.h): `shared_memory:
+  // off`, or `{key_prefix: P, dir: D}`: only objects whose names start with P, found in D.
+  SharedMemoryOptions shared_memory;
   bool grpc_explicit = false;
   // The largest gRPC request message (larger: RESOURCE_EXHAUSTED from gRPC); when not given,
   // max_body_bytes (capped at INT32_MAX, gRPC's limit).

@@ -32,6 +32,37 @@ Status ParseGrpcNode(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   return Status::Ok();
 }
 
+// `shared_memory: on | off`, or `shared_memory: {key_prefix: P, dir: D}`.
+Status ParseSharedMemoryNode(const Reader& r, const YAML::Node& node, ServerConfig* s) {
+  constexpr char kKey[] = "server.shared_memory";
+  if (node.IsMap()) {
+    RETURN_IF_ERROR(r.CheckKeys(node, kKey, {"key_prefix", "dir"}));
+    if (node["dir"]) {
+      RETURN_IF_ERROR(r.GetString(node["dir"], "server.shared_memory.dir", &s->shared_memory.dir));
+      if (s->shared_memory.dir.empty() || s->shared_memory.dir.front() != '/') {
+        return r.Error(node["dir"], "server.shared_memory.dir", "must be an absolute path");
+      }
+    }
+    if (node["key_prefix"]) {
+      RETURN_IF_ERROR(r.GetString(node["key_prefix"], "server.shared_memory.key_prefix",
+                                  &s->shared_memory.key_prefix));
+      if (s->shared_memory.key_prefix.find('/') != std::string::npos) {
+        return r.Error(node["key_prefix"], "server.shared_memory.key_prefix",
+                       "an object name's start holds no '/' (the key's leading '/' is not part "
+                       "of it)");
+      }
+    }
+    return Status::Ok();
+  }
+  std::string text;
+  RETURN_IF_ERROR(r.GetString(node, kKey, &text));
+  if (text != "on" && text != "off") {
+    return r.Error(node, kKey, "must be on, off or {key_prefix: ...}, not '" + text + "'");
+  }
+  s->shared_memory.enabled = text == "on";
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
@@ -66,7 +97,8 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
                                "grpc_max_concurrent_streams",
                                "virtual_cpus",
                                "virtual_cpus_per_socket",
-                               "strict_readiness"}));
+                               "strict_readiness",
+                               "shared_memory"}));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));
@@ -75,6 +107,9 @@ Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["metrics"], "server.metrics", &s->metrics));
   }
   if (node["grpc"]) RETURN_IF_ERROR(ParseGrpcNode(r, node["grpc"], s));
+  if (node["shared_memory"]) {
+    RETURN_IF_ERROR(ParseSharedMemoryNode(r, node["shared_memory"], s));
+  }
   if (node["io_threads"]) {
     RETURN_IF_ERROR(r.GetIntAs(node["io_threads"], "server.io_threads", 1, 256, &s->io_threads));
   }

@@ -50,7 +50,8 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
   static std::once_flag log_once;
   std::call_once(log_once, [] { gpr_set_log_function(ForwardGrpcLog); });
   std::unique_ptr<GrpcServer> server(new GrpcServer());
-  server->service_ = std::make_unique<InferenceService>(models, repository, options.control_gate);
+  server->service_ = std::make_unique<InferenceService>(models, repository, options.control_gate,
+                                                        options.shared_memory);
   const std::string address = Address(options.endpoint);
   int port = 0;
   grpc::ServerBuilder builder;

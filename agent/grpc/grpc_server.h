@@ -37,6 +37,9 @@ struct GrpcServerOptions {
   // server.grpc_unix_socket: the same service on this Unix socket too (a sidecar's upstream
   // on a shared hostPath); "" for none. A stale socket file is replaced (UnixSocketFile).
   std::string unix_socket;
+  // The system shared-memory regions (not owned; must outlive the server); null: the
+  // extension's RPCs answer UNAVAILABLE and requests may not reference regions.
+  SharedMemoryRegistry* shared_memory = nullptr;
 };
 
 class GrpcServer {

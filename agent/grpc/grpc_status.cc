@@ -25,6 +25,8 @@ grpc::StatusCode GrpcCodeFor(StatusCode code) {
       return grpc::StatusCode::CANCELLED;
     case StatusCode::kUnauthenticated:
       return grpc::StatusCode::UNAUTHENTICATED;
+    case StatusCode::kAborted:
+      return grpc::StatusCode::ABORTED;
     case StatusCode::kInternal:
       return grpc::StatusCode::INTERNAL;
   }

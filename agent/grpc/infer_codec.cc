@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -152,15 +153,69 @@ Status ParseParameters(const ModelInferRequest& request, DecodedRequest* req) {
   return Status::Ok();
 }
 
+using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
+
+// A non-negative integer parameter: int64_param (tritonclient's) or uint64_param.
+StatusOr<uint64_t> UnsignedParameter(const inference::InferParameter& p, const std::string& context,
+                                     std::string_view key) {
+  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param && p.int64_param() >= 0) {
+    return static_cast<uint64_t>(p.int64_param());
+  }
+  if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) {
+    return p.uint64_param();
+  }
+  return InvalidArgument(context + Quoted(key) + " must be a non-negative integer");
+}
+
+// The shared-memory reference in an input's or output's `params`, if it has one. `context` is
+// "input 'x': " or "output 'y': ". The same rules as REST's (kserve_codec.cc).
+StatusOr<std::optional<SharedMemoryRef>> ParseSharedMemoryRef(const Parameters& params,
+                                                              const std::string& context) {
+  std::optional<SharedMemoryRef> ref;
+  if (const auto it = params.find("shared_memory_region"); it != params.end()) {
+    if (it->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+      return InvalidArgument(context + "'shared_memory_region' must be a string");
+    }
+    ref.emplace().region = it->second.string_param();
+  }
+  const auto size = params.find("shared_memory_byte_size");
+  const auto offset = params.find("shared_memory_offset");
+  if (!ref) {
+    if (size != params.end() || offset != params.end()) {
+      return InvalidArgument(
+          context +
+          Quoted(size != params.end() ? "shared_memory_byte_size" : "shared_memory_offset") +
+          " needs 'shared_memory_region'");
+    }
+    return ref;
+  }
+  if (size == params.end()) {
+    return InvalidArgument(context + "'shared_memory_region' needs 'shared_memory_byte_size'");
+  }
+  ASSIGN_OR_RETURN(ref->byte_size,
+                   UnsignedParameter(size->second, context, "shared_memory_byte_size"));
+  if (offset != params.end()) {
+    ASSIGN_OR_RETURN(ref->offset,
+                     UnsignedParameter(offset->second, context, "shared_memory_offset"));
+  }
+  return ref;
+}
+
 Status ParseRequestedOutputs(const ModelInferRequest& request, const ModelSignature& signature,
-                             DecodedRequest* req) {
+                             const SharedMemoryRegistry* regions, DecodedRequest* req) {
   for (const auto& out : request.outputs()) {
     RETURN_IF_ERROR(CheckRequestedOutput(signature, out.name(), req->outputs));
     if (out.parameters().count("classification") > 0) {
       return InvalidArgument("output " + Quoted(out.name()) +
                              ": parameter 'classification' is not supported");
     }
-    req->outputs.push_back({out.name(), false});
+    RequestedOutput requested{out.name(), false, std::nullopt};
+    ASSIGN_OR_RETURN(const std::optional<SharedMemoryRef> ref,
+                     ParseSharedMemoryRef(out.parameters(), "output " + Quoted(out.name()) + ": "));
+    if (ref) {
+      ASSIGN_OR_RETURN(requested.region, ResolveOutputRegion(regions, *ref, out.name()));
+    }
+    req->outputs.push_back(std::move(requested));
   }
   return Status::Ok();
 }
@@ -169,20 +224,22 @@ Status ParseRequestedOutputs(const ModelInferRequest& request, const ModelSignat
 struct InputData {
   bool given = false;
   size_t byte_size = 0;
-  const std::string* raw = nullptr;  // a raw_input_contents entry, or
-  size_t owned_index = 0;            // into DecodedRequest::owned
+  const std::string* raw = nullptr;    // a raw_input_contents entry, or
+  std::optional<size_t> region_index;  // into DecodedRequest::input_regions, or
+  size_t owned_index = 0;              // into DecodedRequest::owned
 };
 
 }  // namespace
 
 StatusOr<DecodedRequest> DecodeModelInferRequest(const ModelSignature& signature,
                                                  const ModelInferRequest& request,
-                                                 std::shared_ptr<const void> keepalive) {
+                                                 std::shared_ptr<const void> keepalive,
+                                                 const SharedMemoryRegistry* regions) {
   DecodedRequest req;
   req.id = request.id();
   req.keepalive = std::move(keepalive);
   RETURN_IF_ERROR(ParseParameters(request, &req));
-  RETURN_IF_ERROR(ParseRequestedOutputs(request, signature, &req));
+  RETURN_IF_ERROR(ParseRequestedOutputs(request, signature, regions, &req));
 
   std::vector<InputData> data(signature.inputs.size());
   std::vector<std::vector<int64_t>> shapes(signature.inputs.size());
@@ -197,6 +254,19 @@ StatusOr<DecodedRequest> DecodeModelInferRequest(const ModelSignature& signature
     shapes[index].assign(in.shape().begin(), in.shape().end());
     ASSIGN_OR_RETURN(d.byte_size, CheckInputShape(spec, shapes[index]));
 
+    ASSIGN_OR_RETURN(const std::optional<SharedMemoryRef> ref,
+                     ParseSharedMemoryRef(in.parameters(), InputContext(spec.name)));
+    if (ref) {  // takes no raw_input_contents entry (Triton's rule)
+      if (in.has_contents()) {
+        return InvalidArgument(InputContext(spec.name) +
+                               "has 'shared_memory_region' and also typed contents");
+      }
+      ASSIGN_OR_RETURN(SharedMemorySpan span,
+                       ResolveInputRegion(regions, *ref, spec.name, d.byte_size));
+      d.region_index = req.input_regions.size();
+      req.input_regions.push_back(std::move(span));
+      continue;
+    }
     if (in.has_contents()) {
       d.owned_index = req.owned.size();
       req.owned.emplace_back();
@@ -231,11 +301,11 @@ StatusOr<DecodedRequest> DecodeModelInferRequest(const ModelSignature& signature
   req.inputs.reserve(data.size());
   for (size_t i = 0; i < data.size(); ++i) {
     const TensorSpec& spec = signature.inputs[i];
-    const uint8_t* bytes = data[i].raw != nullptr
-                               ? reinterpret_cast<const uint8_t*>(data[i].raw->data())
-                               : req.owned[data[i].owned_index].data();
-    req.inputs.push_back(
-        {spec.name, spec.datatype, std::move(shapes[i]), bytes, data[i].byte_size});
+    const InputData& d = data[i];
+    const uint8_t* bytes = d.region_index     ? req.input_regions[*d.region_index].data
+                           : d.raw != nullptr ? reinterpret_cast<const uint8_t*>(d.raw->data())
+                                              : req.owned[d.owned_index].data();
+    req.inputs.push_back({spec.name, spec.datatype, std::move(shapes[i]), bytes, d.byte_size});
   }
   return req;
 }
@@ -244,8 +314,10 @@ Status EncodeModelInferResponse(const ModelSignature& signature, const DecodedRe
                                 const std::vector<Tensor>& outputs,
                                 inference::ModelInferResponse* response) {
   std::vector<const Tensor*> selected;
+  std::vector<const SharedMemorySpan*> regions;  // per selected output; null: in the response
   if (request.outputs.empty()) {
     for (const Tensor& t : outputs) selected.push_back(&t);
+    regions.resize(selected.size());
   } else {
     for (const RequestedOutput& requested : request.outputs) {
       const Tensor* found = nullptr;
@@ -260,12 +332,14 @@ Status EncodeModelInferResponse(const ModelSignature& signature, const DecodedRe
                         Quoted(requested.name));
       }
       selected.push_back(found);
+      regions.push_back(requested.region ? &*requested.region : nullptr);
     }
   }
   response->set_model_name(signature.name);
   response->set_model_version(signature.version);
   if (!request.id.empty()) response->set_id(request.id);
-  for (const Tensor* t : selected) {
+  for (size_t i = 0; i < selected.size(); ++i) {
+    const Tensor* t = selected[i];
     const int64_t elements = ElementCount(t->shape);
     if (elements < 0 ||
         static_cast<uint64_t>(elements) * DataTypeSize(t->datatype) != t->bytes.size()) {
@@ -277,6 +351,18 @@ Status EncodeModelInferResponse(const ModelSignature& signature, const DecodedRe
     out->set_name(t->name);
     out->set_datatype(std::string(DataTypeName(t->datatype)));
     for (const int64_t d : t->shape) out->add_shape(d);
+    if (const SharedMemorySpan* region = regions[i]) {
+      // An empty raw entry keeps raw_output_contents[i] beside outputs[i] (Triton's rule).
+      RETURN_IF_ERROR(CopyOutputToRegion(t->View(), *region));
+      auto& params = *out->mutable_parameters();
+      params["shared_memory_region"].set_string_param(region->region->name());
+      params["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(t->bytes.size()));
+      if (region->offset != 0) {
+        params["shared_memory_offset"].set_int64_param(static_cast<int64_t>(region->offset));
+      }
+      response->add_raw_output_contents();
+      continue;
+    }
     response->add_raw_output_contents(reinterpret_cast<const char*>(t->bytes.data()),
                                       t->bytes.size());
   }

@@ -116,10 +116,11 @@ class InferenceService::InferAllocator
 };
 
 InferenceService::InferenceService(const ModelRegistry* models, RepositoryControl* repository,
-                                   ControlGate gate)
+                                   ControlGate gate, SharedMemoryRegistry* regions)
     : models_(models),
       repository_(repository),
       gate_(std::move(gate)),
+      regions_(regions),
       infer_allocator_(std::make_unique<InferAllocator>()),
       repository_runner_(kRepositoryThreads, kMaxQueuedRepositoryCalls) {
   SetMessageAllocatorFor_ModelInfer(infer_allocator_.get());
@@ -165,6 +166,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
   response->set_name(kServerName);
   response->set_version(PACKRAT_VERSION);
   if (repository_ != nullptr) response->add_extensions("model_repository");
+  if (regions_ != nullptr && regions_->enabled()) response->add_extensions("system_shared_memory");
   return FinishNow(context, Status::Ok());
 }
 
@@ -229,7 +231,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
     return reactor;
   }
   StatusOr<DecodedRequest> decoded =
-      DecodeModelInferRequest(model->signature(), *request, holder->messages());
+      DecodeModelInferRequest(model->signature(), *request, holder->messages(), regions_);
   if (!decoded.ok()) {
     finish(decoded.status());
     return reactor;
@@ -387,6 +389,50 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
   return RunRepositoryCall(context, [repository = repository_, name = std::move(name)] {
     return repository->Unload(name);
   });
+}
+
+namespace {
+
+Status SharedMemoryOff() {
+  return Unavailable("system shared memory is off on this agent (server.shared_memory)");
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
+    grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
+    inference::SystemSharedMemoryStatusResponse* response) {
+  if (!accepting()) return FinishNow(context, ShuttingDown());
+  if (regions_ == nullptr || !regions_->enabled()) return FinishNow(context, SharedMemoryOff());
+  StatusOr<std::vector<SharedMemoryRegionStatus>> regions = regions_->Regions(request->name());
+  if (!regions.ok()) return FinishNow(context, regions.status());
+  for (const SharedMemoryRegionStatus& r : *regions) {
+    auto& out = (*response->mutable_regions())[r.name];
+    out.set_name(r.name);
+    out.set_key(r.key);
+    out.set_offset(r.offset);
+    out.set_byte_size(r.byte_size);
+  }
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
+    grpc::CallbackServerContext* context,
+    const inference::SystemSharedMemoryRegisterRequest* request,
+    inference::SystemSharedMemoryRegisterResponse*) {
+  if (!accepting()) return FinishNow(context, ShuttingDown());
+  if (regions_ == nullptr) return FinishNow(context, SharedMemoryOff());
+  return FinishNow(context, regions_->Register(request->name(), request->key(), request->offset(),
+                                               request->byte_size()));
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
+    grpc::CallbackServerContext* context,
+    const inference::SystemSharedMemoryUnregisterRequest* request,
+    inference::SystemSharedMemoryUnregisterResponse*) {
+  if (!accepting()) return FinishNow(context, ShuttingDown());
+  if (regions_ == nullptr || !regions_->enabled()) return FinishNow(context, SharedMemoryOff());
+  return FinishNow(context, regions_->Unregister(request->name()));
 }
 
 }  // namespace packrat

@@ -11,6 +11,8 @@
 //  - RepositoryIndex/ModelLoad/ModelUnload pass the agent's ControlGate (control_gate.h) first,
 //    as the REST management API does, and run on a BlockingRunner of their own (they block
 //    for seconds) and finish from there.
+//  - SystemSharedMemoryStatus/Register/Unregister answer at once (a register maps the region on
+//    the calling gRPC thread: a system call or three).
 //  - ModelStreamInfer is not implemented (UNIMPLEMENTED); generative models answer ModelInfer
 //    INVALID_ARGUMENT, pointing to REST's /generate.
 // Status codes: grpc_status.h. Requests are counted in packrat_requests_total under the HTTP
@@ -28,6 +30,7 @@
 #include "agent/grpc/blocking_runner.h"
 #include "agent/grpc/grpc_service.grpc.pb.h"
 #include "agent/http/control_gate.h"
+#include "agent/kserve/shared_memory_registry.h"
 #include "agent/model/model_registry.h"
 #include "agent/model/repository_control.h"
 
@@ -37,8 +40,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
  public:
   // `repository` may be null: the repository RPCs then answer UNIMPLEMENTED. Each repository
   // RPC passes `gate` first (metadata "authorization"), or is answered UNAUTHENTICATED.
+  // `regions` (not owned; may be null: the extension is off) serves the SystemSharedMemory RPCs
+  // and the shared-memory references of ModelInfer.
   InferenceService(const ModelRegistry* models, RepositoryControl* repository,
-                   ControlGate gate = ControlGate());
+                   ControlGate gate = ControlGate(), SharedMemoryRegistry* regions = nullptr);
   ~InferenceService() override;
 
   // From now on ServerReady and ModelReady answer false (graceful shutdown); calls in flight and
@@ -78,6 +83,18 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* RepositoryModelUnload(
       grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
       inference::RepositoryModelUnloadResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryStatusRequest* request,
+      inference::SystemSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryRegisterRequest* request,
+      inference::SystemSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse* response) override;
 
  private:
   class InferAllocator;
@@ -92,6 +109,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   const ModelRegistry* const models_;
   RepositoryControl* const repository_;
   const ControlGate gate_;
+  SharedMemoryRegistry* const regions_;
   std::unique_ptr<InferAllocator> infer_allocator_;  // ModelInfer's messages (zero-copy inputs)
   BlockingRunner repository_runner_;
   std::atomic<bool> shutting_down_{false};

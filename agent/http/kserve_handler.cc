@@ -10,6 +10,7 @@
 #include "agent/http/generation.h"
 #include "agent/kserve/generate_codec.h"
 #include "agent/kserve/kserve_codec.h"
+#include "agent/kserve/shared_memory_json.h"
 #include "common/load_report.h"
 #include "common/logging.h"
 
@@ -60,6 +61,30 @@ std::vector<std::string_view> SplitPath(std::string_view target) {
     pos = next;
   }
   return parts;
+}
+
+// `in` with its %XX escapes decoded into `out`; false for a malformed escape.
+bool PercentDecode(std::string_view in, std::string* out) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    const int high = hex(in[i + 1]);
+    const int low = hex(in[i + 2]);
+    if (high < 0 || low < 0) return false;
+    out->push_back(static_cast<char>(high * 16 + low));
+    i += 2;
+  }
+  return true;
 }
 
 void AppendTensorSpecs(std::string& out, const std::vector<TensorSpec>& specs) {
@@ -203,6 +228,8 @@ int HttpStatusFor(StatusCode code) {
       return 500;
     case StatusCode::kUnauthenticated:
       return 401;
+    case StatusCode::kAborted:
+      return 409;
   }
   return 500;
 }
@@ -219,8 +246,10 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
 
   if (p.size() == 1) {
     if (!get) return respond(Error(405, "use GET for server metadata"));
-    std::string body = "{\"name\":\"" + std::string(kServerName) + "\",\"version\":\"" +
-                       kServerVersion + "\",\"extensions\":[\"binary_tensor_data\"]}";
+    std::string body =
+        "{\"name\":\"" + std::string(kServerName) + "\",\"version\":\"" + kServerVersion +
+        "\",\"extensions\":[\"binary_tensor_data\"" +
+        (regions_ != nullptr && regions_->enabled() ? ",\"system_shared_memory\"" : "") + "]}";
     return respond(Json(200, std::move(body)));
   }
   if (p[1] == "health" && p.size() == 3) {
@@ -229,6 +258,7 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     if (p[2] == "ready") return respond(Health(AllReady()));
     return respond(Error(404, "no route for " + request.target));
   }
+  if (p[1] == "systemsharedmemory") return SharedMemory(p, request, std::move(respond));
   if (p[1] != "models" || p.size() < 3) {
     return respond(Error(404, "no route for " + request.target));
   }
@@ -263,6 +293,44 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     return Generate(model, std::move(request), std::move(respond), p[next] == "generate_stream");
   }
   return respond(Error(404, "no route for " + request.target));
+}
+
+void KserveHandler::SharedMemory(const std::vector<std::string_view>& p, const HttpRequest& request,
+                                 HttpResponder respond) {
+  if (regions_ == nullptr || !regions_->enabled()) {
+    return respond(Error(404, "system shared memory is off on this agent (server.shared_memory)"));
+  }
+  // /v2/systemsharedmemory[/region/{r}]/{action}
+  const bool named = p.size() == 5 && p[2] == "region";
+  if (!named && p.size() != 3) return respond(Error(404, "no route for " + request.target));
+  std::string region;
+  if (named && !PercentDecode(p[3], &region)) {
+    return respond(Error(400, "bad %-escape in region name '" + std::string(p[3]) + "'"));
+  }
+  const std::string_view action = p.back();
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (action == "status") {
+    if (!get) return respond(Error(405, "use GET for shared-memory status"));
+    const auto regions = regions_->Regions(region);
+    if (!regions.ok()) return respond(ErrorFor(regions.status()));
+    return respond(Json(200, SharedMemoryStatusJson(*regions)));
+  }
+  if (action != "register" && action != "unregister") {
+    return respond(Error(404, "no route for " + request.target));
+  }
+  if (request.method != "POST") return respond(Error(405, "use POST to " + std::string(action)));
+  Status done;
+  if (action == "unregister") {
+    done = regions_->Unregister(region);
+  } else if (!named) {
+    return respond(
+        Error(404, "register needs a region: /v2/systemsharedmemory/region/{r}/register"));
+  } else {
+    const auto body = ParseSharedMemoryRegisterBody(*request.body);
+    done = body.ok() ? regions_->Register(region, body->key, body->offset, body->byte_size)
+                     : body.status();
+  }
+  respond(done.ok() ? Json(200, "{}") : ErrorFor(done));
 }
 
 std::shared_ptr<ServedModel> KserveHandler::Successor(
@@ -308,7 +376,8 @@ void KserveHandler::Infer(std::shared_ptr<ServedModel> held, HttpRequest request
     }
     header_length = v;
   }
-  auto decoded = DecodeInferRequest(model->signature(), std::move(request.body), header_length);
+  auto decoded =
+      DecodeInferRequest(model->signature(), std::move(request.body), header_length, regions_);
   if (!decoded.ok()) return finish(ErrorFor(decoded.status()));
 
   // `held` keeps the signature alive for the answer even if the model is unloaded meanwhile (the

@@ -4,6 +4,9 @@
 //   POST /v2/models/{m}[/versions/{v}]/infer   (JSON and binary tensor extension)
 //   POST /v2/models/{m}[/versions/{v}]/generate | /generate_stream   (generative models; token
 //        ids in and out, see agent/kserve/generate_codec.h; the stream is server-sent events)
+//   GET  /v2/systemsharedmemory[/region/{r}]/status, POST .../region/{r}/register,
+//   POST /v2/systemsharedmemory[/region/{r}]/unregister   (system shared-memory extension:
+//        agent/kserve/shared_memory_json.h; with set_shared_memory; `r` may be %-encoded)
 // Errors are `{"error": "..."}` with the HTTP status of the Status code (HttpStatusFor).
 #pragma once
 
@@ -11,8 +14,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "agent/http/http_types.h"
+#include "agent/kserve/shared_memory_registry.h"
 #include "agent/model/model_registry.h"
 #include "agent/model/served_model.h"
 #include "common/status.h"
@@ -32,6 +38,10 @@ class KserveHandler : public HttpHandler {
   // From now on readiness (server and models) is reported false; inference still works.
   // Called at the start of a graceful shutdown. Thread-safe.
   void SetShuttingDown() { shutting_down_.store(true, std::memory_order_release); }
+  // Serves the system shared-memory routes from `regions` (not owned; must outlive the handler),
+  // and resolves inference requests' shared-memory references there. Call before the server
+  // starts; without it the routes answer 404 and references are refused.
+  void set_shared_memory(SharedMemoryRegistry* regions) { regions_ = regions; }
 
  private:
   // `model` is held for the call; callbacks that outlive it use raw pointers, which stay valid
@@ -43,8 +53,12 @@ class KserveHandler : public HttpHandler {
   void Generate(const std::shared_ptr<ServedModel>& model, HttpRequest request,
                 HttpResponder respond, bool stream);
   bool AllReady() const;
+  // `p`: the path's segments, p[1] == "systemsharedmemory".
+  void SharedMemory(const std::vector<std::string_view>& p, const HttpRequest& request,
+                    HttpResponder respond);
 
   const ModelRegistry* models_;
+  SharedMemoryRegistry* regions_ = nullptr;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -63,8 +63,9 @@ struct ParsedInput {
   std::vector<int64_t> shape;
   size_t byte_size = 0;
   bool binary = false;
-  size_t binary_offset = 0;  // from the end of the JSON header
-  size_t owned_index = 0;    // into DecodedRequest::owned, when !binary
+  size_t binary_offset = 0;            // from the end of the JSON header
+  size_t owned_index = 0;              // into DecodedRequest::owned, when !binary
+  std::optional<size_t> region_index;  // into DecodedRequest::input_regions
 };
 
 int FindSpec(const std::vector<TensorSpec>& specs, std::string_view name) {
@@ -89,6 +90,36 @@ Status ParseShape(const element& value, std::string_view input, std::vector<int6
   return Status::Ok();
 }
 
+// The shared-memory reference in an input's or output's `params`, if it has one. `context` is
+// "input 'x': " or "output 'y': ".
+StatusOr<std::optional<SharedMemoryRef>> ParseSharedMemoryRef(const object& params,
+                                                              const std::string& context) {
+  element value;
+  std::optional<SharedMemoryRef> ref;
+  if (Find(params, "shared_memory_region", &value)) {
+    std::string_view region;
+    if (value.get_string().get(region) != simdjson::SUCCESS) {
+      return InvalidArgument(context + "'shared_memory_region' must be a string");
+    }
+    ref.emplace().region = std::string(region);
+  }
+  for (const auto& [key, field] :
+       {std::pair{"shared_memory_byte_size", &SharedMemoryRef::byte_size},
+        std::pair{"shared_memory_offset", &SharedMemoryRef::offset}}) {
+    if (!Find(params, key, &value)) {
+      if (ref && field == &SharedMemoryRef::byte_size) {
+        return InvalidArgument(context + "'shared_memory_region' needs 'shared_memory_byte_size'");
+      }
+      continue;
+    }
+    if (!ref) return InvalidArgument(context + Quoted(key) + " needs 'shared_memory_region'");
+    if (value.get_uint64().get((*ref).*field) != simdjson::SUCCESS) {
+      return InvalidArgument(context + Quoted(key) + " must be a non-negative integer");
+    }
+  }
+  return ref;
+}
+
 Status ParseRequestParameters(const object& root, DecodedRequest* req) {
   element value;
   if (!Find(root, "parameters", &value)) return Status::Ok();
@@ -111,7 +142,7 @@ Status ParseRequestParameters(const object& root, DecodedRequest* req) {
 }
 
 Status ParseRequestedOutputs(const object& root, const ModelSignature& signature,
-                             DecodedRequest* req) {
+                             const SharedMemoryRegistry* regions, DecodedRequest* req) {
   element value;
   if (!Find(root, "outputs", &value)) return Status::Ok();
   array outputs;
@@ -130,17 +161,27 @@ Status ParseRequestedOutputs(const object& root, const ModelSignature& signature
       return InvalidArgument(where + ": 'name' must be a string");
     }
     RETURN_IF_ERROR(CheckRequestedOutput(signature, name, req->outputs));
-    RequestedOutput requested{std::string(name), req->binary_data_output};
+    RequestedOutput requested{std::string(name), req->binary_data_output, std::nullopt};
     element params_value;
     if (Find(out, "parameters", &params_value)) {
       object params;
       if (params_value.get_object().get(params) != simdjson::SUCCESS) {
         return InvalidArgument("output " + Quoted(name) + ": 'parameters' must be an object");
       }
-      if (Find(params, "binary_data", &value) &&
-          value.get_bool().get(requested.binary) != simdjson::SUCCESS) {
+      const bool binary_given = Find(params, "binary_data", &value);
+      if (binary_given && value.get_bool().get(requested.binary) != simdjson::SUCCESS) {
         return InvalidArgument("output " + Quoted(name) +
                                ": parameter 'binary_data' must be a boolean");
+      }
+      const std::string context = "output " + Quoted(name) + ": ";
+      ASSIGN_OR_RETURN(const std::optional<SharedMemoryRef> ref,
+                       ParseSharedMemoryRef(params, context));
+      if (ref) {
+        if (binary_given && requested.binary) {
+          return InvalidArgument(context + "has both 'binary_data' and 'shared_memory_region'");
+        }
+        ASSIGN_OR_RETURN(requested.region, ResolveOutputRegion(regions, *ref, name));
+        requested.binary = false;
       }
     }
     req->outputs.push_back(std::move(requested));
@@ -150,8 +191,8 @@ Status ParseRequestedOutputs(const object& root, const ModelSignature& signature
 
 // Parses one element of `inputs` into `parsed` (indexed like signature.inputs).
 Status ParseInput(const element& item, size_t index, const ModelSignature& signature,
-                  bool has_binary_section, size_t json_size, DecodedRequest* req,
-                  std::vector<ParsedInput>* parsed, size_t* binary_cursor) {
+                  bool has_binary_section, size_t json_size, const SharedMemoryRegistry* regions,
+                  DecodedRequest* req, std::vector<ParsedInput>* parsed, size_t* binary_cursor) {
   const std::string where = "inputs[" + std::to_string(index) + "]";
   object in;
   if (item.get_object().get(in) != simdjson::SUCCESS) {
@@ -179,11 +220,13 @@ Status ParseInput(const element& item, size_t index, const ModelSignature& signa
   ASSIGN_OR_RETURN(p.byte_size, CheckInputShape(spec, p.shape));
 
   std::optional<uint64_t> binary_size;
+  std::optional<SharedMemoryRef> region;
   if (Find(in, "parameters", &value)) {
     object params;
     if (value.get_object().get(params) != simdjson::SUCCESS) {
       return InvalidArgument(InputContext(name) + "'parameters' must be an object");
     }
+    ASSIGN_OR_RETURN(region, ParseSharedMemoryRef(params, InputContext(name)));
     if (Find(params, "binary_data_size", &value)) {
       uint64_t size = 0;
       if (value.get_uint64().get(size) != simdjson::SUCCESS) {
@@ -195,6 +238,17 @@ Status ParseInput(const element& item, size_t index, const ModelSignature& signa
   }
   element data;
   const bool has_data = Find(in, "data", &data);
+  if (region) {
+    if (has_data || binary_size) {
+      return InvalidArgument(InputContext(name) + "has 'shared_memory_region' and also " +
+                             (has_data ? "'data'" : "'binary_data_size'"));
+    }
+    ASSIGN_OR_RETURN(SharedMemorySpan span,
+                     ResolveInputRegion(regions, *region, name, p.byte_size));
+    p.region_index = req->input_regions.size();
+    req->input_regions.push_back(std::move(span));
+    return Status::Ok();
+  }
   if (has_data && binary_size) {
     return InvalidArgument(InputContext(name) + "has both 'data' and 'binary_data_size'");
   }
@@ -229,6 +283,7 @@ Status ParseInput(const element& item, size_t index, const ModelSignature& signa
 struct SelectedOutput {
   const TensorView* view;
   bool binary;
+  const SharedMemorySpan* region;  // null: the output travels in the response
 };
 
 Status CheckOutputView(const TensorView& view) {
@@ -253,7 +308,8 @@ Status CheckOutputView(const TensorView& view) {
 
 StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
                                             std::shared_ptr<const std::string> body,
-                                            std::optional<size_t> header_length) {
+                                            std::optional<size_t> header_length,
+                                            const SharedMemoryRegistry* regions) {
   if (body == nullptr) return InvalidArgument("empty request body");
   size_t json_size = body->size();
   if (header_length) {
@@ -291,7 +347,7 @@ StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
     req.id = std::string(id);
   }
   RETURN_IF_ERROR(ParseRequestParameters(request, &req));
-  RETURN_IF_ERROR(ParseRequestedOutputs(request, signature, &req));
+  RETURN_IF_ERROR(ParseRequestedOutputs(request, signature, regions, &req));
 
   if (!Find(request, "inputs", &value)) return InvalidArgument("missing 'inputs'");
   array inputs;
@@ -302,8 +358,8 @@ StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
   size_t binary_cursor = 0;
   size_t index = 0;
   for (element item : inputs) {
-    RETURN_IF_ERROR(ParseInput(item, index++, signature, header_length.has_value(), json_size, &req,
-                               &parsed, &binary_cursor));
+    RETURN_IF_ERROR(ParseInput(item, index++, signature, header_length.has_value(), json_size,
+                               regions, &req, &parsed, &binary_cursor));
     if (binary_cursor > binary_size) {
       return InvalidArgument("binary data: inputs declare at least " +
                              std::to_string(binary_cursor) + " bytes but " +
@@ -328,8 +384,9 @@ StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
   for (size_t i = 0; i < parsed.size(); ++i) {
     ParsedInput& p = parsed[i];
     const TensorSpec& spec = signature.inputs[i];
-    const uint8_t* data =
-        p.binary ? binary_base + p.binary_offset : req.owned[p.owned_index].data();
+    const uint8_t* data = p.region_index ? req.input_regions[*p.region_index].data
+                          : p.binary     ? binary_base + p.binary_offset
+                                         : req.owned[p.owned_index].data();
     req.inputs.push_back({spec.name, spec.datatype, std::move(shapes[i]), data, p.byte_size});
   }
   return req;
@@ -340,7 +397,9 @@ StatusOr<EncodedResponse> EncodeInferResponse(const ModelSignature& signature,
                                               const std::vector<TensorView>& outputs) {
   std::vector<SelectedOutput> selected;
   if (request.outputs.empty()) {
-    for (const auto& view : outputs) selected.push_back({&view, request.binary_data_output});
+    for (const auto& view : outputs) {
+      selected.push_back({&view, request.binary_data_output, nullptr});
+    }
   } else {
     for (const auto& requested : request.outputs) {
       if (FindSpec(signature.outputs, requested.name) < 0) {
@@ -357,7 +416,8 @@ StatusOr<EncodedResponse> EncodeInferResponse(const ModelSignature& signature,
         return Internal("model " + Quoted(signature.name) + " produced no output " +
                         Quoted(requested.name));
       }
-      selected.push_back({found, requested.binary});
+      selected.push_back(
+          {found, requested.binary, requested.region ? &*requested.region : nullptr});
     }
   }
 
@@ -366,7 +426,10 @@ StatusOr<EncodedResponse> EncodeInferResponse(const ModelSignature& signature,
   for (const auto& s : selected) {
     RETURN_IF_ERROR(CheckOutputView(*s.view));
     reserve += 96 + s.view->name.size();
-    if (s.binary) {
+    if (s.region != nullptr) {
+      RETURN_IF_ERROR(CopyOutputToRegion(*s.view, *s.region));
+      reserve += s.region->region->name().size();
+    } else if (s.binary) {
       any_binary = true;
       reserve += s.view->byte_size;
     } else {
@@ -396,7 +459,17 @@ StatusOr<EncodedResponse> EncodeInferResponse(const ModelSignature& signature,
     out += DataTypeName(view.datatype);
     out += "\",\"shape\":";
     out += ShapeToString(view.shape);  // "[a,b]" is already JSON
-    if (selected[i].binary) {
+    if (const SharedMemorySpan* region = selected[i].region) {
+      out += ",\"parameters\":{\"shared_memory_region\":";
+      AppendJsonString(out, region->region->name());
+      out += ",\"shared_memory_byte_size\":";
+      out += std::to_string(view.byte_size);
+      if (region->offset != 0) {
+        out += ",\"shared_memory_offset\":";
+        out += std::to_string(region->offset);
+      }
+      out += '}';
+    } else if (selected[i].binary) {
       out += ",\"parameters\":{\"binary_data_size\":";
       out += std::to_string(view.byte_size);
       out += '}';

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/kserve/shared_memory_registry.h"
 #include "agent/kserve/tensor.h"
 #include "common/json_string.h"
 #include "common/status.h"
@@ -26,6 +27,9 @@ struct RequestedOutput {
   // The `binary_data` parameter of this output; DecodeInferRequest defaults it to the request's
   // `binary_data_output` when the output does not give it.
   bool binary = false;
+  // Its `shared_memory_region` parameters, resolved: the output is written there, and the
+  // response carries only its name, datatype and shape.
+  std::optional<SharedMemorySpan> region = std::nullopt;
 };
 
 // A fully validated inference request. Every input of the signature is present exactly once,
@@ -47,6 +51,8 @@ struct DecodedRequest {
   std::shared_ptr<const std::string> body;
   std::vector<std::vector<uint8_t>> owned;
   std::shared_ptr<const void> keepalive;
+  // Leases on the shared-memory regions inputs point into (system shared-memory extension).
+  std::vector<SharedMemorySpan> input_regions;
 };
 
 // Decodes an infer request body for `signature`.
@@ -56,9 +62,13 @@ struct DecodedRequest {
 //  - Errors are kInvalidArgument with a message naming the offending input/field (HTTP 400).
 //  - Accepts `data` flat or nested (row-major), numbers for numeric types (integers must be
 //    integral and in range), true/false for BOOL. FP16 is converted from JSON numbers.
+//  - `regions` (null: the extension is off) resolves the parameters `shared_memory_region`,
+//    `shared_memory_byte_size` and `shared_memory_offset` of inputs (whose views then point
+//    into the region) and of requested outputs (request_validation.h).
 StatusOr<DecodedRequest> DecodeInferRequest(const ModelSignature& signature,
                                             std::shared_ptr<const std::string> body,
-                                            std::optional<size_t> header_length);
+                                            std::optional<size_t> header_length,
+                                            const SharedMemoryRegistry* regions = nullptr);
 
 struct EncodedResponse {
   std::string body;
@@ -69,6 +79,9 @@ struct EncodedResponse {
 // Encodes an infer response with `outputs` (all of the model's outputs, in signature order),
 // honouring `request.outputs` / `request.binary_data_output`: JSON `data` arrays (flat, row-major)
 // or binary appended after the JSON header with `parameters.binary_data_size`.
+// An output with a shared-memory region is copied there and answered with
+// `parameters.shared_memory_region` and `shared_memory_byte_size` (its bytes), no data;
+// kInvalidArgument where it needs more bytes than the reference gave.
 // Floats are printed shortest-round-trip (std::to_chars); NaN and ±Inf, which JSON cannot
 // represent, are written as null. Unknown requested output names are kInvalidArgument.
 StatusOr<EncodedResponse> EncodeInferResponse(const ModelSignature& signature,

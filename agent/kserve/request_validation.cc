@@ -1,5 +1,6 @@
 #include "agent/kserve/request_validation.h"
 
+#include <cstring>
 #include <string>
 
 #include "agent/kserve/json_tensor.h"
@@ -139,6 +140,49 @@ Status CheckRequestedOutput(const ModelSignature& signature, std::string_view na
       return InvalidArgument("output " + Quoted(name) + " requested more than once");
     }
   }
+  return Status::Ok();
+}
+
+namespace {
+
+Status SharedMemoryOff(const std::string& what) {
+  return InvalidArgument(what +
+                         ": system shared memory is off on this agent "
+                         "(server.shared_memory)");
+}
+
+}  // namespace
+
+StatusOr<SharedMemorySpan> ResolveInputRegion(const SharedMemoryRegistry* regions,
+                                              const SharedMemoryRef& ref, std::string_view input,
+                                              size_t byte_size) {
+  const std::string what = "input " + Quoted(input);
+  if (regions == nullptr || !regions->enabled()) return SharedMemoryOff(what);
+  if (ref.byte_size != byte_size) {
+    return InvalidArgument(InputContext(input) + "shared_memory_byte_size is " +
+                           std::to_string(ref.byte_size) + " but its shape needs " +
+                           std::to_string(byte_size) + " bytes");
+  }
+  return regions->Resolve(ref, what);
+}
+
+StatusOr<SharedMemorySpan> ResolveOutputRegion(const SharedMemoryRegistry* regions,
+                                               const SharedMemoryRef& ref,
+                                               std::string_view output) {
+  const std::string what = "output " + Quoted(output);
+  if (regions == nullptr || !regions->enabled()) return SharedMemoryOff(what);
+  return regions->Resolve(ref, what);
+}
+
+Status CopyOutputToRegion(const TensorView& view, const SharedMemorySpan& span) {
+  if (view.byte_size > span.byte_size) {
+    return InvalidArgument(
+        "output " + Quoted(view.name) + " has " + std::to_string(view.byte_size) +
+        " bytes but its shared-memory "
+        "reference into region " +
+        Quoted(span.region->name()) + " holds " + std::to_string(span.byte_size));
+  }
+  if (view.byte_size > 0) std::memcpy(span.data, view.data, view.byte_size);
   return Status::Ok();
 }
 

@@ -3,7 +3,8 @@
 // both accept and refuse the same requests, with the same messages. Each front end parses its
 // own wire format and calls these at the same points: per input FindInput, CheckInputDatatype
 // and CheckInputShape; then CheckAllInputsGiven and CheckInputRows; per requested output
-// CheckRequestedOutput; for `parameters.timeout` CheckTimeoutUs.
+// CheckRequestedOutput; for `parameters.timeout` CheckTimeoutUs; for shared-memory references
+// ResolveInputRegion and ResolveOutputRegion, and CopyOutputToRegion when answering.
 //
 // Every error is kInvalidArgument (HTTP 400, gRPC INVALID_ARGUMENT) naming the input or output.
 // Thread-safety: all functions are pure.
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "agent/kserve/kserve_codec.h"
+#include "agent/kserve/shared_memory_registry.h"
 #include "agent/kserve/tensor.h"
 #include "common/status.h"
 
@@ -47,6 +49,17 @@ StatusOr<int64_t> CheckInputRows(const ModelSignature& signature,
 // One requested output: a name the model has, not in `already` requested.
 Status CheckRequestedOutput(const ModelSignature& signature, std::string_view name,
                             const std::vector<RequestedOutput>& already);
+
+// An input's data in shared memory: `ref` resolved in `regions` (null: the extension is off),
+// and exactly the `byte_size` bytes its shape needs.
+StatusOr<SharedMemorySpan> ResolveInputRegion(const SharedMemoryRegistry* regions,
+                                              const SharedMemoryRef& ref, std::string_view input,
+                                              size_t byte_size);
+// A requested output's target in shared memory: `ref` resolved in `regions` (null: off).
+StatusOr<SharedMemorySpan> ResolveOutputRegion(const SharedMemoryRegistry* regions,
+                                               const SharedMemoryRef& ref, std::string_view output);
+// Copies output `view` into `span`; kInvalidArgument where it needs more bytes than the span.
+Status CopyOutputToRegion(const TensorView& view, const SharedMemorySpan& span);
 
 // `parameters.timeout` in microseconds, as Triton's: at most a day (beyond it a deadline of
 // received + timeout overflows the clock); 0 sets none (nullopt: the model's timeout_ms applies).

@@ -4,7 +4,8 @@
 The client is Python grpcio with stubs generated from agent/grpc/grpc_service.proto at test time
 (protoc --python_out + /usr/bin/grpc_python_plugin, into a temporary folder). Each RPC is
 called; tensors sent raw and typed are compared with the same request over REST (JSON and the
-binary extension); the errors map as docs/operations.md says; a gRPC and a REST request are
+binary extension); tensors in the client's shared memory (the system shared-memory
+extension, over REST and gRPC); the errors map as docs/operations.md says; a gRPC and a REST request are
 shown to share one batch (the model's batch-size histogram); the queue-full, deadline and
 shutdown paths are driven deterministically (a batch that waits for rows that never come, and
 the queue-rows gauge polled until the request is queued).
@@ -31,6 +32,7 @@ import tempfile
 import threading
 import time
 import unittest
+from multiprocessing import shared_memory
 
 import grpc
 
@@ -440,6 +442,104 @@ class GrpcAgainstRealAgentTest(unittest.TestCase):
         self.assertEqual(a.metric("packrat_requests_total", code="200", model="tiny"), ok + 3)
         self.assertEqual(a.metric("packrat_requests_total", code="400", model="tiny"), bad + 1)
         self.assertEqual(a.metric("packrat_inflight_requests", model="tiny"), 0)
+
+    def test_system_shared_memory(self):
+        """Tensors in a client's POSIX shared memory, referenced over REST and gRPC (Triton's
+        system shared-memory extension): the answers match those of tensors sent inline."""
+        x = floats(3 * 16, self.rng)
+        inputs = [("x", "FP32", [3, 16], x)]
+        status, _, body = self.agent.rest("POST", "/v2/models/tiny/infer", rest_json(inputs))
+        self.assertEqual(status, 200, body)
+        expected = raw_of_json_output(json.loads(body)["outputs"][0])
+
+        memory = shared_memory.SharedMemory(create=True, size=4096)
+        key = "/" + memory.name
+        try:
+            memory.buf[16:16 + 192] = struct.pack("<48f", *x)
+            self.assertIn("system_shared_memory", json.loads(self.agent.rest("GET", "/v2")[2])
+                          ["extensions"])
+            self.assertIn("system_shared_memory",
+                          self.stub.ServerMetadata(pb.ServerMetadataRequest()).extensions)
+            # Register one region over REST, one over gRPC; both report both.
+            status, _, body = self.agent.rest(
+                "POST", "/v2/systemsharedmemory/region/in/register",
+                json.dumps({"key": key, "offset": 0, "byte_size": 1024}))
+            self.assertEqual(status, 200, body)
+            self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
+                name="out", key=key, offset=2048, byte_size=1024), timeout=CALL_TIMEOUT_S)
+            status, _, body = self.agent.rest("GET", "/v2/systemsharedmemory/status")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(sorted((r["name"], r["key"], r["offset"], r["byte_size"])
+                                    for r in json.loads(body)),
+                             [("in", key, 0, 1024), ("out", key, 2048, 1024)])
+            regions = self.stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest())
+            self.assertEqual(sorted(regions.regions), ["in", "out"])
+            self.assertEqual(regions.regions["out"].offset, 2048)
+
+            # REST: only references on the wire; the output lands in the region.
+            request = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [3, 16],
+                                   "parameters": {"shared_memory_region": "in",
+                                                  "shared_memory_byte_size": 192,
+                                                  "shared_memory_offset": 16}}],
+                       "outputs": [{"name": "y", "parameters": {
+                           "shared_memory_region": "out", "shared_memory_byte_size": 96}}]}
+            status, _, body = self.agent.rest("POST", "/v2/models/tiny/infer",
+                                              json.dumps(request))
+            self.assertEqual(status, 200, body)
+            output = json.loads(body)["outputs"][0]
+            self.assertNotIn("data", output)
+            self.assertEqual(output["shape"], [3, 8])
+            self.assertEqual(output["parameters"]["shared_memory_byte_size"], 96)
+            self.assertEqual(bytes(memory.buf[2048:2048 + 96]), expected)
+
+            # gRPC: the same, at an offset; the output's raw entry stays, empty.
+            memory.buf[2048:2048 + 96] = bytes(96)
+            req = pb.ModelInferRequest(model_name="tiny")
+            t = req.inputs.add(name="x", datatype="FP32", shape=[3, 16])
+            t.parameters["shared_memory_region"].string_param = "in"
+            t.parameters["shared_memory_byte_size"].int64_param = 192
+            t.parameters["shared_memory_offset"].int64_param = 16
+            o = req.outputs.add(name="y")
+            o.parameters["shared_memory_region"].string_param = "out"
+            o.parameters["shared_memory_byte_size"].int64_param = 96
+            o.parameters["shared_memory_offset"].int64_param = 100
+            r = self.stub.ModelInfer(req, timeout=CALL_TIMEOUT_S)
+            self.assertEqual(list(r.raw_output_contents), [b""])
+            self.assertEqual(r.outputs[0].parameters["shared_memory_region"].string_param, "out")
+            self.assertEqual(bytes(memory.buf[2148:2148 + 96]), expected)
+
+            # Mistakes: each a 4xx with a JSON error, or the gRPC code of the same Status.
+            for name, body, code in (
+                    ("in", {"key": key, "byte_size": 16}, 409),       # taken
+                    ("z", {"key": "/no-such-object-here", "byte_size": 16}, 404),
+                    ("z", {"key": "/packrat.1.x.ring", "byte_size": 16}, 400),  # the agent's own
+                    ("z", {"key": key, "offset": 4000, "byte_size": 200}, 400),  # beyond it
+                    ("z", {"byte_size": 16}, 400)):
+                status, _, answer = self.agent.rest(
+                    "POST", "/v2/systemsharedmemory/region/%s/register" % name, json.dumps(body))
+                self.assertEqual(status, code, answer)
+                self.assertIn("error", json.loads(answer))
+            request["inputs"][0]["parameters"]["shared_memory_offset"] = 1000
+            status, _, answer = self.agent.rest("POST", "/v2/models/tiny/infer",
+                                                json.dumps(request))
+            self.assertEqual(status, 400, answer)
+            self.assertIn("beyond region 'in'", json.loads(answer)["error"])
+            self.assertEqual(code_of(lambda: self.stub.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="out", key=key, byte_size=8)))[0],
+                grpc.StatusCode.ALREADY_EXISTS)
+            self.assertEqual(self.agent.rest(
+                "GET", "/v2/systemsharedmemory/region/nope/status")[0], 404)
+
+            # Unregister one over gRPC, the rest over REST.
+            self.stub.SystemSharedMemoryUnregister(
+                pb.SystemSharedMemoryUnregisterRequest(name="out"), timeout=CALL_TIMEOUT_S)
+            status, _, body = self.agent.rest("POST", "/v2/systemsharedmemory/unregister")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(json.loads(self.agent.rest(
+                "GET", "/v2/systemsharedmemory/status")[2]), [])
+        finally:
+            memory.close()
+            memory.unlink()
 
     def test_repository_index(self):
         index = self.stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=CALL_TIMEOUT_S)

@@ -45,6 +45,13 @@ app.kubernetes.io/component: agent
 {{- if .Values.managementToken.enabled }}
 {{- $_ := set $server "management_token_file" "/etc/packrat-token/token" -}}
 {{- end }}
+{{- if .Values.clientSharedMemory.hostPath }}
+{{- $shm := get $server "shared_memory" | default dict -}}
+{{- if kindIs "map" $shm }}
+{{- $_ := set $shm "dir" "/run/packrat-shm" -}}
+{{- $_ := set $server "shared_memory" $shm -}}
+{{- end }}
+{{- end }}
 {{- $_ := set $config "server" $server -}}
 {{- toYaml $config -}}
 {{- end -}}

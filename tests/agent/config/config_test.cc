@@ -375,6 +375,35 @@ TEST_F(ConfigTest, GrpcEndpointLimitsAndOff) {
             std::string::npos);
 }
 
+TEST_F(ConfigTest, SharedMemory) {
+  auto defaults = Parse(OneModel());
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_TRUE(defaults->server.shared_memory.enabled);
+  EXPECT_EQ(defaults->server.shared_memory.key_prefix, "");
+  EXPECT_EQ(defaults->server.shared_memory.dir, "/dev/shm");
+
+  auto set = Parse("server: {shared_memory: {key_prefix: app-, dir: /run/clients}}\n" + OneModel());
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_TRUE(set->server.shared_memory.enabled);
+  EXPECT_EQ(set->server.shared_memory.key_prefix, "app-");
+  EXPECT_EQ(set->server.shared_memory.dir, "/run/clients");
+  auto off = Parse("server: {shared_memory: off}\n" + OneModel());
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->server.shared_memory.enabled);
+
+  EXPECT_EQ(ErrorOf("server:\n  shared_memory: maybe\n" + OneModel()),
+            "test.yaml:2: server.shared_memory: must be on, off or {key_prefix: ...}, not 'maybe'");
+  EXPECT_NE(ErrorOf("server: {shared_memory: {dir: relative}}\n" + OneModel())
+                .find("server.shared_memory.dir: must be an absolute path"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("server: {shared_memory: {key_prefix: a/b}}\n" + OneModel())
+                .find("server.shared_memory.key_prefix"),
+            std::string::npos);
+  EXPECT_NE(
+      ErrorOf("server: {shared_memory: {prefix: a}}\n" + OneModel()).find("server.shared_memory"),
+      std::string::npos);
+}
+
 TEST_F(ConfigTest, ShippedConfigsParse) {
   for (const char* file : {"/config/demo.yaml", "/deploy/config/packrat.yaml"}) {
     auto config = LoadConfig(std::string(PACKRAT_SOURCE_DIR) + file);

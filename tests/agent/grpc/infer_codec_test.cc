@@ -12,6 +12,7 @@
 
 #include "agent/grpc/grpc_status.h"
 #include "gtest/gtest.h"
+#include "tests/support/shm_object.h"
 
 namespace packrat {
 namespace {
@@ -32,6 +33,7 @@ TEST(GrpcStatusTest, MapsEveryCodeAsTritonDoes) {
       {StatusCode::kDeadlineExceeded, grpc::StatusCode::DEADLINE_EXCEEDED},
       {StatusCode::kInternal, grpc::StatusCode::INTERNAL},
       {StatusCode::kCancelled, grpc::StatusCode::CANCELLED},
+      {StatusCode::kAborted, grpc::StatusCode::ABORTED},
   };
   for (const auto& [ours, theirs] : cases) {
     EXPECT_EQ(GrpcCodeFor(ours), theirs) << StatusCodeName(ours);
@@ -422,7 +424,7 @@ TEST(GrpcInferCodecTest, EncodesEveryOutputRaw) {
 TEST(GrpcInferCodecTest, EncodesRequestedOutputsInTheOrderAsked) {
   const ModelSignature sig = TwoInputs();
   DecodedRequest request;
-  request.outputs = {{"best", false}};
+  request.outputs = {{"best", false, std::nullopt}};
   ModelInferResponse response;
   ASSERT_TRUE(EncodeModelInferResponse(sig, request, Outputs(), &response).ok());
   ASSERT_EQ(response.outputs_size(), 1);
@@ -435,9 +437,64 @@ TEST(GrpcInferCodecTest, EncodesRequestedOutputsInTheOrderAsked) {
   ModelInferResponse again;
   const Status s = EncodeModelInferResponse(sig, request, broken, &again);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
-  request.outputs = {{"y", false}};
+  request.outputs = {{"y", false, std::nullopt}};
   broken.erase(broken.begin());
   EXPECT_EQ(EncodeModelInferResponse(sig, request, broken, &again).code(), StatusCode::kInternal);
+}
+
+// The system shared-memory extension over gRPC: an input in a region takes no raw entry; an
+// output written into a region keeps an empty raw entry beside its `outputs` entry.
+TEST(GrpcInferCodecTest, InputsAndOutputsInSharedMemory) {
+  const ModelSignature sig = TwoInputs();
+  testing::ShmObject object(4096);
+  SharedMemoryRegistry regions;
+  ASSERT_TRUE(regions.Register("r", object.key(), 0, 4096).ok());
+  const std::string x = Raw<float>({1, 2, 3, 4, 5, 6, 7, 8});
+  std::memcpy(object.data() + 64, x.data(), x.size());
+
+  auto request = std::make_shared<ModelInferRequest>();
+  auto* in = AddInput(request.get(), "x", "FP32", {2, 4});
+  (*in->mutable_parameters())["shared_memory_region"].set_string_param("r");
+  (*in->mutable_parameters())["shared_memory_byte_size"].set_int64_param(32);
+  (*in->mutable_parameters())["shared_memory_offset"].set_int64_param(64);
+  AddInput(request.get(), "ids", "INT64", {2, 2});
+  request->add_raw_input_contents(Raw<int64_t>({10, 11, 12, 13}));  // the only raw entry: ids
+  auto* out = request->add_outputs();
+  out->set_name("y");
+  (*out->mutable_parameters())["shared_memory_region"].set_string_param("r");
+  (*out->mutable_parameters())["shared_memory_byte_size"].set_uint64_param(1024);
+  (*out->mutable_parameters())["shared_memory_offset"].set_int64_param(2048);
+  request->add_outputs()->set_name("best");
+
+  StatusOr<DecodedRequest> decoded = DecodeModelInferRequest(sig, *request, request, &regions);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  ASSERT_EQ(decoded->input_regions.size(), 1u);
+  EXPECT_EQ(decoded->inputs[0].data, decoded->input_regions[0].data);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(decoded->inputs[0].data), 32), x);
+  EXPECT_EQ(regions.Unregister("r").code(), StatusCode::kAborted);
+
+  ModelInferResponse response;
+  ASSERT_TRUE(EncodeModelInferResponse(sig, *decoded, Outputs(), &response).ok());
+  ASSERT_EQ(response.outputs_size(), 2);
+  ASSERT_EQ(response.raw_output_contents_size(), 2);
+  EXPECT_TRUE(response.raw_output_contents(0).empty());
+  const auto& params = response.outputs(0).parameters();
+  EXPECT_EQ(params.at("shared_memory_region").string_param(), "r");
+  EXPECT_EQ(params.at("shared_memory_byte_size").int64_param(), 24);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(object.data() + 2048), 24),
+            Raw<float>({1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(response.raw_output_contents(1), Raw<int64_t>({2, 0}));
+
+  // Refused as REST refuses them.
+  (*in->mutable_parameters())["shared_memory_byte_size"].set_int64_param(16);
+  EXPECT_EQ(DecodeModelInferRequest(sig, *request, request, &regions).status().code(),
+            StatusCode::kInvalidArgument);
+  in->mutable_parameters()->erase("shared_memory_region");
+  const Status orphan = DecodeModelInferRequest(sig, *request, request, &regions).status();
+  EXPECT_NE(orphan.message().find("needs 'shared_memory_region'"), std::string::npos)
+      << orphan.ToString();
+  EXPECT_EQ(DecodeModelInferRequest(sig, *RawRequest(), nullptr, nullptr).status().code(),
+            StatusCode::kOk);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/kserve/tensor.h"
+#include "tests/support/shm_object.h"
 
 namespace packrat {
 namespace {
@@ -349,7 +350,7 @@ TEST(KserveCodecTest, EncodesRequestedOutputsInRequestedOrder) {
                                             Bytes<float>({4, 5, 6})};
   DecodedRequest req;
   req.id = "abc";
-  req.outputs = {{"r", false}, {"p", false}};
+  req.outputs = {{"r", false, std::nullopt}, {"p", false, std::nullopt}};
   auto resp = EncodeInferResponse(sig, req, ThreeOutputs(storage));
   ASSERT_TRUE(resp.ok()) << resp.status().ToString();
   EXPECT_EQ(resp->content_type, "application/json");
@@ -408,6 +409,113 @@ TEST(KserveCodecTest, MixedBinaryAndJsonOutputsFromDecodedRequest) {
   EXPECT_EQ(outputs[2].name, "p");
   EXPECT_EQ(outputs[2].binary_size, 4);
   EXPECT_EQ(body.substr(*resp->header_length), storage[2] + storage[0]);
+}
+
+// The system shared-memory extension: an input read from a client's region (the view points
+// into it: no copy), an output written into another, only references on the wire.
+TEST(KserveCodecTest, InputsAndOutputsInSharedMemory) {
+  const ModelSignature sig = TwoInputSig();
+  testing::ShmObject object(4096);
+  SharedMemoryRegistry regions;
+  ASSERT_TRUE(regions.Register("in", object.key(), 0, 1024).ok());
+  ASSERT_TRUE(regions.Register("out", object.key(), 2048, 1024).ok());
+  const std::string b = Bytes<float>({4, 5, 6});
+  std::memcpy(object.data() + 16, b.data(), b.size());
+  const std::string json =
+      "{\"inputs\":[" + Input("a", "[1,2]", "FP32", "[1,2]") +
+      ",{\"name\":\"b\",\"shape\":[1,3],\"datatype\":\"FP32\",\"parameters\":{"
+      "\"shared_memory_region\":\"in\",\"shared_memory_byte_size\":12,"
+      "\"shared_memory_offset\":16}}],\"outputs\":[{\"name\":\"r\",\"parameters\":{"
+      "\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":100,"
+      "\"shared_memory_offset\":8}},{\"name\":\"p\"}]}";
+  auto req = DecodeInferRequest(sig, Body(json), std::nullopt, &regions);
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  ASSERT_EQ(req->input_regions.size(), 1u);
+  EXPECT_EQ(req->inputs[1].data, req->input_regions[0].data);  // the agent's own mapping
+  EXPECT_EQ(ViewBytes(req->inputs[1]), b);
+  // Requests hold their regions: neither may go while this one is in flight.
+  EXPECT_EQ(regions.Unregister("in").code(), StatusCode::kAborted);
+  EXPECT_EQ(regions.Unregister("out").code(), StatusCode::kAborted);
+
+  const std::vector<std::string> storage = {Bytes<float>({1}), Bytes<float>({2, 3}),
+                                            Bytes<float>({7, 8, 9})};
+  auto resp = EncodeInferResponse(sig, *req, ThreeOutputs(storage));
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(object.data() + 2048 + 8), 12), storage[2]);
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(resp->body).get(root), simdjson::SUCCESS) << resp->body;
+  simdjson::dom::element r = root["outputs"].at(0);
+  simdjson::dom::element ignored;
+  EXPECT_NE(r["data"].get(ignored), simdjson::SUCCESS) << resp->body;  // no data on the wire
+  EXPECT_EQ(std::string_view(r["parameters"]["shared_memory_region"]), "out");
+  EXPECT_EQ(int64_t(r["parameters"]["shared_memory_byte_size"]), 12);
+  EXPECT_EQ(int64_t(r["parameters"]["shared_memory_offset"]), 8);
+  EXPECT_EQ(resp->content_type, "application/json");
+
+  req = StatusOr<DecodedRequest>(InvalidArgument("released"));
+  EXPECT_TRUE(regions.Unregister("in").ok());
+}
+
+TEST(KserveCodecTest, RejectsBadSharedMemoryReferences) {
+  const ModelSignature sig = Sig(DataType::kFp32, {-1, 2}, {-1, 2});
+  testing::ShmObject object(4096);
+  SharedMemoryRegistry regions;
+  ASSERT_TRUE(regions.Register("r", object.key(), 0, 64).ok());
+  auto decode = [&](std::string_view input_params, std::string_view output_params = "",
+                    const SharedMemoryRegistry* registry = nullptr) {
+    std::string json = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,2],\"datatype\":\"FP32\"," +
+                       std::string(input_params) + "}]";
+    if (!output_params.empty()) {
+      json += ",\"outputs\":[{\"name\":\"y\",\"parameters\":{" + std::string(output_params) + "}}]";
+    }
+    return DecodeInferRequest(sig, Body(json + "}"), std::nullopt,
+                              registry != nullptr ? registry : &regions);
+  };
+  const std::string region = "\"shared_memory_region\":\"r\"";
+  EXPECT_TRUE(decode("\"parameters\":{" + region + ",\"shared_memory_byte_size\":8}").ok());
+  ExpectInvalid(decode("\"parameters\":{" + region + "}"), "needs 'shared_memory_byte_size'");
+  ExpectInvalid(decode("\"parameters\":{\"shared_memory_byte_size\":8}"),
+                "needs 'shared_memory_region'");
+  ExpectInvalid(decode("\"parameters\":{\"shared_memory_region\":5,\"shared_memory_byte_size\":8}"),
+                "must be a string");
+  ExpectInvalid(decode("\"parameters\":{" + region + ",\"shared_memory_byte_size\":-8}"),
+                "non-negative");
+  ExpectInvalid(decode("\"parameters\":{" + region + ",\"shared_memory_byte_size\":12}"),
+                "needs 8 bytes");
+  ExpectInvalid(decode("\"parameters\":{" + region +
+                       ",\"shared_memory_byte_size\":8,\"shared_memory_offset\":60}"),
+                "beyond region 'r'");
+  ExpectInvalid(decode("\"parameters\":{\"shared_memory_region\":\"nope\","
+                       "\"shared_memory_byte_size\":8}"),
+                "no shared-memory region 'nope'");
+  ExpectInvalid(
+      decode("\"data\":[1,2],\"parameters\":{" + region + ",\"shared_memory_byte_size\":8}"),
+      "also 'data'");
+  const SharedMemoryRegistry off({.enabled = false, .key_prefix = "", .dir = "/dev/shm"});
+  ExpectInvalid(decode("\"parameters\":{" + region + ",\"shared_memory_byte_size\":8}", "", &off),
+                "off");
+  ExpectInvalid(DecodeInferRequest(sig,
+                                   Body("{\"inputs\":[{\"name\":\"x\",\"shape\":[1,2],"
+                                        "\"datatype\":\"FP32\",\"parameters\":{" +
+                                        region + ",\"shared_memory_byte_size\":8}}]}"),
+                                   std::nullopt),
+                "off");
+  // Outputs: the same parameters, and not together with binary_data.
+  ExpectInvalid(decode("\"data\":[1,2]", region + ",\"shared_memory_byte_size\":100"),
+                "beyond region 'r'");
+  ExpectInvalid(decode("\"data\":[1,2]", region + ",\"shared_memory_byte_size\":8,"
+                                                  "\"binary_data\":true"),
+                "both 'binary_data' and 'shared_memory_region'");
+  // An output larger than its reference fails the answer, not the process.
+  auto req = decode("\"data\":[1,2]", region + ",\"shared_memory_byte_size\":4");
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  const std::string y = Bytes<float>({1, 2});
+  const auto resp = EncodeInferResponse(
+      sig, *req, {{"y", DataType::kFp32, {1, 2}, reinterpret_cast<const uint8_t*>(y.data()), 8}});
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(resp.status().message().find("holds 4"), std::string::npos) << resp.status().message();
 }
 
 TEST(KserveCodecTest, NonFiniteFloatsBecomeNull) {
