@@ -217,6 +217,9 @@ void ModelController::Tick(SteadyTime now) {
   if (active->plan) view.plan_latency_ms = active->plan->latency_ms;
   view.parked_threads = options_.sets->LiveParkedThreads();
   view.slowdown = Slowdowns();
+  if (const SlowdownTracker* slowdowns = options_.slowdowns) {
+    view.measured = [slowdowns](int threads) { return slowdowns->Measured(threads); };
+  }
   if (options_.oldest_queued) {
     if (const std::optional<SteadyTime> oldest = options_.oldest_queued()) {
       view.oldest_wait_ms = std::chrono::duration<double, std::milli>(now - *oldest).count();

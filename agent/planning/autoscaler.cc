@@ -380,11 +380,16 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
       ServingSimulation(*this, view).At(*rate).p99_ms <= target.simulated->p99_ms) {
     return false;
   }
-  // Busy, not behind: a move that starts runtimes beside the busy ones only where no runtime
-  // starts beside them (a staged hand-over): the set keeps up, and a shape not served yet
-  // counts at its profile, so the gain would be on paper only (rule 3 weighs no such move).
+  // Busy, not behind: a move that starts runtimes only where none starts beside the busy ones
+  // (a staged hand-over), and only to thread counts already measured: the set keeps up, and a
+  // shape not served yet counts at its profile, so the gain would be on paper only (rule 3
+  // weighs no such move).
   if (busy_only && StartsRuntimes(target.plan, view) &&
-      !HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown, view.batch)) {
+      (!HandsOver(ThreadCounts(view.groups), target.plan, rate, view.slowdown, view.batch) ||
+       !std::all_of(target.plan.groups.begin(), target.plan.groups.end(),
+                    [&view](const InstanceGroup& g) {
+                      return view.measured && view.measured(g.threads);
+                    }))) {
     return false;
   }
   Reason r;

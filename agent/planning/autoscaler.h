@@ -21,8 +21,9 @@
 //      as after rule 1.
 //   1. Overload (reconfiguration.overload_window_ms): rows arrive faster than the serving plan
 //      runs them (fully busy, in the batches it cuts from a backlog; or above max_utilization
-//      where the move starts no runtime and, for a batch model, its requests' simulated p99
-//      at the rate is below the serving set's, at B or its backlog batch) while rows queue
+//      where the move starts no runtime beside the busy ones, only runtimes of thread counts
+//      already measured, and, for a batch model, its requests' simulated p99 at the rate is
+//      below the serving set's, at B or its backlog batch) while rows queue
 //      beyond B: move at once to the smallest B, of every B, whose plan keeps up
 //      (BatchForRate) — or, where none does, the smallest near the most capacity, where that
 //      serves kBatchForRateMinGain more than the serving set (PlanFor puts capacity first
@@ -143,6 +144,9 @@ struct ServingView {
   double plan_latency_ms = 0;
   std::vector<int> parked_threads;  // thread counts of the live parked runtimes
   SlowdownFn slowdown;              // measured (empty: 1)
+  // Whether a thread count has served long enough to be measured (SlowdownTracker::Measured;
+  // empty: none has).
+  std::function<bool(int threads)> measured;
   // How long the oldest request still waiting for a batch has waited (ms; 0: none waits).
   double oldest_wait_ms = 0;
   // Seconds the model's runtimes took to start and serve: its first set (at load) and its

@@ -31,8 +31,16 @@ const SlowdownTracker::Estimate* SlowdownTracker::MeasuredLocked(int threads) co
 
 double SlowdownTracker::Get(int threads) const {
   MutexLock lock(&mu_);
-  const Estimate* e = MeasuredLocked(threads);
-  return e != nullptr ? std::max(fastest_, e->value) : 1.0;
+  if (const Estimate* e = MeasuredLocked(threads)) return std::max(fastest_, e->value);
+  // Not measured: its profile, unless two or more thread counts have been measured slower
+  // than theirs; then the least of their slowdowns.
+  int measured = 0;
+  double least = 0;
+  for (const auto& [t, estimate] : estimates_) {
+    if (MeasuredLocked(t) == nullptr) continue;
+    least = measured++ == 0 ? estimate.value : std::min(least, estimate.value);
+  }
+  return measured >= 2 ? std::max(1.0, least) : 1.0;
 }
 
 bool SlowdownTracker::Measured(int threads) const {

@@ -11,12 +11,17 @@
 //     runtimes starting or draining on their CPUs;
 //   - a thread count's first ratios: it counts from `min_slices` ratios on.
 //
-// A thread count is never judged by another's measurements: until it is measured it counts at
+// A thread count is not judged by one other's measurements: until it is measured it counts at
 // its profile (1). Whatever made the serving runtimes slow — their neighbours, a busy host, a
 // queue — says little about a shape that has not run, and carrying it over makes every plan
 // look as slow as the serving one, so no move appears to gain. A shape the profile flatters
 // is found out by serving it: the policy's observed-overload rule (autoscaler.h, rule 0) moves
 // on once it falls behind, judging it at its measured speed.
+// Once two or more thread counts have been measured slower than their profile, the slowdown
+// is the node's (its load, a profile from a faster machine), not one shape's: a thread count
+// not yet measured counts at the least of theirs (a bounded prior, never below 1). Without it,
+// each move under overload goes to the next shape the profile flatters, finds it as slow, and
+// moves again, restarting the set each time.
 //
 // A measured thread count may be faster than its profile (below 1) and counts so, down to
 // `fastest` (0.8 by default): the profile times each instance beside fully busy neighbours, and

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "agent/planning/autoscaler.h"
@@ -102,7 +103,10 @@ class AutoscalerTest : public ::testing::Test {
 
   // Serves the optimizer's plan for B = `b`.
   void Serve(int64_t b) { ServePlan(*optimizer_->Solve(autoscaler_->options().threads, b)); }
+  // Its thread counts count as measured from now on (as SlowdownTracker's would once served).
   void ServePlan(const Plan& plan) {
+    for (const InstanceGroup& g : plan.groups) served_threads_.insert(g.threads);
+    view_.measured = [this](int threads) { return served_threads_.count(threads) > 0; };
     view_.batch = plan.batch;
     view_.groups = plan.groups;
     view_.plan_latency_ms = plan.latency_ms;
@@ -150,6 +154,7 @@ class AutoscalerTest : public ::testing::Test {
   std::unique_ptr<Autoscaler> autoscaler_;
   std::unique_ptr<LoadTracker> load_;
   ServingView view_;
+  std::set<int> served_threads_;
   SteadyTime now_ = SteadyTime{} + std::chrono::hours(1);
   int64_t arrived_ = 0;
   double owed_ = 0;

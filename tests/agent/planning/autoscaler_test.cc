@@ -158,6 +158,24 @@ std::optional<double> TwoThreadsFast(int threads, int batch) {
   return (threads == 1 ? 10.0 : 2.0) * batch;
 }
 
+// Busy, keeping up (210 rows/s against 200), with two CPUs free: a two-thread runtime would
+// start beside no busy one, but its 500 rows/s are its profile's until it has served; the
+// move is taken only once the thread count is measured.
+TEST_F(AutoscalerTest, ABusySetMovesOnlyToThreadCountsAlreadyMeasured) {
+  SetUpModel(4, TwoThreadsFast, [](AutoscalerOptions* o) { o->restart_margin = 0; });
+  ServePlan(*optimizer_->SolveOnInstances({1, 1}, 2));
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+  served_threads_ = {1};
+  for (int i = 0; i < 99; ++i) {
+    const Decision d = Tick(8, 210, /*carry_out=*/false);
+    EXPECT_FALSE(d.move && d.move->reason.rule == Rule::kOverload) << d.move->reason.text;
+  }
+  served_threads_ = {1, 2};
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 8, 210, 300);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->move->reason.busy_only);
+}
+
 // Busy, keeping up (210 rows/s against 200): on its profile one two-thread runtime serves 500
 // rows/s at a fifth of the latency, and a start is known to be cheap, so the start would repay
 // on paper; but it would start on both busy CPUs, and its shape has not been served. The move

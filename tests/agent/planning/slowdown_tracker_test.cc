@@ -42,6 +42,20 @@ TEST(SlowdownTrackerTest, AnUnmeasuredThreadCountKeepsItsProfile) {
   EXPECT_DOUBLE_EQ(fast.Get(1), 1.0);  // nor does another count's speed carry over
 }
 
+// Two thread counts measured slower than their profile: the node is, and a count not served yet
+// counts at the least of their slowdowns (never faster than its profile).
+TEST(SlowdownTrackerTest, TwoSlowThreadCountsSlowTheOnesNotYetServed) {
+  SlowdownTracker s(0.1, 2);
+  for (int i = 0; i < 2; ++i) s.Record(2, 1.8, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(8), 1.0);  // one count: maybe its neighbours, not the node
+  for (int i = 0; i < 2; ++i) s.Record(8, 1.6, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(4), 1.6);
+  EXPECT_FALSE(s.Measured(4));
+  EXPECT_DOUBLE_EQ(s.Get(2), 1.8);  // a measured count keeps its own
+  for (int i = 0; i < 2; ++i) s.Record(16, 0.9, kStart);
+  EXPECT_DOUBLE_EQ(s.Get(4), 1.0);  // a third count served at its profile: the node is not slow
+}
+
 TEST(SlowdownTrackerTest, SlicesThatOverlapASwitchAreLeftOut) {
   SlowdownTracker s(0.1, 1);
   s.BeginSwitch();
