@@ -137,33 +137,33 @@ Status ConvertContents(const InferTensorContents& c, const TensorSpec& spec, siz
   return Internal(InputContext(spec.name) + "no conversion");
 }
 
+// A non-negative integer parameter: int64_param (tritonclient's) or uint64_param; nullopt for
+// any other.
+std::optional<uint64_t> Unsigned(const inference::InferParameter& p) {
+  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param && p.int64_param() >= 0) {
+    return static_cast<uint64_t>(p.int64_param());
+  }
+  if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) return p.uint64_param();
+  return std::nullopt;
+}
+
 Status ParseParameters(const ModelInferRequest& request, DecodedRequest* req) {
   const auto it = request.parameters().find("timeout");
   if (it == request.parameters().end()) return Status::Ok();
-  const inference::InferParameter& p = it->second;
-  uint64_t timeout = 0;
-  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param && p.int64_param() >= 0) {
-    timeout = static_cast<uint64_t>(p.int64_param());
-  } else if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) {
-    timeout = p.uint64_param();
-  } else {
+  const std::optional<uint64_t> timeout = Unsigned(it->second);
+  if (!timeout) {
     return InvalidArgument("parameter 'timeout' must be a non-negative integer (microseconds)");
   }
-  ASSIGN_OR_RETURN(req->timeout_us, CheckTimeoutUs(timeout));
+  ASSIGN_OR_RETURN(req->timeout_us, CheckTimeoutUs(*timeout));
   return Status::Ok();
 }
 
 using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
 
-// A non-negative integer parameter: int64_param (tritonclient's) or uint64_param.
+// `p`, a non-negative integer parameter, as `key` of `context`'s.
 StatusOr<uint64_t> UnsignedParameter(const inference::InferParameter& p, const std::string& context,
                                      std::string_view key) {
-  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param && p.int64_param() >= 0) {
-    return static_cast<uint64_t>(p.int64_param());
-  }
-  if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) {
-    return p.uint64_param();
-  }
+  if (const std::optional<uint64_t> v = Unsigned(p)) return *v;
   return InvalidArgument(context + Quoted(key) + " must be a non-negative integer");
 }
 

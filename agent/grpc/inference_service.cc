@@ -393,9 +393,7 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
 
 namespace {
 
-Status SharedMemoryOff() {
-  return Unavailable("system shared memory is off on this agent (server.shared_memory)");
-}
+Status SharedMemoryOff() { return Unavailable(std::string(kSharedMemoryOff)); }
 
 }  // namespace
 

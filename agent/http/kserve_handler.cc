@@ -298,7 +298,7 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
 void KserveHandler::SharedMemory(const std::vector<std::string_view>& p, const HttpRequest& request,
                                  HttpResponder respond) {
   if (regions_ == nullptr || !regions_->enabled()) {
-    return respond(Error(404, "system shared memory is off on this agent (server.shared_memory)"));
+    return respond(Error(404, kSharedMemoryOff));
   }
   // /v2/systemsharedmemory[/region/{r}]/{action}
   const bool named = p.size() == 5 && p[2] == "region";

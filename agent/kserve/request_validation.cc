@@ -146,9 +146,7 @@ Status CheckRequestedOutput(const ModelSignature& signature, std::string_view na
 namespace {
 
 Status SharedMemoryOff(const std::string& what) {
-  return InvalidArgument(what +
-                         ": system shared memory is off on this agent "
-                         "(server.shared_memory)");
+  return InvalidArgument(what + ": " + std::string(kSharedMemoryOff));
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryOptions options)
 Status SharedMemoryRegistry::Register(const std::string& name, const std::string& key,
                                       uint64_t offset, uint64_t byte_size) {
   if (!options_.enabled) {
-    return Unavailable("system shared memory is off on this agent (server.shared_memory)");
+    return Unavailable(std::string(kSharedMemoryOff));
   }
   RETURN_IF_ERROR(CheckName(name));
   ASSIGN_OR_RETURN(const std::string_view object, ObjectName(key, options_));
@@ -111,13 +111,7 @@ Status SharedMemoryRegistry::Register(const std::string& name, const std::string
   }
   {
     MutexLock lock(&mu_);
-    if (regions_.count(name) != 0) {
-      return AlreadyExists("shared-memory region " + Quoted(name) + " is already registered");
-    }
-    if (regions_.size() >= kMaxRegions) {
-      return ResourceExhausted("at most " + std::to_string(kMaxRegions) +
-                               " shared-memory regions may be registered; unregister one first");
-    }
+    RETURN_IF_ERROR(RoomFor(name));
   }
 
   // What shm_open does (glibc opens /dev/shm/NAME), in the configured folder; never through a
@@ -158,6 +152,12 @@ Status SharedMemoryRegistry::Register(const std::string& name, const std::string
                                            static_cast<uint8_t*>(map) + (offset - map_offset));
 
   MutexLock lock(&mu_);  // checked again: another call may have taken the name meanwhile
+  RETURN_IF_ERROR(RoomFor(name));
+  regions_.emplace(name, std::move(region));
+  return Status::Ok();
+}
+
+Status SharedMemoryRegistry::RoomFor(const std::string& name) const {
   if (regions_.count(name) != 0) {
     return AlreadyExists("shared-memory region " + Quoted(name) + " is already registered");
   }
@@ -165,7 +165,6 @@ Status SharedMemoryRegistry::Register(const std::string& name, const std::string
     return ResourceExhausted("at most " + std::to_string(kMaxRegions) +
                              " shared-memory regions may be registered; unregister one first");
   }
-  regions_.emplace(name, std::move(region));
   return Status::Ok();
 }
 

@@ -88,6 +88,10 @@ struct SharedMemoryRegionStatus {
   uint64_t byte_size = 0;
 };
 
+// What every front end says of a request for the extension while it is off.
+inline constexpr std::string_view kSharedMemoryOff =
+    "system shared memory is off on this agent (server.shared_memory)";
+
 struct SharedMemoryOptions {
   bool enabled = true;
   // Only keys whose object name (the key without its leading '/') starts with this.
@@ -124,6 +128,9 @@ class SharedMemoryRegistry {
   static constexpr size_t kMaxRegions = 1024;
 
  private:
+  // OK where `name` is free and a region more fits; else AlreadyExists or ResourceExhausted.
+  Status RoomFor(const std::string& name) const REQUIRES(mu_);
+
   const SharedMemoryOptions options_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<SharedMemoryRegion>, std::less<>> regions_ GUARDED_BY(mu_);
