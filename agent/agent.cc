@@ -274,20 +274,41 @@ StatusOr<std::shared_ptr<ServedModel>> Agent::MakeModel(ModelConfig m) {
 
 void Agent::LoadModels() {
   int ready = 0;
+  Status first_failure;
   const std::vector<std::shared_ptr<ServedModel>> configured = models_.List();
   // The node partition's models load last, each on its share of what the others left free.
   for (const bool partitioned : {false, true}) {
     if (partitioned && node_) node_->SplitFreeCpus(configured);
     for (const std::shared_ptr<ServedModel>& model : configured) {
       if ((node_ != nullptr && model->PartitionCandidate()) != partitioned) continue;
-      if (model->Load().ok()) ++ready;
+      if (Status s = model->Load(); s.ok()) {
+        ++ready;
+      } else if (first_failure.ok()) {
+        first_failure = s.WithContext("model '" + model->name() + "'");
+      }
     }
   }
-  const auto [tried, loaded] = repository_->LoadAll();
+  const ModelRepository::StartLoad repository = repository_->LoadAll();
+  if (first_failure.ok()) first_failure = repository.first_failure;
   models_.set_starting(false);  // before the line that says start-up is over
-  PACKRAT_LOG(INFO) << "models loaded: " << ready + loaded << " of " << configured.size() + tried
-                    << " ready";
+  PACKRAT_LOG(INFO) << "models loaded: " << ready + repository.loaded << " of "
+                    << configured.size() + repository.tried << " ready";
+  // Strict readiness serves what was asked for or nothing: a model that did not load ends the
+  // agent, as a port in use does, instead of leaving a node that never turns ready.
+  if (!first_failure.ok() && options_.config.server.strict_readiness) {
+    {
+      MutexLock lock(&startup_mu_);
+      startup_failure_ = first_failure;
+    }
+    if (options_.on_startup_failure) options_.on_startup_failure();
+    return;
+  }
   if (node_) node_->Start();  // the partition starts from the models as loaded
+}
+
+Status Agent::StartupFailure() const {
+  MutexLock lock(&startup_mu_);
+  return startup_failure_;
 }
 
 void Agent::WaitForModels() {
@@ -303,7 +324,8 @@ void Agent::Shutdown() {
   handler_.SetShuttingDown();  // before the log line, which says it has happened
   if (grpc_) grpc_->SetShuttingDown();
   PACKRAT_LOG(INFO) << "shutting down: not ready from now on";
-  if (const int delay = options_.config.server.drain_delay_s; delay > 0) {
+  // A node that never turned ready has no endpoints for load balancers to take it out of.
+  if (const int delay = options_.config.server.drain_delay_s; delay > 0 && StartupFailure().ok()) {
     // Keep serving while load balancers and Kubernetes endpoints notice the failing readiness.
     PACKRAT_LOG(INFO) << "serving " << delay << " s more before closing the listeners";
     std::this_thread::sleep_for(std::chrono::seconds(delay));

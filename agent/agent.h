@@ -6,6 +6,7 @@
 // stops the runtimes and removes their shared memory.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/resource_allocator.h"
 #include "agent/pool/virtual_node.h"
+#include "common/mutex.h"
 
 namespace packrat {
 
@@ -33,6 +35,11 @@ struct AgentOptions {
   std::string runtime_path;  // packrat-runtime executable
   std::string port_file;     // if set, {"http":P,"management":Q,"metrics":R[,"grpc":G]} is
                              // written here ("grpc" while the gRPC server listens)
+  // Called once, on the loader thread, when start-up fails after the listeners started: with
+  // strict readiness (server.strict_readiness), a model the config or the repository asks for
+  // did not load. The caller stops the agent (Shutdown) and reads StartupFailure(). Must not
+  // block; may be empty.
+  std::function<void()> on_startup_failure;
 };
 
 class Agent {
@@ -49,6 +56,9 @@ class Agent {
   const CpusetController& cpusets() const { return *cpusets_; }
   // Blocks until every model has finished loading, ready or failed.
   void WaitForModels();
+  // OK, or why start-up failed after the listeners started (the first model asked for at start
+  // that did not load, strict readiness only): "model 'm': ...". Thread-safe.
+  Status StartupFailure() const;
   // Graceful stop (see the class comment). Idempotent.
   void Shutdown();
 
@@ -81,6 +91,8 @@ class Agent {
   std::unique_ptr<HttpServer> metrics_server_;
   std::unique_ptr<GrpcServer> grpc_;  // null when off
   std::thread loader_;
+  mutable Mutex startup_mu_;
+  Status startup_failure_ GUARDED_BY(startup_mu_);
   bool serving_ = false;  // the listeners started: Shutdown() drains
   bool shut_down_ = false;
 };

@@ -3,7 +3,8 @@
 //   packrat-agent --config FILE.yaml [--port-file FILE] [--runtime PATH] [--version] [--help]
 //
 // Exit codes: 0 after a graceful SIGTERM/SIGINT shutdown, 1 when start-up fails (bad config,
-// port in use, ...), 2 on bad usage.
+// port in use, ..., or with strict readiness a model asked for at start that did not load),
+// 2 on bad usage.
 #include <signal.h>
 #include <unistd.h>
 
@@ -81,12 +82,18 @@ int main(int argc, char** argv) {
   if (!options.config.server.runtime_path.empty() && runtime_path.empty()) {
     options.runtime_path = options.config.server.runtime_path;
   }
+  options.on_startup_failure = &packrat::StopSignals::Request;
   auto agent = packrat::Agent::Start(std::move(options));
   if (!agent.ok()) {
     PACKRAT_LOG(ERROR) << "cannot start: " << agent.status().message();
     return 1;
   }
   const int sig = stop_signals.Wait();
+  if (packrat::Status failed = (*agent)->StartupFailure(); !failed.ok()) {
+    (*agent)->Shutdown();
+    PACKRAT_LOG(ERROR) << "cannot start: " << failed.message();
+    return 1;
+  }
   PACKRAT_LOG(INFO) << "received signal " << sig;
   (*agent)->Shutdown();
   return 0;

@@ -1,6 +1,7 @@
 #include "common/stop_signals.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 namespace packrat {
 
@@ -8,6 +9,7 @@ StopSignals::StopSignals() {
   sigemptyset(&set_);
   sigaddset(&set_, SIGINT);
   sigaddset(&set_, SIGTERM);
+  sigaddset(&set_, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   signal(SIGPIPE, SIG_IGN);
 }
@@ -17,5 +19,7 @@ int StopSignals::Wait() {
   sigwait(&set_, &sig);
   return sig;
 }
+
+void StopSignals::Request() { kill(getpid(), SIGUSR1); }
 
 }  // namespace packrat

@@ -87,6 +87,10 @@ StatusOr<Config> ParseConfig(const std::string& text, const std::string& source,
                        "'" + *socket + "' is longer than " + std::to_string(kMaxUnixSocketPath) +
                            " bytes (the limit of a Unix socket address)");
       }
+      if (!socket->empty()) {  // the agent makes the socket, not its folder
+        config.named_paths.push_back({std::filesystem::path(*socket).parent_path().string(), true,
+                                      r.Where(root["server"][key], "server." + key)});
+      }
     }
     std::string& access_log = config.server.access_log_path;
     if (!access_log.empty() && access_log != "-" &&

@@ -308,7 +308,8 @@ struct Config {
   std::string source;  // the file it was read from
   ServerConfig server;
   std::vector<ModelConfig> models;
-  // The model files and the repository folder it names (not emulated models' files).
+  // The model files, the repository folder and the Unix sockets' folders it names (not
+  // emulated models' files).
   std::vector<NamedPath> named_paths;
 };
 

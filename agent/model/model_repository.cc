@@ -58,10 +58,9 @@ void ModelRepository::ExpectAll() {
   }
 }
 
-std::pair<int, int> ModelRepository::LoadAll() {
-  int tried = 0;
-  int loaded = 0;
-  if (!options_.load_all) return {tried, loaded};
+ModelRepository::StartLoad ModelRepository::LoadAll() {
+  StartLoad result;
+  if (!options_.load_all) return result;
   for (const std::string& name : Folders()) {
     if (registry_->Find(name) != nullptr) {
       PACKRAT_LOG(WARNING) << "model repository: '" << name
@@ -69,15 +68,16 @@ std::pair<int, int> ModelRepository::LoadAll() {
                               "replaces it with the folder's)";
       continue;
     }
-    ++tried;
+    ++result.tried;
     if (Status s = Load(name); !s.ok()) {
       PACKRAT_LOG(ERROR) << "model repository: '" << name << "' did not load: " << s.message();
       registry_->FailedAtStart(name, s.message());
+      if (result.first_failure.ok()) result.first_failure = s.WithContext("model '" + name + "'");
     } else {
-      ++loaded;
+      ++result.loaded;
     }
   }
-  return {tried, loaded};
+  return result;
 }
 
 std::vector<RepositoryModel> ModelRepository::Index(bool ready_only) {

@@ -70,8 +70,13 @@ class ModelRepository : public RepositoryControl {
   void ExpectAll();
   // With `load_all`, loads every model folder (blocking; for the agent's loader thread at
   // start). Failures are logged, kept in the index and in the registry as failed at start
-  // (ModelRegistry::FailedAtStart). Returns how many it tried and how many loaded.
-  std::pair<int, int> LoadAll();
+  // (ModelRegistry::FailedAtStart).
+  struct StartLoad {
+    int tried = 0;
+    int loaded = 0;
+    Status first_failure;  // "model 'm': ..." for the first folder that did not load
+  };
+  StartLoad LoadAll();
 
   std::vector<RepositoryModel> Index(bool ready_only) override;
   Status Load(const std::string& name) override;

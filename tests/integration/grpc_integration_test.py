@@ -235,12 +235,12 @@ def code_of(call):
 class GrpcAgainstRealAgentTest(unittest.TestCase):
     """One agent serving: tiny (tiny_mlp), two_head (two inputs and outputs, INT64), pair (a
     batch of exactly 2 rows, else it waits 60 s), held (a queue of 1 row whose batch never
-    fills) and broken (a file that is not a model)."""
+    fills) and broken (a file that is not a model, which lenient readiness serves on without)."""
 
     @classmethod
     def setUpClass(cls):
         config = ("server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
-                  "grpc: 127.0.0.1:0}\nmodels:\n"
+                  "grpc: 127.0.0.1:0, strict_readiness: false}\nmodels:\n"
                   + tiny_model("tiny", "{max_batch: 8, max_delay_us: 500}")
                   + "  - name: two_head\n    path: %s/two_head.pt\n"
                     "    inputs: [{name: x, datatype: FP32, shape: [-1, 8]},\n"
@@ -275,9 +275,9 @@ class GrpcAgainstRealAgentTest(unittest.TestCase):
     def test_health_and_metadata(self):
         s = self.stub
         self.assertTrue(s.ServerLive(pb.ServerLiveRequest(), timeout=CALL_TIMEOUT_S).live)
-        # `broken` failed to load: not ready, as REST says.
-        self.assertFalse(s.ServerReady(pb.ServerReadyRequest(), timeout=CALL_TIMEOUT_S).ready)
-        self.assertEqual(self.agent.rest("GET", "/v2/health/ready")[0], 400)
+        # `broken` failed to load: lenient readiness serves on without it, as REST says.
+        self.assertTrue(s.ServerReady(pb.ServerReadyRequest(), timeout=CALL_TIMEOUT_S).ready)
+        self.assertEqual(self.agent.rest("GET", "/v2/health/ready")[0], 200)
         self.assertTrue(s.ModelReady(pb.ModelReadyRequest(name="tiny"), timeout=CALL_TIMEOUT_S).ready)
         self.assertTrue(s.ModelReady(pb.ModelReadyRequest(name="tiny", version="1")).ready)
         self.assertFalse(s.ModelReady(pb.ModelReadyRequest(name="broken")).ready)

@@ -287,17 +287,8 @@ TEST(HardeningTest, AgentKilledWithSigkillLeavesNothingAfterTheNextStart) {
   for (pid_t r : runtimes) EXPECT_TRUE(WaitForExit(r, std::chrono::seconds(30))) << r;
   // What a killed agent leaves: its segments, and its runtimes' cgroups.
   EXPECT_FALSE(testing::SegmentsOf(dead_agent).empty());
-  auto cgroups_of = [](pid_t pid) {
-    int n = 0;
-    const std::string prefix = "packrat." + std::to_string(pid) + ".";
-    if (!std::filesystem::exists("/sys/fs/cgroup/cpuset")) return n;
-    for (const auto& e : std::filesystem::directory_iterator("/sys/fs/cgroup/cpuset")) {
-      if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
-    }
-    return n;
-  };
   if (cgroups) {
-    EXPECT_EQ(cgroups_of(dead_agent), 2);
+    EXPECT_EQ(testing::CgroupsOf(dead_agent), 2);
   }
 
   AgentProcess second(PACKRAT_AGENT_PATH, config);
@@ -307,7 +298,7 @@ TEST(HardeningTest, AgentKilledWithSigkillLeavesNothingAfterTheNextStart) {
                               std::to_string(dead_agent)),
             std::string::npos);
   if (cgroups) {
-    EXPECT_EQ(cgroups_of(dead_agent), 0);
+    EXPECT_EQ(testing::CgroupsOf(dead_agent), 0);
     EXPECT_NE(second.Log().find("removed stale cgroup"), std::string::npos);
   }
   HttpClient client("127.0.0.1", second.http_port());
@@ -378,6 +369,101 @@ TEST(HardeningTest, AFileOrFolderThatIsNotThereEndsStartUpNamingIt) {
     ASSERT_TRUE(status.has_value());
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << agent.Digest();
   }
+}
+
+// Every other start-up mistake of the issue's list ends the same way: exit status 1 with one
+// line that names it, and no shared memory, cgroup or runtime left behind. A model the config
+// asks for that does not load ends start-up too, under strict readiness (the default): a
+// file that is not TorchScript, or a /dev/shm with no room for its slabs.
+TEST(HardeningTest, EveryStartUpMistakeEndsWithOneLineAndLeavesNothingBehind) {
+  testing::TempDir dir("packrat-startup");
+  const std::string listen =
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0";
+  const std::string model = TinyModel("{max_batch: 4}", "[{count: 2, threads: 1, batch: 4}]");
+  std::string not_torchscript = model;
+  not_torchscript.replace(not_torchscript.find("tiny_mlp.pt"), 11, "not_a_model.pt");
+  std::ofstream(dir.path() + "/open-token") << "token\n";
+  ASSERT_EQ(chmod((dir.path() + "/open-token").c_str(), 0644), 0);
+  struct Case {
+    std::string config;
+    std::string error;
+    std::string private_dev_shm = "";
+  };
+  std::vector<Case> cases = {
+      {listen + ", unix_socket: " + dir.path() + "/absent/agent.sock}\n" + model,
+       ":1: server.unix_socket: '" + dir.path() + "/absent' is not a folder"},
+      {listen + ", management_token_file: " + dir.path() + "/absent-token}\n" + model,
+       "cannot start: cannot read the management token file '" + dir.path() + "/absent-token'"},
+      {listen + ", management_token_file: " + dir.path() + "/open-token}\n" + model,
+       "cannot start: the management token file '" + dir.path() +
+           "/open-token' is readable by every user"},
+      {listen + "}\n" + not_torchscript,
+       "cannot start: model 'tiny': runtime tiny/g1.0 failed to start: INVALID_ARGUMENT: cannot "
+       "load TorchScript model"},
+  };
+  if (testing::CanMountPrivateDevShm()) {
+    cases.push_back({listen + "}\n" + model,
+                     "cannot start: model 'tiny': no room in shared memory (/dev/shm)", "16k"});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error);
+    testing::AgentProcessOptions options;
+    options.private_dev_shm = c.private_dev_shm;
+    AgentProcess agent(PACKRAT_AGENT_PATH, c.config, options);
+    EXPECT_TRUE(agent.WaitForLog(c.error)) << agent.Digest();
+    const std::optional<int> status = agent.Stop(0);
+    ASSERT_TRUE(status.has_value()) << agent.Digest();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << agent.Digest();
+    EXPECT_TRUE(testing::SegmentsOf(agent.pid()).empty());
+    EXPECT_EQ(testing::CgroupsOf(agent.pid()), 0);
+    EXPECT_TRUE(testing::RuntimesOf(agent.pid()).empty());
+  }
+}
+
+// Lenient readiness serves what loaded: the same model file that is not TorchScript leaves
+// the agent up, live and ready, with that model not ready.
+TEST(HardeningTest, LenientReadinessServesOnWithoutTheModelThatDidNotLoad) {
+  std::string config =
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: "
+      "127.0.0.1:0, strict_readiness: false}\n" +
+      TinyModel("{max_batch: 4}", "[{count: 1, threads: 1, batch: 4}]");
+  config.replace(config.find("tiny_mlp.pt"), 11, "not_a_model.pt");
+  AgentProcess agent(PACKRAT_AGENT_PATH, config);
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(client.Get("/v2/health/live").status, 200);
+  EXPECT_EQ(client.Get("/v2/health/ready").status, 200);
+  EXPECT_EQ(client.Get("/v2/models/tiny/ready").status, 400);  // not ready, as Triton says it
+  EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
+}
+
+// Cgroups the agent may not write (a container without the host's cgroups): the runtimes are
+// pinned with affinity instead, and the agent says so where operators look, the management
+// API and the isolation metric.
+TEST(HardeningTest, CgroupsThatCannotBeWrittenFallBackToAffinityVisibly) {
+  if (!testing::CanMountPrivateDevShm()) {
+    GTEST_SKIP() << "read-only cgroups need a private mount namespace (CAP_SYS_ADMIN)";
+  }
+  testing::AgentProcessOptions options;
+  options.read_only_cgroups = true;
+  AgentProcess agent(
+      PACKRAT_AGENT_PATH,
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n" +
+          TinyModel("{max_batch: 4}", "[{count: 1, threads: 1, batch: 4}]"),
+      options);
+  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
+  HttpClient client("127.0.0.1", agent.http_port());
+  EXPECT_EQ(client.Post("/v2/models/tiny/infer", TinyBody(2)).status, 200);
+  HttpClient management("127.0.0.1", agent.management_port());
+  const HttpResult config = management.Get("/v2/models/tiny/config");
+  EXPECT_NE(config.body.find("\"isolation\":\"affinity\""), std::string::npos) << config.body;
+  EXPECT_EQ(config.body.find("\"isolation\":\"cgroup\""), std::string::npos) << config.body;
+  HttpClient metrics("127.0.0.1", agent.metrics_port());
+  EXPECT_NE(metrics.Get("/metrics")
+                .body.find(R"(packrat_runtime_isolation{isolation="affinity",model="tiny"} 1)"),
+            std::string::npos);
+  EXPECT_EQ(testing::CgroupsOf(agent.pid()), 0);
+  EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
 }
 
 // With server.management_token_file, the management address answers only requests that

@@ -185,13 +185,12 @@ TEST(LayeredConfigTest, AModelWithoutStagesFailsToLoadWithTheReason) {
           "    batching: {mode: layered, latency_budget_ms: 100, profile_repeats: 1}\n"
           "    instances: [{count: 1, threads: 1, batch: 2}]\n"
           "    warmup_iterations: 1\n");
-  ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
-  HttpClient management("127.0.0.1", agent.management_port());
-  const HttpResult meta = management.Get("/v2/models/flat");
-  EXPECT_NE(meta.body.find("FAILED"), std::string::npos) << meta.body;
-  EXPECT_NE(meta.body.find("is not staged"), std::string::npos) << meta.body;
-  HttpClient data("127.0.0.1", agent.http_port());
-  EXPECT_EQ(data.Get("/v2/models/flat/ready").status, 400);
+  // Strict readiness: a model that does not load ends start-up, with the reason.
+  EXPECT_TRUE(agent.WaitForLog("cannot start: model 'flat': ")) << agent.Digest();
+  EXPECT_TRUE(agent.WaitForLog("is not staged")) << agent.Digest();
+  const auto status = agent.Stop(0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << agent.Digest();
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ std::vector<double> Logits(const std::string& body) {
 TEST(OptimizationIntegrationTest, OptimisedFallbackAndStrictModels) {
   AgentProcess agent(
       PACKRAT_AGENT_PATH,
-      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0}\n"
+      "server: {http: 127.0.0.1:0, management: 127.0.0.1:0, metrics: 127.0.0.1:0, "
+      "strict_readiness: false}\n"
       "models:\n" +
           CnnModel("plain", "") +
           CnnModel("fast",

@@ -21,19 +21,37 @@ namespace packrat::testing {
 
 namespace {
 
-// In a child: a mount namespace of its own with a `size` tmpfs on /dev/shm. False on failure.
-bool MountPrivateDevShm(const std::string& size) {
+// In a child: a mount namespace of its own with a `size` tmpfs on /dev/shm (unless empty) and
+// each of `read_only` remounted read-only. False on failure. Runs between fork and exec.
+bool MountPrivately(const std::string& size, const std::vector<std::string>& read_only) {
   if (unshare(CLONE_NEWNS) != 0) return false;
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  for (const std::string& path : read_only) {
+    if (mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+      return false;
+    }
+  }
+  if (size.empty()) return true;
   const std::string data = "size=" + size + ",mode=1777";
   return mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) == 0;
+}
+
+// The mount points of the cgroup file systems (v1 hierarchies and the v2 one).
+std::vector<std::string> CgroupMounts() {
+  std::vector<std::string> out;
+  std::ifstream mounts("/proc/self/mounts");
+  std::string device, path, type, rest;
+  while (mounts >> device >> path >> type && std::getline(mounts, rest)) {
+    if (type == "cgroup" || type == "cgroup2") out.push_back(path);
+  }
+  return out;
 }
 
 }  // namespace
 
 bool CanMountPrivateDevShm() {
   const pid_t pid = fork();
-  if (pid == 0) _exit(MountPrivateDevShm("1m") ? 0 : 1);
+  if (pid == 0) _exit(MountPrivately("1m", {}) ? 0 : 1);
   int status = 0;
   return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
          WEXITSTATUS(status) == 0;
@@ -45,14 +63,15 @@ AgentProcess::AgentProcess(const std::string& agent_path, const std::string& con
   std::ofstream(config) << config_yaml;
   const std::string port_file = dir_.path() + "/ports.json";
 
+  const std::vector<std::string> read_only =
+      options.read_only_cgroups ? CgroupMounts() : std::vector<std::string>{};
+  const bool private_mounts = !options.private_dev_shm.empty() || options.read_only_cgroups;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) abort();
   pid_ = fork();
   if (pid_ == 0) {
     dup2(fds[1], STDERR_FILENO);
-    if (!options.private_dev_shm.empty() && !MountPrivateDevShm(options.private_dev_shm)) {
-      _exit(126);
-    }
+    if (private_mounts && !MountPrivately(options.private_dev_shm, read_only)) _exit(126);
     setenv("PACKRAT_LOG_LEVEL", "DEBUG", 1);
     execl(agent_path.c_str(), agent_path.c_str(), "--config", config.c_str(), "--port-file",
           port_file.c_str(), static_cast<char*>(nullptr));
@@ -206,6 +225,40 @@ std::vector<std::string> SegmentsOf(pid_t agent_pid) {
     closedir(dir);
   }
   return names;
+}
+
+std::vector<pid_t> RuntimesOf(pid_t agent_pid) {
+  std::vector<pid_t> pids;
+  const std::string agent = std::to_string(agent_pid);
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream in("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::vector<std::string> args;
+    for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--agent-pid" && args[i + 1] == agent && ProcessExists(pid)) {
+        pids.push_back(pid);
+        break;
+      }
+    }
+  }
+  closedir(proc);
+  return pids;
+}
+
+int CgroupsOf(pid_t agent_pid) {
+  int n = 0;
+  const std::string prefix = "packrat." + std::to_string(agent_pid) + ".";
+  if (DIR* dir = opendir("/sys/fs/cgroup/cpuset")) {
+    while (dirent* e = readdir(dir)) {
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) ++n;
+    }
+    closedir(dir);
+  }
+  return n;
 }
 
 }  // namespace packrat::testing

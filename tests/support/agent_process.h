@@ -22,6 +22,9 @@ struct AgentProcessOptions {
   // tmpfs of this size ("4m") on /dev/shm, as in a container with a small /dev/shm. Needs
   // CAP_SYS_ADMIN (CanMountPrivateDevShm); the agent exits 126 where the mount fails.
   std::string private_dev_shm;
+  // True: the same mount namespace, with every cgroup file system read-only, as for a
+  // container that may not write the host's cgroups. Needs CAP_SYS_ADMIN too.
+  bool read_only_cgroups = false;
 };
 
 class AgentProcess {
@@ -72,12 +75,17 @@ class AgentProcess {
   std::thread reader_;
 };
 
-// Whether AgentProcessOptions::private_dev_shm can work here (tries it in a child).
+// Whether AgentProcessOptions::private_dev_shm and read_only_cgroups can work here (tries a
+// private mount namespace in a child).
 bool CanMountPrivateDevShm();
 
 // True if a process with this pid exists (not counting zombies of other parents).
 bool ProcessExists(pid_t pid);
 // Names in /dev/shm that start with "packrat.<pid>.".
 std::vector<std::string> SegmentsOf(pid_t agent_pid);
+// The runtimes agent `agent_pid` started that are still running (their --agent-pid).
+std::vector<pid_t> RuntimesOf(pid_t agent_pid);
+// Cgroups under the v1 cpuset hierarchy whose names start with "packrat.<pid>.".
+int CgroupsOf(pid_t agent_pid);
 
 }  // namespace packrat::testing
