@@ -13,8 +13,10 @@
 #      objects as helm-render;
 #   4. every rendered object validates against the Kubernetes OpenAPI schema (npm package
 #      kubernetes-models, installed under build/check-deploy/ from scripts/k8s-validate/);
-#   5. helm/packrat/values.yaml `config` equals deploy/config/packrat.yaml, and with the default
-#      values the chart's agent pod spec, NetworkPolicy rules and Service ports equal the base's;
+#   5. helm/packrat/values.yaml `config` equals deploy/config/packrat.yaml, and the chart's agent
+#      pod spec, NetworkPolicy rules, Service ports and config equal Kustomize's in each mode:
+#      the default values (non-root) those of the base with components/non-root, and
+#      cgroups.enabled=true those of the base;
 #   6. the Grafana dashboard is valid JSON, matches its generator, its PromQL parses
 #      (promtool check rules) and it only uses metric names the agent exports.
 # Exit 0 when all pass. Needs kubectl, node/npm, jq, yamllint, promtool, /usr/bin/python3 and go
@@ -41,6 +43,7 @@ kubectl kustomize deploy/example > "$out/example.yaml"
 rendered=("$out/base.yaml" "$out/example.yaml")
 # One overlay per models component (they all define the volume `models`), the others together.
 overlays=(
+  "non-root"
   "models-pvc management-token non-root grpc"
   "models-hostpath"
   "models-image"
@@ -88,9 +91,10 @@ EOF
 variants=(
   "default|"
   "all|--set example.enabled=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true"
-  "nocgroups|--set cgroups.enabled=false --set hostPort=0"
-  "nonroot-token|--set cgroups.enabled=false --set nonRoot.prepareHostPaths=false
-     --set managementToken.enabled=true"
+  "cgroups|--set cgroups.enabled=true"
+  "cgroups-no-hostport|--set cgroups.enabled=true --set hostPort=0"
+  "cgroups-token|--set cgroups.enabled=true --set managementToken.enabled=true"
+  "nonroot-token|--set nonRoot.prepareHostPaths=false --set managementToken.enabled=true"
   "models-pvc|--set models.volume.type=pvc --set models.volume.pvc.claimName=packrat-models"
   "models-hostpath|--set models.volume.type=hostPath"
   "models-image|--set models.volume.type=image
@@ -115,8 +119,10 @@ for variant in "${variants[@]}"; do
     || fail "helm-render ${args[*]}"
   rendered+=("$out/helm-$name.yaml")
 done
-"$render" -n packrat packrat helm/packrat --notes --set managementToken.enabled=true \
-  --set cgroups.enabled=false > /dev/null || fail "NOTES.txt"
+for cgroups in false true; do
+  "$render" -n packrat packrat helm/packrat --notes --set managementToken.enabled=true \
+    --set cgroups.enabled=$cgroups > /dev/null || fail "NOTES.txt (cgroups.enabled=$cgroups)"
+done
 # Values the chart must refuse, each with the reason it must give.
 refused=(
   "must be one of the following|--set models.volume.type=nfs"
@@ -152,7 +158,7 @@ if command -v helm > /dev/null; then
   helm lint helm/packrat
   for variant in "${variants[@]}"; do
     name=${variant%%|*}
-    [[ $name == token-open || $name == nonroot-token ]] && continue  # random token
+    [[ $name == token-open || $name == *-token ]] && continue  # random token
     read -r -a args <<< "$(tr '\n' ' ' <<< "${variant#*|}")"
     helm template packrat helm/packrat --namespace packrat "${args[@]}" \
       > "$out/real-helm-$name.yaml"
@@ -189,8 +195,11 @@ node "$validator/validate.mjs" "${json[@]}" > "$out/validate.log" \
   || { grep -v '^ok ' "$out/validate.log" >&2; fail "schema validation"; }
 echo "check_deploy: $(grep -c '^ok ' "$out/validate.log") objects valid"
 
-step "helm values config == deploy/config/packrat.yaml; chart defaults == Kustomize base"
-/usr/bin/python3 - "$out/base.json" "$out/helm-default.json" <<'PY'
+step "helm values config == deploy/config/packrat.yaml; the chart == Kustomize, in each mode"
+# The chart's default (non-root) against the base with components/non-root, and the chart's
+# cgroups mode against the base.
+/usr/bin/python3 - "$out/kustomize-non-root.json" "$out/helm-default.json" \
+  "$out/base.json" "$out/helm-cgroups.json" <<'PY'
 import difflib, json, sys, yaml
 base = yaml.safe_load(open("deploy/config/packrat.yaml"))
 chart = yaml.safe_load(open("helm/packrat/values.yaml"))["config"]
@@ -199,27 +208,34 @@ if base != chart:
 
 def objects(path):
     return {o["kind"]: o for o in json.load(open(path))}
-kustomize, helm = objects(sys.argv[1]), objects(sys.argv[2])
 def pod_spec(o):
     spec = o["spec"]["template"]["spec"]
     for v in spec["volumes"]:
         if "configMap" in v:
             v["configMap"]["name"] = "CONFIG"  # packrat-config-<hash> vs packrat-config
     return spec
-pairs = [
-    ("agent pod spec", pod_spec(kustomize["DaemonSet"]), pod_spec(helm["DaemonSet"])),
-    ("NetworkPolicy rules", kustomize["NetworkPolicy"]["spec"]["ingress"],
-     helm["NetworkPolicy"]["spec"]["ingress"]),
-    ("Service ports", kustomize["Service"]["spec"]["ports"], helm["Service"]["spec"]["ports"]),
-    ("agent config", yaml.safe_load(kustomize["ConfigMap"]["data"]["packrat.yaml"]),
-     yaml.safe_load(helm["ConfigMap"]["data"]["packrat.yaml"])),
-]
-for what, a, b in pairs:
-    if a != b:
-        diff = difflib.unified_diff(json.dumps(a, indent=1, sort_keys=True).splitlines(),
-                                    json.dumps(b, indent=1, sort_keys=True).splitlines(),
-                                    "kustomize", "helm", lineterm="")
-        sys.exit(f"{what}: the chart's defaults differ from deploy/\n" + "\n".join(diff))
+def agent_config(o, non_root):
+    config = yaml.safe_load(o["ConfigMap"]["data"]["packrat.yaml"])
+    if non_root:  # the chart adds it; Kustomize's agent falls back by itself
+        assert config["server"].pop("cgroups") is False
+    return config
+for kustomize_path, helm_path, mode in [(sys.argv[1], sys.argv[2], "non-root"),
+                                         (sys.argv[3], sys.argv[4], "cgroups")]:
+    kustomize, helm = objects(kustomize_path), objects(helm_path)
+    pairs = [
+        ("agent pod spec", pod_spec(kustomize["DaemonSet"]), pod_spec(helm["DaemonSet"])),
+        ("NetworkPolicy rules", kustomize["NetworkPolicy"]["spec"]["ingress"],
+         helm["NetworkPolicy"]["spec"]["ingress"]),
+        ("Service ports", kustomize["Service"]["spec"]["ports"],
+         helm["Service"]["spec"]["ports"]),
+        ("agent config", agent_config(kustomize, False), agent_config(helm, mode == "non-root")),
+    ]
+    for what, a, b in pairs:
+        if a != b:
+            diff = difflib.unified_diff(json.dumps(a, indent=1, sort_keys=True).splitlines(),
+                                        json.dumps(b, indent=1, sort_keys=True).splitlines(),
+                                        "kustomize", "helm", lineterm="")
+            sys.exit(f"{what} ({mode}): the chart differs from deploy/\n" + "\n".join(diff))
 PY
 
 step "alert rules (the chart's PrometheusRule)"
