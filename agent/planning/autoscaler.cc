@@ -77,6 +77,24 @@ PlanEvaluator Autoscaler::Evaluator(const ServingView& view) const {
   return PlanEvaluator(*optimizer_, simulator_, options_.evaluation, view.slowdown);
 }
 
+PlanEvaluator Autoscaler::CautiousEvaluator(const ServingView& view) const {
+  const auto slowdown = [&view](int threads) {
+    return view.slowdown ? view.slowdown(threads) : 1.0;
+  };
+  std::optional<double> least;  // of the thread counts measured
+  if (view.measured) {
+    for (int t = 1; t <= options_.threads; ++t) {
+      if (view.measured(t)) least = std::min(least.value_or(slowdown(t)), slowdown(t));
+    }
+  }
+  if (!least) return Evaluator(view);
+  const double prior = std::max(1.0, *least);
+  SlowdownFn cautious = [measured = view.measured, slowdown, prior](int threads) {
+    return measured(threads) ? slowdown(threads) : std::max(prior, slowdown(threads));
+  };
+  return PlanEvaluator(*optimizer_, simulator_, options_.evaluation, std::move(cautious));
+}
+
 Plan Autoscaler::ServingPlan(const ServingView& view) {
   Plan serving;
   serving.batch = static_cast<int>(view.batch);
@@ -524,9 +542,11 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   // Nor is capacity that the recent peak needed given up for a lower p99 between bursts: such
   // a move waits, as the step down does, for scale_down_delay_ms after an overload move (whose
   // arrivals were forgotten) and for the recent peak; and, as the step down, it is not taken
-  // where the serving plan meets the p99 target.
+  // where the serving plan meets the p99 target. Whether it gives up capacity is judged with
+  // no thread count not yet served promising more than the served ones have shown.
   const double serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
-  if (planned->capacity < serving_capacity &&
+  const PlanEvaluator cautious = CautiousEvaluator(view);
+  if (cautious.Capacity(planned->plan) < cautious.Capacity(ServingPlan(view)) &&
       (WithinScaleDownDelay(in) || ServingMeetsTarget(in) ||
        !PeakAllows(planned->capacity, serving_capacity, PeakWindowMs(in), options_.max_utilization,
                    RecentPeak(in)))) {

@@ -53,7 +53,8 @@
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
 //         and it runs min_capacity or what the serving plan does; only a plan that serves the
 //         rate max_utilization busy (another's p99 is of a growing queue, and an overload is
-//         rule 1's), and one that runs less than the serving plan only as a step down would
+//         rule 1's), and one that runs less than the serving plan (its thread counts not yet
+//         served at the least slowdown measured: CautiousEvaluator) only as a step down would
 //         go: not within scale_down_delay_ms of an overload move or of the arrivals' first
 //         count, nor where the serving plan meets the p99 target, nor where the recent peak
 //         would have overloaded it (PeakAllows).
@@ -78,7 +79,10 @@
 //      never held, moves at once.
 //   Plans count each thread count at its measured slowdown (ServingView::slowdown), one not
 //   served yet at its profile (SlowdownTracker): a shape the profile flatters is served,
-//   measured, and left by rule 0 where it falls behind.
+//   measured, and left by rule 0 where it falls behind. But whether a move gives up capacity
+//   (2c) is judged with a thread count not yet served at the least slowdown measured on any
+//   (CautiousEvaluator): a shape is explored for a lower latency where the serving plan misses
+//   its target, never at the risk of capacity where it meets it.
 //   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
 //   the best plan on the serving runtimes where the optimizer's would start runtimes and is not
 //   better by more than restart_margin (runtimes of parked shapes start nothing); none whose
@@ -376,6 +380,11 @@ class Autoscaler {
   static std::string PassedOverNote(const Plan& taken, const std::optional<Plan>& passed_over,
                                     double margin, bool generative);
   PlanEvaluator Evaluator(const ServingView& view) const;
+  // Evaluator(), but a thread count not yet measured (ServingView::measured) counts at least
+  // at the least slowdown measured on any, never below 1, from the first one measured: for
+  // whether a move gives up capacity (rule 2c). The profile may rank a shape not yet served;
+  // it may not promise capacity that no served one has shown.
+  PlanEvaluator CautiousEvaluator(const ServingView& view) const;
   // The candidate table: what each B offers on `view` at one rate (PlanFor: its plan, the rows/s
   // it serves fully busy, its simulated requests; from a backlog; whether it starts runtimes),
   // computed once per decision, as the rules first ask for each B. Lives for one decision, on

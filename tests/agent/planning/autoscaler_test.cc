@@ -420,6 +420,40 @@ TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate)
   EXPECT_GE(after_burst->move->decided_at - burst_end, std::chrono::milliseconds(3000));
 }
 
+// One thread: 10 ms a row; two threads: 5.5 ms a row (0.5 ms more than half).
+std::optional<double> TwoThreadsNearlyTwiceAsFast(int threads, int batch) {
+  return (threads == 1 ? 10.0 : 5.5) * batch;
+}
+
+// Serving 2 x <1> (B = 2), measured 1.5x slower than profiled: 133 rows/s. At 20 rows/s the
+// plan for B = 2 on one two-thread runtime answers sooner, and on its profile runs 182 rows/s,
+// more than the serving set. But no thread count served has run at its profile: counted at the
+// slowdown measured, it runs 121 rows/s, less than the serving set, so the move is judged as
+// one that gives up capacity, which a serving plan meeting its p99 target does not make.
+// Without a target it goes (the peak allows it), and the two-thread shape is served and
+// measured.
+TEST_F(AutoscalerTest, AShapeNotYetServedPromisesNoCapacityTheServedOnesHaveNotShown) {
+  const auto set_up = [this](double target_ms) {
+    SetUpModel(2, TwoThreadsNearlyTwiceAsFast, [target_ms](AutoscalerOptions* o) {
+      o->scale_down_delay_ms = 1000;
+      o->p99_target_ms = target_ms;
+    });
+    Serve(2);
+    view_.slowdown = [](int threads) { return threads == 1 ? 1.5 : 1.0; };
+  };
+  set_up(100);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+  for (int i = 0; i < 500; ++i) {
+    const Decision d = Tick(2, 20);
+    ASSERT_FALSE(d.move.has_value()) << d.move->reason.text;
+  }
+  set_up(0);
+  const std::optional<Decision> re = TickUntil(Rule::kReplanAtRate, 2, 20, 500);
+  ASSERT_TRUE(re.has_value());
+  EXPECT_EQ(re->move->plan.groups, (std::vector<InstanceGroup>{{1, 2, 2}}));
+  EXPECT_NEAR(*re->move->reason.target_capacity, 2 * 1e3 / 11, 0.5);  // on its profile
+}
+
 // Where no plan for B serves the rate (not even max_utilization busy), the plans for B are not
 // compared by their simulated p99: those are of queues that grow for as long as the simulation
 // runs. An overload is rule 1's, which may change B; rule 2c keeps to plans that serve the rate.
