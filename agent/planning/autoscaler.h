@@ -383,7 +383,8 @@ class Autoscaler {
   // Evaluator(), but a thread count not yet measured (ServingView::measured) counts at least
   // at the least slowdown measured on any, never below 1, from the first one measured: for
   // whether a move gives up capacity (rule 2c). The profile may rank a shape not yet served;
-  // it may not promise capacity that no served one has shown.
+  // it may not promise capacity that no served one has shown. Refers to `view`: use it while
+  // the view lives (one decision).
   PlanEvaluator CautiousEvaluator(const ServingView& view) const;
   // The candidate table: what each B offers on `view` at one rate (PlanFor: its plan, the rows/s
   // it serves fully busy, its simulated requests; from a backlog; whether it starts runtimes),
