@@ -95,6 +95,11 @@ PlanEvaluator Autoscaler::CautiousEvaluator(const ServingView& view) const {
   return PlanEvaluator(*optimizer_, simulator_, options_.evaluation, std::move(cautious));
 }
 
+bool Autoscaler::GivesUpCapacity(const Plan& plan, const ServingView& view) const {
+  const PlanEvaluator cautious = CautiousEvaluator(view);
+  return cautious.Capacity(plan) < cautious.Capacity(ServingPlan(view));
+}
+
 Plan Autoscaler::ServingPlan(const ServingView& view) {
   Plan serving;
   serving.batch = static_cast<int>(view.batch);
@@ -545,8 +550,7 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   // where the serving plan meets the p99 target. Whether it gives up capacity is judged with
   // no thread count not yet served promising more than the served ones have shown.
   const double serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
-  const PlanEvaluator cautious = CautiousEvaluator(view);
-  if (cautious.Capacity(planned->plan) < cautious.Capacity(ServingPlan(view)) &&
+  if (GivesUpCapacity(planned->plan, view) &&
       (WithinScaleDownDelay(in) || ServingMeetsTarget(in) ||
        !PeakAllows(planned->capacity, serving_capacity, PeakWindowMs(in), options_.max_utilization,
                    RecentPeak(in)))) {

@@ -43,12 +43,13 @@
 //         that span (the peak it must absorb is not known before: WithinScaleDownDelay), nor where
 //         the serving plan's simulated p99 at the rate meets batching.p99_target_ms
 //         (ServingMeetsTarget: a lower p99 than the target asks for does not pay for the capacity
-//         given up); only as far as the recent peak arrivals allow and to plans that run
-//         min_capacity, to the smallest B whose p99 is near the lowest, where the serving plan's is
-//         not near it (StepDownBatch: capacity is given up only for a lower p99) — or, among the
-//         plans whose p99 is within burst_reserve_ms of the lowest, serving one included, to the
-//         one whose runtimes serve the most from a backlog: a burst they absorb by cutting larger
-//         batches needs no switch;
+//         given up) — both bind only plans that give up capacity (GivesUpCapacity): one of as
+//         much meets any peak the serving set meets, and goes for a lower p99; only as far as the
+//         recent peak arrivals allow and to plans that run min_capacity, to the smallest B whose
+//         p99 is near the lowest, where the serving plan's is not near it (StepDownBatch: capacity
+//         is given up only for a lower p99) — or, among the plans whose p99 is within
+//         burst_reserve_ms of the lowest, serving one included, to the one whose runtimes serve the
+//         most from a backlog: a burst they absorb by cutting larger batches needs no switch;
 //      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
 //         and it runs min_capacity or what the serving plan does; only a plan that serves the
@@ -386,6 +387,11 @@ class Autoscaler {
   // it may not promise capacity that no served one has shown. Refers to `view`: use it while
   // the view lives (one decision).
   PlanEvaluator CautiousEvaluator(const ServingView& view) const;
+  // Whether `plan` runs fewer rows/s, fully busy, than the serving set, judged with
+  // CautiousEvaluator: a move that gives up capacity must know the peak it meets and be paid
+  // for by a lower p99 than the target asks (rules 2b and 2c); one that does not meets any
+  // peak the serving set meets.
+  bool GivesUpCapacity(const Plan& plan, const ServingView& view) const;
   // The candidate table: what each B offers on `view` at one rate (PlanFor: its plan, the rows/s
   // it serves fully busy, its simulated requests; from a backlog; whether it starts runtimes),
   // computed once per decision, as the rules first ask for each B. Lives for one decision, on

@@ -18,21 +18,22 @@
 namespace packrat {
 
 // What StepDownBatch asks of each B, answered once and kept: its plan (the decision's
-// candidates),
-// the rows/s it serves fully busy, its requests' simulated p99 at the rate, and, within the
-// burst reserve, its plan of the most rows/s from a backlog. For the serving B, the serving
-// set's own figures: what runs, not a fresh plan for its B. Lives for one decision.
+// candidates), the rows/s it serves fully busy, its requests' simulated p99 at the rate, and,
+// within the burst reserve, its plan of the most rows/s from a backlog. For the serving B, the
+// serving set's own figures: what runs, not a fresh plan for its B. `keeping_capacity`: only
+// plans that give up no capacity (GivesUpCapacity) are candidates. Lives for one decision.
 class Autoscaler::StepDownTable {
  public:
-  StepDownTable(const Autoscaler& policy, const Inputs& in)
+  StepDownTable(const Autoscaler& policy, const Inputs& in, bool keeping_capacity)
       : policy_(policy),
         view_(in.view),
         arriving_(in.arriving),
         candidates_(in.candidates),
-        eval_(policy.Evaluator(in.view)) {}
+        eval_(policy.Evaluator(in.view)),
+        keeping_capacity_(keeping_capacity) {}
 
-  // StepDownBatch's capacity: nullopt where B has no plan, or its plan gives up capacity held
-  // in reserve (GivesUpReserve; then below_minimum()).
+  // StepDownBatch's capacity: nullopt where B has no plan, its plan gives up capacity held
+  // in reserve (GivesUpReserve; then below_minimum()), or, keeping capacity, any.
   std::optional<double> Capacity(int64_t b) {
     if (b == view_.batch) {
       return capacities_[b] = serving_capacity_ = eval_.Capacity(ServingPlan(view_));
@@ -40,6 +41,7 @@ class Autoscaler::StepDownTable {
     const std::optional<PlanChoice>& planned = candidates_.At(b);
     if (!planned) return capacities_[b] = std::nullopt;
     capacities_[b] = planned->capacity;
+    if (keeping_capacity_ && policy_.GivesUpCapacity(planned->plan, view_)) return std::nullopt;
     if (policy_.GivesUpReserve(planned->capacity, serving_capacity_)) {
       below_minimum_ = true;
       return std::nullopt;
@@ -112,7 +114,9 @@ class Autoscaler::StepDownTable {
                                                 : r.p99_ms;
         },
         [this](const Plan& plan) { return policy_.BurstCapacity(plan, view_); });
-    if (!most) return std::nullopt;
+    if (!most || (keeping_capacity_ && policy_.GivesUpCapacity(most->plan, view_))) {
+      return std::nullopt;
+    }
     bursts_[b] = most->burst;
     burst_plans_[b] = PlanChoice{most->plan, eval_.Capacity(most->plan), std::nullopt,
                                  eval_.Simulate(most->plan, *arriving_)};
@@ -124,6 +128,7 @@ class Autoscaler::StepDownTable {
   const std::optional<double> arriving_;
   const Candidates& candidates_;  // at arriving_
   const PlanEvaluator eval_;
+  const bool keeping_capacity_;
   std::map<int64_t, std::optional<double>> capacities_;
   std::map<int64_t, double> p99s_;  // ms, at the rate: a batch model's candidates
   std::map<int64_t, Plan> plans_;
@@ -197,8 +202,30 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   const int64_t current = view.batch;
   Reason& r = step->reason;
   r.to_batch = decision;
-  if (const std::optional<PeakUnknown> why = WhyPeakUnknown(in)) {
+  // A step that gives up capacity must know the peak it will meet, and only a lower p99 than
+  // the target asks for pays for it; one that gives up none meets any peak the serving set
+  // meets, and goes for a lower p99 whenever one is found (GivesUpCapacity).
+  const std::optional<PeakUnknown> why = WhyPeakUnknown(in);
+  const bool within_target = !why && ServingMeetsTarget(in);
+  const bool keeping_capacity = why.has_value() || within_target;
+  // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
+  // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
+  // estimator's window, if longer) would not have overloaded (StepDownBatch), else the overload
+  // path would soon move B back up; and among those, at a known rate, to the smallest whose
+  // requests' simulated p99 is near the lowest.
+  const std::chrono::milliseconds peak_window(PeakWindowMs(in));
+  const RateOverFn peak = RecentPeak(in);
+  StepDownTable table(*this, in, keeping_capacity);
+  bool for_burst = false;
+  const std::optional<int64_t> b = StepDownBatch(
+      current, decision, peak_window.count(), options_.max_utilization, peak,
+      [&](int64_t b) { return table.Capacity(b); }, [&](int64_t b) { return table.P99(b); },
+      table.Reserve(), &for_burst);
+  r.peak_rate = peak(peak_window.count());
+  r.serving_p99_ms = table.p99(current);
+  if (!b && why) {
     r.rule = Rule::kScaleDownDelay;
+    r.peak_rate.reset();
     const std::string span = std::to_string(PeakSpan(in).count()) + " ms";
     r.text = "keeping B=" + std::to_string(current) + ": ";
     switch (*why) {
@@ -217,34 +244,22 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
                   ": the peak a smaller plan must absorb is not known yet";
         break;
     }
+    r.text += "; no smaller plan of as much capacity has a lower p99";
     return std::nullopt;
   }
-  if (ServingMeetsTarget(in)) {
+  if (!b && within_target) {
     r.rule = Rule::kWithinTarget;
     r.quiet = true;  // recurs at each decision while the load stays low
     r.rate = arriving;
+    r.peak_rate.reset();
     r.text = "keeping B=" + std::to_string(current) + ": at " +
              std::to_string(arriving.value_or(0)) +
              " rows/s its requests' simulated p99 meets batching.p99_target_ms (" +
              std::to_string(std::lround(options_.p99_target_ms)) +
-             " ms); capacity is not given up for less";
+             " ms); capacity is not given up for less, and no smaller plan of as much "
+             "capacity has a lower p99";
     return std::nullopt;
   }
-  // Fewer rows in the system may only mean that the serving plan keeps up: the step down goes
-  // only as far as a plan that the arrivals within the last scale_down_delay_ms (or the
-  // estimator's window, if longer) would not have overloaded (StepDownBatch), else the overload
-  // path would soon move B back up; and among those, at a known rate, to the smallest whose
-  // requests' simulated p99 is near the lowest.
-  const std::chrono::milliseconds peak_window(PeakWindowMs(in));
-  const RateOverFn peak = RecentPeak(in);
-  StepDownTable table(*this, in);
-  bool for_burst = false;
-  const std::optional<int64_t> b = StepDownBatch(
-      current, decision, peak_window.count(), options_.max_utilization, peak,
-      [&](int64_t b) { return table.Capacity(b); }, [&](int64_t b) { return table.P99(b); },
-      table.Reserve(), &for_burst);
-  r.peak_rate = peak(peak_window.count());
-  r.serving_p99_ms = table.p99(current);
   if (!b) {
     ExplainStepDownHold(table, view, decision, arriving, for_burst, peak_window, &r);
     return std::nullopt;
@@ -267,6 +282,7 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
                    rows_p99(decision) + ", " + std::to_string(*b) + " serves " + rows_p99(*b) +
                    "; the serving plan " + rows_p99(current);
   }
+  if (keeping_capacity) step->capped += "; it gives up no capacity";
   r.target_capacity = table.capacity(*b);
   r.target_p99_ms = table.p99(*b);
   return b;

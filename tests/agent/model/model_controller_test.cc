@@ -233,9 +233,9 @@ TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) 
 
 TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOver) {
   Make(true, FourThreadsWin(), 8);
-  // Eight one-thread runtimes on all 8 CPUs (2.5 rows/s at b=1 each) at 10 rows/s: the move at
-  // the rate to 2×⟨4,4⟩ (rule 2c: 40 rows/s, a simulated p99 of 92 ms against the serving set's
-  // 754) must not start its runtimes beside the busy ones.
+  // Eight one-thread runtimes on all 8 CPUs (2.5 rows/s at b=1 each) at 10 rows/s: the
+  // estimator's step down to 2×⟨4,1⟩ (rule 2b: B = 2 gives up no capacity, and its p99 is
+  // lower) must not start its runtimes beside the busy ones.
   sets_.Serve({{8, 1, 1}}, *optimizer_->SolveOnInstances(std::vector<int>(8, 1), 8));
   sets_.cpus_ = 8;
   in_system_ = 3;
@@ -255,11 +255,11 @@ TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOv
   EXPECT_NE(calls[0].reason.find("stage 1"), std::string::npos) << calls[0].reason;
   EXPECT_EQ(calls[1].groups, (std::vector<InstanceGroup>{{1, 4, 1}}));
   EXPECT_NE(calls[1].reason.find("stage 2"), std::string::npos) << calls[1].reason;
-  EXPECT_EQ(calls[2].groups, (std::vector<InstanceGroup>{{2, 4, 4}}));
+  EXPECT_EQ(calls[2].groups, (std::vector<InstanceGroup>{{2, 4, 1}}));
   EXPECT_EQ(calls[2].reason.find("stage"), std::string::npos) << calls[2].reason;
   const ControllerSnapshot s = controller_->Snapshot();
   ASSERT_EQ(s.moves.size(), 1u);
-  EXPECT_EQ(s.moves[0].reason.rule, Rule::kReplanAtRate) << s.moves[0].reason.text;
+  EXPECT_EQ(s.moves[0].reason.rule, Rule::kEstimatorStepDown) << s.moves[0].reason.text;
   EXPECT_EQ(s.moves[0].state, MoveRecord::State::kServing);
 }
 

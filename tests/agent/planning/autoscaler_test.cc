@@ -727,22 +727,67 @@ std::optional<double> TenMsARow(int threads, int batch) {
   return 10.0 * batch;
 }
 
+// One thread, 2 ms a batch and 10 a row: a smaller batch serves less (98 rows/s at b = 8, 83 at
+// b = 1), and waits less.
+std::optional<double> TwoMsABatchTenARow(int threads, int batch) {
+  if (threads != 1) return std::nullopt;
+  return 2.0 + 10.0 * batch;
+}
+
 // A load back at a level it has already held for a window is no rise, though it runs far above
 // its mean over the span (as on-off load does): the peak a smaller plan must absorb is known,
 // and the step down is taken at the first decision after that window.
 TEST_F(AutoscalerTest, ALevelAlreadyHeldForAWindowIsNoRise) {
-  SetUpModel(1, TenMsARow, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 5000; });
+  SetUpModel(1, TwoMsABatchTenARow, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 5000; });
   Serve(8);
   const SteadyTime start = now_;
   for (int i = 0; i < 400; ++i) ASSERT_FALSE(Tick(0, 0).move.has_value());  // quiet, 4 s
   // 40 rows/s from 4 s on. At 6 s the last window is no higher than the one before it, though
   // far above the arrivals' mean over their 5-s span (16 rows/s; 32 at 8 s).
   std::optional<Move> move;
-  while (!move && now_ - start < std::chrono::milliseconds(10'000)) move = Tick(0, 40).move;
-  ASSERT_TRUE(move.has_value());
+  std::string last;
+  while (!move && now_ - start < std::chrono::milliseconds(10'000)) {
+    const Decision d = Tick(0, 40);
+    move = d.move;
+    if (d.hold) last = std::string(RuleName(d.hold->rule)) + ": " + d.hold->text;
+  }
+  ASSERT_TRUE(move.has_value()) << last;
   EXPECT_EQ(move->reason.rule, Rule::kEstimatorStepDown);
   EXPECT_LT(move->reason.to_batch, 8);
   EXPECT_LE(now_ - start, std::chrono::milliseconds(6100));
+}
+
+// The peak a step down must absorb, and a target the serving plan meets, hold only plans that
+// give up capacity: where a smaller batch serves as many rows (10 ms a row at any b), the step
+// down to its lower p99 is taken at the estimator's first decision, though the arrivals are
+// young and rise, and the serving plan meets its target.
+TEST_F(AutoscalerTest, AStepDownThatGivesUpNoCapacityWaitsForNoPeak) {
+  SetUpModel(1, TenMsARow, [](AutoscalerOptions* o) {
+    o->scale_down_delay_ms = 30'000;
+    o->p99_target_ms = 1000;
+  });
+  Serve(8);
+  const SteadyTime start = now_;
+  std::optional<Move> move;
+  for (int i = 0; i < 300 && !move; ++i) move = Tick(0, 5 + 0.1 * i).move;
+  ASSERT_TRUE(move.has_value());
+  EXPECT_EQ(move->reason.rule, Rule::kEstimatorStepDown);
+  EXPECT_LT(move->reason.to_batch, 8);
+  EXPECT_NEAR(*move->reason.target_capacity, 100, 1e-9);
+  EXPECT_LT(now_ - start, std::chrono::milliseconds(30'000));
+  // Where the smaller batch serves less, the same load holds it (TwoMsABatchTenARow).
+  SetUpModel(1, TwoMsABatchTenARow, [](AutoscalerOptions* o) {
+    o->scale_down_delay_ms = 30'000;
+    o->p99_target_ms = 1000;
+  });
+  Serve(8);
+  bool held = false;
+  for (int i = 0; i < 300; ++i) {
+    const Decision d = Tick(0, 5 + 0.1 * i);
+    ASSERT_FALSE(d.move.has_value()) << d.move->reason.text;
+    held = held || (d.hold && d.hold->rule == Rule::kScaleDownDelay);
+  }
+  EXPECT_TRUE(held);
 }
 
 TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
