@@ -95,6 +95,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
                          << "serves (server.management_token_file)";
   }
   agent->management_handler_.set_gate(gate);
+  agent->handler_.set_gate(gate);
   if (const SharedMemoryOptions& shm = config.server.shared_memory;
       shm.enabled && !std::filesystem::is_directory(shm.dir)) {
     return NotFound("server.shared_memory.dir: no folder '" + shm.dir + "'");

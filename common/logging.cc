@@ -13,19 +13,29 @@
 
 #include "common/json_string.h"
 
-#include "common/json_string.h"
-
 namespace packrat {
 namespace {
 
-LogLevel MinLevelFromEnv() {
+// One bit per LogLevel.
+constexpr unsigned Bit(LogLevel level) { return 1u << static_cast<unsigned>(level); }
+
+unsigned LevelsFromEnv() {
   const char* env = std::getenv("PACKRAT_LOG_LEVEL");
-  if (env == nullptr) return LogLevel::kInfo;
-  std::string_view v(env);
-  if (v == "DEBUG") return LogLevel::kDebug;
-  if (v == "WARNING") return LogLevel::kWarning;
-  if (v == "ERROR") return LogLevel::kError;
-  return LogLevel::kInfo;
+  LogLevel min = LogLevel::kInfo;
+  const std::string_view v(env == nullptr ? "" : env);
+  if (v == "DEBUG") min = LogLevel::kDebug;
+  if (v == "WARNING") min = LogLevel::kWarning;
+  if (v == "ERROR") min = LogLevel::kError;
+  unsigned mask = 0;
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError}) {
+    if (l >= min) mask |= Bit(l);
+  }
+  return mask;
+}
+
+std::atomic<unsigned>& EnabledLevels() {
+  static std::atomic<unsigned> mask(LevelsFromEnv());
+  return mask;
 }
 
 std::atomic<bool>& JsonFormat() {
@@ -67,9 +77,27 @@ LevelNames NamesOf(LogLevel level) {
 }  // namespace
 
 bool LogEnabled(LogLevel level) {
-  static const LogLevel min_level = MinLevelFromEnv();
-  return level >= min_level;
+  return (EnabledLevels().load(std::memory_order_relaxed) & Bit(level)) != 0;
 }
+
+LogLevels CurrentLogLevels() {
+  const unsigned mask = EnabledLevels().load(std::memory_order_relaxed);
+  LogLevels levels;
+  levels.debug = (mask & Bit(LogLevel::kDebug)) != 0;
+  levels.info = (mask & Bit(LogLevel::kInfo)) != 0;
+  levels.warning = (mask & Bit(LogLevel::kWarning)) != 0;
+  levels.error = (mask & Bit(LogLevel::kError)) != 0;
+  return levels;
+}
+
+void SetLogLevels(const LogLevels& levels) {
+  const unsigned mask =
+      (levels.debug ? Bit(LogLevel::kDebug) : 0) | (levels.info ? Bit(LogLevel::kInfo) : 0) |
+      (levels.warning ? Bit(LogLevel::kWarning) : 0) | (levels.error ? Bit(LogLevel::kError) : 0);
+  EnabledLevels().store(mask, std::memory_order_relaxed);
+}
+
+LogFormat CurrentLogFormat() { return JsonFormat().load() ? LogFormat::kJson : LogFormat::kText; }
 
 void SetLogFormat(LogFormat format) {
   JsonFormat().store(format == LogFormat::kJson);

@@ -20,6 +20,18 @@ namespace packrat {
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
 bool LogEnabled(LogLevel level);
+
+// Which levels are logged. The default: every level from PACKRAT_LOG_LEVEL up (INFO without
+// it). Changeable at run time from any thread (the logging extension, agent/kserve/
+// log_settings.h); a change takes effect for statements started after it, in this process only.
+struct LogLevels {
+  bool debug = false;
+  bool info = true;
+  bool warning = true;
+  bool error = true;
+};
+LogLevels CurrentLogLevels();
+void SetLogLevels(const LogLevels& levels);
 // Sets the process-wide prefix, e.g. "agent" or "runtime[demo/0]".
 void SetLogComponent(std::string_view component);
 
@@ -28,6 +40,7 @@ enum class LogFormat { kText, kJson };
 // PACKRAT_LOG_FORMAT, so that processes started afterwards log alike. Call before other threads
 // start.
 void SetLogFormat(LogFormat format);
+LogFormat CurrentLogFormat();
 
 class LogMessage {
  public:

@@ -25,6 +25,12 @@ bool InferenceRequest::CompatibleWith(const InferenceRequest& other) const {
 
 void InferenceRequest::DeliverRows(int64_t begin, int64_t count,
                                    const std::vector<TensorView>& outputs, int64_t batch_row) {
+  CopyRows(begin, count, outputs, batch_row);
+  FinishRows(count);
+}
+
+void InferenceRequest::CopyRows(int64_t begin, int64_t count,
+                                const std::vector<TensorView>& outputs, int64_t batch_row) {
   {
     MutexLock lock(&mu_);
     if (status_.ok()) {
@@ -57,7 +63,6 @@ void InferenceRequest::DeliverRows(int64_t begin, int64_t count,
       }
     }
   }
-  FinishRows(count);
 }
 
 void InferenceRequest::FailRows(int64_t count, const Status& status) {

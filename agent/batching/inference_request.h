@@ -16,8 +16,8 @@
 
 #include "agent/kserve/kserve_codec.h"
 #include "agent/kserve/tensor.h"
-#include "common/status.h"
 #include "common/mutex.h"
+#include "common/status.h"
 
 namespace packrat {
 
@@ -63,9 +63,14 @@ class InferenceRequest {
 
   // Rows [begin, begin + count) of this request were computed as rows [batch_row, ...) of
   // `outputs` (one view per model output, each with the batch as dim 0). Copies them into
-  // this request's outputs. Thread-safe.
+  // this request's outputs (CopyRows), then counts them in (FinishRows: the callback runs
+  // once every row is in). Thread-safe.
   void DeliverRows(int64_t begin, int64_t count, const std::vector<TensorView>& outputs,
                    int64_t batch_row);
+  // DeliverRows in two steps: the copy, and then, once for the same rows, their count.
+  void CopyRows(int64_t begin, int64_t count, const std::vector<TensorView>& outputs,
+                int64_t batch_row);
+  void FinishRows(int64_t count);
   // `count` rows could not be computed. The first error wins. Thread-safe.
   void FailRows(int64_t count, const Status& status);
 
@@ -73,8 +78,6 @@ class InferenceRequest {
   const std::vector<Tensor>& outputs() const { return outputs_; }
 
  private:
-  void FinishRows(int64_t count);
-
   const DecodedRequest decoded_;
   const Callback done_;
   const SteadyTime arrival_;

@@ -98,20 +98,23 @@ std::vector<WorkSlice> SplitByRange(WorkSlice slice) {
   return parts;
 }
 
-void ScatterOutputs(const WorkSlice& slice, const std::vector<TensorView>& outputs) {
+void ScatterOutputs(const WorkSlice& slice, const std::vector<TensorView>& outputs,
+                    const std::function<void()>& copied) {
   int64_t row = 0;
   for (const RowRange& range : slice.ranges) {
-    range.request->DeliverRows(range.begin, range.rows, outputs, row);
+    range.request->CopyRows(range.begin, range.rows, outputs, row);
     row += range.rows;
   }
+  if (copied) copied();
+  for (const RowRange& range : slice.ranges) range.request->FinishRows(range.rows);
 }
 
 void FailSlice(const WorkSlice& slice, const Status& status) {
   for (const RowRange& range : slice.ranges) range.request->FailRows(range.rows, status);
 }
 
-Status CheckRowFits(const InferenceRequest& request, uint64_t smallest_slab,
-                    std::string_view model, int64_t variable_bytes) {
+Status CheckRowFits(const InferenceRequest& request, uint64_t smallest_slab, std::string_view model,
+                    int64_t variable_bytes) {
   if (smallest_slab == 0 || RowsThatFit(request, smallest_slab) >= 1) return Status::Ok();
   uint64_t total = 0;
   std::string each;

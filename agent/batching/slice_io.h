@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -31,8 +32,8 @@ int64_t RowsThatFit(const InferenceRequest& request, uint64_t capacity);
 // kOutOfRange (413) when not even one row of `request` fits an input slab of `smallest_slab`
 // bytes (0: every row fits), naming each input's row size, `model` and `variable_bytes`
 // (batching.variable_tensor_bytes) in the message.
-Status CheckRowFits(const InferenceRequest& request, uint64_t smallest_slab,
-                    std::string_view model, int64_t variable_bytes);
+Status CheckRowFits(const InferenceRequest& request, uint64_t smallest_slab, std::string_view model,
+                    int64_t variable_bytes);
 
 // Bytes from the slab's start to the end of the slice's last input as GatherInputs lays them
 // out (each input 64-byte aligned).
@@ -48,8 +49,11 @@ Status GatherInputs(const WorkSlice& slice, uint8_t* slab, size_t capacity,
 // original on_done runs once, after the last of them is done.
 std::vector<WorkSlice> SplitByRange(WorkSlice slice);
 
-// Delivers rows of `outputs` (the slice's batched outputs) to the slice's requests in order.
-void ScatterOutputs(const WorkSlice& slice, const std::vector<TensorView>& outputs);
+// Delivers rows of `outputs` (the slice's batched outputs) to the slice's requests in order:
+// copies every request's rows, calls `copied` (if set), then counts the rows in, which answers
+// the requests whose rows are all in.
+void ScatterOutputs(const WorkSlice& slice, const std::vector<TensorView>& outputs,
+                    const std::function<void()>& copied = nullptr);
 
 // Fails every row of the slice with `status`.
 void FailSlice(const WorkSlice& slice, const Status& status);

@@ -11,6 +11,7 @@
 #include "agent/grpc/grpc_status.h"
 #include "agent/grpc/infer_codec.h"
 #include "agent/http/kserve_handler.h"
+#include "agent/kserve/log_settings.h"
 #include "agent/model/served_model.h"
 #include "common/logging.h"
 
@@ -76,11 +77,7 @@ std::optional<SteadyTime> WithClientDeadline(std::optional<SteadyTime> a,
 
 // Counts one answered request in the model's metrics, as KserveHandler::Infer does.
 void Count(metrics::ModelMetrics* m, SteadyTime received, const Status& status) {
-  if (m == nullptr) return;
-  m->inflight().Decrement();
-  m->requests(HttpStatusFor(status.code())).Increment();
-  m->request_duration().Observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count());
+  if (m != nullptr) m->Answered(HttpStatusFor(status.code()), received);
 }
 
 }  // namespace
@@ -165,6 +162,8 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
   if (!accepting()) return FinishNow(context, ShuttingDown());
   response->set_name(kServerName);
   response->set_version(PACKRAT_VERSION);
+  response->add_extensions("statistics");
+  response->add_extensions("logging");
   if (repository_ != nullptr) response->add_extensions("model_repository");
   if (regions_ != nullptr && regions_->enabled()) response->add_extensions("system_shared_memory");
   return FinishNow(context, Status::Ok());
@@ -396,6 +395,96 @@ namespace {
 Status SharedMemoryOff() { return Unavailable(std::string(kSharedMemoryOff)); }
 
 }  // namespace
+
+namespace {
+
+void SetDuration(const metrics::InferenceStatistics::Duration& d,
+                 inference::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
+
+void AddStatistics(const ServedModel& model, inference::ModelStatisticsResponse* response) {
+  inference::ModelStatistics* out = response->add_model_stats();
+  out->set_name(model.name());
+  out->set_version(model.signature().version);
+  if (model.metrics() == nullptr) return;
+  const metrics::InferenceStatistics::Snapshot f = model.metrics()->statistics().Read();
+  out->set_last_inference(f.last_inference_ms);
+  out->set_inference_count(f.inference_count);
+  out->set_execution_count(f.execution_count);
+  inference::InferStatistics* s = out->mutable_inference_stats();
+  SetDuration(f.success, s->mutable_success());
+  SetDuration(f.fail, s->mutable_fail());
+  SetDuration(f.queue, s->mutable_queue());
+  SetDuration(f.compute_input, s->mutable_compute_input());
+  SetDuration(f.compute_infer, s->mutable_compute_infer());
+  SetDuration(f.compute_output, s->mutable_compute_output());
+  s->mutable_cache_hit();
+  s->mutable_cache_miss();
+  for (const auto& b : f.batches) {
+    inference::InferBatchStatistics* batch = out->add_batch_stats();
+    batch->set_batch_size(b.batch_size);
+    SetDuration(b.compute_input, batch->mutable_compute_input());
+    SetDuration(b.compute_infer, batch->mutable_compute_infer());
+    SetDuration(b.compute_output, batch->mutable_compute_output());
+  }
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
+    grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
+    inference::ModelStatisticsResponse* response) {
+  if (request->name().empty()) {
+    for (const std::shared_ptr<ServedModel>& m : models_->List()) AddStatistics(*m, response);
+    return FinishNow(context, Status::Ok());
+  }
+  const StatusOr<std::shared_ptr<ServedModel>> model =
+      FindModel(*models_, request->name(), request->version());
+  if (!model.ok()) return FinishNow(context, model.status());
+  AddStatistics(**model, response);
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::LogSettings(
+    grpc::CallbackServerContext* context, const inference::LogSettingsRequest* request,
+    inference::LogSettingsResponse* response) {
+  if (!request->settings().empty()) {
+    if (const Status s = Admit(*context, gate_); !s.ok())
+      return FinishNow(context, ToGrpcStatus(s));
+    packrat::LogSettings change;
+    for (const auto& [name, value] : request->settings()) {
+      using Value = inference::LogSettingsRequest::SettingValue;
+      switch (value.parameter_choice_case()) {
+        case Value::kBoolParam:
+          change.emplace_back(name, value.bool_param());
+          break;
+        case Value::kUint32Param:
+          change.emplace_back(name, uint64_t{value.uint32_param()});
+          break;
+        case Value::kStringParam:
+          change.emplace_back(name, value.string_param());
+          break;
+        default:
+          return FinishNow(context, InvalidArgument("log setting '" + name + "' has no value"));
+      }
+    }
+    if (const Status s = ApplyLogSettings(change); !s.ok()) return FinishNow(context, s);
+    PACKRAT_LOG(INFO) << "log settings changed over gRPC: " << LogSettingsJson(change);
+  }
+  for (const auto& [name, value] : CurrentLogSettings()) {
+    auto& out = (*response->mutable_settings())[name];
+    if (const bool* b = std::get_if<bool>(&value)) {
+      out.set_bool_param(*b);
+    } else if (const uint64_t* n = std::get_if<uint64_t>(&value)) {
+      out.set_uint32_param(static_cast<uint32_t>(*n));
+    } else {
+      out.set_string_param(std::get<std::string>(value));
+    }
+  }
+  return FinishNow(context, Status::Ok());
+}
 
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,

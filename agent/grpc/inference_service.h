@@ -13,6 +13,9 @@
 //    for seconds) and finish from there.
 //  - SystemSharedMemoryStatus/Register/Unregister answer at once (a register maps the region on
 //    the calling gRPC thread: a system call or three).
+//  - ModelStatistics answers at once from the models' statistics (inference_statistics.h).
+//  - LogSettings reads the log settings, or (settings given) changes them through the gate
+//    first (agent/kserve/log_settings.h), at once.
 //  - ModelStreamInfer is not implemented (UNIMPLEMENTED); generative models answer ModelInfer
 //    INVALID_ARGUMENT, pointing to REST's /generate.
 // Status codes: grpc_status.h. Requests are counted in packrat_requests_total under the HTTP
@@ -95,6 +98,12 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       grpc::CallbackServerContext* context,
       const inference::SystemSharedMemoryUnregisterRequest* request,
       inference::SystemSharedMemoryUnregisterResponse* response) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) override;
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* context,
+                                        const inference::LogSettingsRequest* request,
+                                        inference::LogSettingsResponse* response) override;
 
  private:
   class InferAllocator;

@@ -10,7 +10,9 @@
 #include "agent/http/generation.h"
 #include "agent/kserve/generate_codec.h"
 #include "agent/kserve/kserve_codec.h"
+#include "agent/kserve/log_settings.h"
 #include "agent/kserve/shared_memory_json.h"
+#include "agent/kserve/statistics_json.h"
 #include "common/load_report.h"
 #include "common/logging.h"
 
@@ -238,6 +240,17 @@ bool KserveHandler::AllReady() const {
   return !shutting_down_.load(std::memory_order_acquire) && models_->Ready();
 }
 
+namespace {
+
+// A model's statistics (zero where it has no metrics).
+NamedStatistics StatisticsOf(const ServedModel& model) {
+  NamedStatistics out{model.name(), model.signature().version, {}};
+  if (metrics::ModelMetrics* m = model.metrics()) out.figures = m->statistics().Read();
+  return out;
+}
+
+}  // namespace
+
 void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   const std::vector<std::string_view> p = SplitPath(request.target);
   const bool get = request.method == "GET" || request.method == "HEAD";
@@ -248,7 +261,7 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     if (!get) return respond(Error(405, "use GET for server metadata"));
     std::string body =
         "{\"name\":\"" + std::string(kServerName) + "\",\"version\":\"" + kServerVersion +
-        "\",\"extensions\":[\"binary_tensor_data\"" +
+        "\",\"extensions\":[\"binary_tensor_data\",\"logging\",\"statistics\"" +
         (regions_ != nullptr && regions_->enabled() ? ",\"system_shared_memory\"" : "") + "]}";
     return respond(Json(200, std::move(body)));
   }
@@ -259,8 +272,15 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     return respond(Error(404, "no route for " + request.target));
   }
   if (p[1] == "systemsharedmemory") return SharedMemory(p, request, std::move(respond));
+  if (p[1] == "logging" && p.size() == 2) return Logging(request, std::move(respond));
   if (p[1] != "models" || p.size() < 3) {
     return respond(Error(404, "no route for " + request.target));
+  }
+  if (p.size() == 3 && p[2] == "stats") {
+    if (!get) return respond(Error(405, "use GET for statistics"));
+    std::vector<NamedStatistics> all;
+    for (const std::shared_ptr<ServedModel>& m : models_->List()) all.push_back(StatisticsOf(*m));
+    return respond(Json(200, ModelStatisticsJson(all)));
   }
   const std::shared_ptr<ServedModel> model = models_->Find(p[2]);
   if (model == nullptr) {
@@ -284,6 +304,10 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     return respond(Health(model->state() == ModelState::kReady &&
                           !shutting_down_.load(std::memory_order_acquire)));
   }
+  if (p.size() == next + 1 && p[next] == "stats") {
+    if (!get) return respond(Error(405, "use GET for statistics"));
+    return respond(Json(200, ModelStatisticsJson({StatisticsOf(*model)})));
+  }
   if (p.size() == next + 1 && p[next] == "infer") {
     if (!post) return respond(Error(405, "use POST for inference"));
     return Infer(model, std::move(request), std::move(respond));
@@ -293,6 +317,25 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     return Generate(model, std::move(request), std::move(respond), p[next] == "generate_stream");
   }
   return respond(Error(404, "no route for " + request.target));
+}
+
+void KserveHandler::Logging(const HttpRequest& request, HttpResponder respond) {
+  if (request.method == "GET" || request.method == "HEAD") {
+    return respond(Json(200, LogSettingsJson(CurrentLogSettings())));
+  }
+  if (request.method != "POST") return respond(Error(405, "use GET or POST for log settings"));
+  if (const Status admitted = gate_.Admit(request.Header("authorization")); !admitted.ok()) {
+    HttpResponse r = ErrorFor(admitted);
+    r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"packrat-management\"");
+    return respond(std::move(r));
+  }
+  StatusOr<LogSettings> change = ParseLogSettingsJson(*request.body);
+  if (!change.ok()) return respond(ErrorFor(change.status()));
+  if (const Status applied = ApplyLogSettings(*change); !applied.ok()) {
+    return respond(ErrorFor(applied));
+  }
+  PACKRAT_LOG(INFO) << "log settings changed: " << LogSettingsJson(*change);
+  return respond(Json(200, LogSettingsJson(CurrentLogSettings())));
 }
 
 void KserveHandler::SharedMemory(const std::vector<std::string_view>& p, const HttpRequest& request,
@@ -353,12 +396,7 @@ void KserveHandler::Infer(std::shared_ptr<ServedModel> held, HttpRequest request
   HttpResponder finish = [m, received, name = model->name(),
                           respond = std::move(respond)](HttpResponse r) {
     r.access.model = name;
-    if (m != nullptr) {
-      m->inflight().Decrement();
-      m->requests(r.status).Increment();
-      m->request_duration().Observe(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count());
-    }
+    if (m != nullptr) m->Answered(r.status, received);
     respond(std::move(r));
   };
 
@@ -445,11 +483,7 @@ void KserveHandler::Generate(const std::shared_ptr<ServedModel>& held, HttpReque
   if (m != nullptr) m->inflight().Increment();
   // Counts the answer once it is complete (for a stream: when the stream ends).
   auto count = [m, received](int status) {
-    if (m == nullptr) return;
-    m->inflight().Decrement();
-    m->requests(status).Increment();
-    m->request_duration().Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count());
+    if (m != nullptr) m->Answered(status, received);
   };
   // Every answer names the model in the access log.
   respond = [respond = std::move(respond), name = model->name()](HttpResponse r) {

@@ -7,6 +7,10 @@
 //   GET  /v2/systemsharedmemory[/region/{r}]/status, POST .../region/{r}/register,
 //   POST /v2/systemsharedmemory[/region/{r}]/unregister   (system shared-memory extension:
 //        agent/kserve/shared_memory_json.h; with set_shared_memory; `r` may be %-encoded)
+//   GET  /v2/models/stats, /v2/models/{m}[/versions/{v}]/stats   (statistics extension:
+//        agent/metrics/inference_statistics.h, agent/kserve/statistics_json.h)
+//   GET | POST /v2/logging   (logging extension: agent/kserve/log_settings.h; a POST is a
+//        control path, admitted by the control gate)
 // Errors are `{"error": "..."}` with the HTTP status of the Status code (HttpStatusFor).
 #pragma once
 
@@ -17,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/http/control_gate.h"
 #include "agent/http/http_types.h"
 #include "agent/kserve/shared_memory_registry.h"
 #include "agent/model/model_registry.h"
@@ -42,6 +47,9 @@ class KserveHandler : public HttpHandler {
   // and resolves inference requests' shared-memory references there. Call before the server
   // starts; without it the routes answer 404 and references are refused.
   void set_shared_memory(SharedMemoryRegistry* regions) { regions_ = regions; }
+  // The gate of the control paths served here (POST /v2/logging). Call before the server
+  // starts; without it they are open.
+  void set_gate(ControlGate gate) { gate_ = std::move(gate); }
 
  private:
   // `model` is held for the call; callbacks that outlive it use raw pointers, which stay valid
@@ -56,9 +64,11 @@ class KserveHandler : public HttpHandler {
   // `p`: the path's segments, p[1] == "systemsharedmemory".
   void SharedMemory(const std::vector<std::string_view>& p, const HttpRequest& request,
                     HttpResponder respond);
+  void Logging(const HttpRequest& request, HttpResponder respond);
 
   const ModelRegistry* models_;
   SharedMemoryRegistry* regions_ = nullptr;
+  ControlGate gate_;
   std::atomic<bool> shutting_down_{false};
 };
 

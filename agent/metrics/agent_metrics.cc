@@ -95,6 +95,14 @@ Counter& ModelMetrics::requests(int code) {
   return *counter;
 }
 
+void ModelMetrics::Answered(int code, std::chrono::steady_clock::time_point received) {
+  const std::chrono::steady_clock::duration took = std::chrono::steady_clock::now() - received;
+  inflight_->Decrement();
+  requests(code).Increment();
+  request_duration_->Observe(std::chrono::duration<double>(took).count());
+  statistics_.RecordAnswer(code == 200, took);
+}
+
 void ModelMetrics::RecordBatchLatency(double seconds) {
   double old = batch_latency_average_.load(std::memory_order_relaxed);
   double next;

@@ -58,6 +58,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -65,6 +66,7 @@
 #include <vector>
 
 #include "agent/metrics/callback_gauge.h"
+#include "agent/metrics/inference_statistics.h"
 #include "agent/metrics/process_metrics.h"
 #include "common/mutex.h"
 #include "common/status.h"
@@ -118,6 +120,11 @@ class ModelMetrics {
 
   // Observe(seconds) once per request, from receipt to response.
   Histogram& request_duration() { return *request_duration_; }
+  // A request accepted (inflight() up) at `received` was answered with HTTP status `code`:
+  // inflight() down, requests(code), request_duration() and the statistics' success or fail.
+  void Answered(int code, std::chrono::steady_clock::time_point received);
+  // The model's figures for the statistics extension (inference_statistics.h).
+  InferenceStatistics& statistics() { return statistics_; }
   // Observe(seconds) once per request: enqueued until its batch was dispatched.
   Histogram& queue_duration() { return *queue_duration_; }
   // Observe(seconds) once per executed batch: dispatched to an instance until its result came
@@ -198,6 +205,7 @@ class ModelMetrics {
 
   AgentMetrics* const owner_;
   const std::string model_;
+  InferenceStatistics statistics_;
   // requests(code) for codes 0..kMaxCachedCode, filled on first use (release/acquire).
   std::array<std::atomic<Counter*>, kMaxCachedCode + 1> requests_by_code_{};
   Histogram* request_duration_;

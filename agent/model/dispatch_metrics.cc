@@ -8,6 +8,7 @@ DispatchObserver MetricsObserver(metrics::ModelMetrics* m) {
   observer.dispatched = [m](const Batch& batch, SteadyTime now) {
     for (const auto& request : batch.requests) {
       m->queue_duration().Observe(std::chrono::duration<double>(now - request->arrival()).count());
+      m->statistics().RecordQueued(now - request->arrival());
     }
   };
   observer.finished = [m](int64_t, std::chrono::duration<double> took) {

@@ -130,6 +130,7 @@ TopUpGrant LayeredBatching::TopUp(const TopUpPolicy& policy, const TopUpQuery& q
       m->topup_predicted_latency().Observe(last.total_ms() / 1e3);
       for (const auto& r : grant.requests) {
         m->queue_duration().Observe(std::chrono::duration<double>(now - r->arrival()).count());
+        m->statistics().RecordQueued(now - r->arrival());
       }
     }
     PACKRAT_LOG(DEBUG) << "model '" << config_.name << "': top-up after stage " << query.stages_done

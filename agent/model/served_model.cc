@@ -18,24 +18,24 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
       launcher_(launcher),
       revision_(options_.on_change),
       slowdowns_(/*alpha=*/0.1, /*min_slices=*/8, config_.reconfiguration.slowdown_floor),
-      starter_(
-          config_,
-          WorkerStarterOptions{options_.runtime_path, options_.allocator, options_.cpusets,
-                               launcher, options_.runtime_idle_spin_us,
-                               ResizableRuntimes() ? config_.batching.max_batch : 0},
-          WorkerHooks{
-              [this](int threads, int64_t rows, std::chrono::nanoseconds took,
-                     std::map<int64_t, int>* seen) { ObserveComputed(threads, rows, took, seen); },
-              [this](std::vector<WorkSlice> orphans, const std::string& why) {
-                sets_.RetryOrphans(std::move(orphans), why);
-                controller_->RestartSoon();
-              },
-              [this](const std::string&) { controller_->RestartSoon(); },  // sequences failed
-              config_.batching.mode == BatchingMode::kLayered
-                  ? std::function<TopUpSource(int)>(
-                        [this](int threads) { return layered_->SourceFor(threads); })
-                  : nullptr,
-              [this] { return backlog_rows() > 0; }}),
+      starter_(config_,
+               WorkerStarterOptions{options_.runtime_path, options_.allocator, options_.cpusets,
+                                    launcher, options_.runtime_idle_spin_us,
+                                    ResizableRuntimes() ? config_.batching.max_batch : 0},
+               WorkerHooks{
+                   [this](int threads, const SliceTiming& timing, std::map<int64_t, int>* seen) {
+                     ObserveComputed(threads, timing, seen);
+                   },
+                   [this](std::vector<WorkSlice> orphans, const std::string& why) {
+                     sets_.RetryOrphans(std::move(orphans), why);
+                     controller_->RestartSoon();
+                   },
+                   [this](const std::string&) { controller_->RestartSoon(); },  // sequences failed
+                   config_.batching.mode == BatchingMode::kLayered
+                       ? std::function<TopUpSource(int)>(
+                             [this](int threads) { return layered_->SourceFor(threads); })
+                       : nullptr,
+                   [this] { return backlog_rows() > 0; }}),
       sets_(InstanceSetsOptions{config_.name, ResizableRuntimes(), ParkLimit(),
                                 std::chrono::seconds(config_.reconfiguration.drain_timeout_s),
                                 options_.allocator, options_.metrics, &slowdowns_, &revision_},
@@ -419,11 +419,14 @@ void ServedModel::ChangePlan(PlanChange change, std::function<void(Status)> done
   });
 }
 
-void ServedModel::ObserveComputed(int threads, int64_t rows, std::chrono::nanoseconds took,
+void ServedModel::ObserveComputed(int threads, const SliceTiming& timing,
                                   std::map<int64_t, int>* seen) {
+  const int64_t rows = timing.rows;
+  const std::chrono::nanoseconds took = timing.compute;
   if (metrics::ModelMetrics* m = options_.metrics) {
     m->batch_size().Observe(static_cast<double>(rows));
     m->compute_duration().Observe(std::chrono::duration<double>(took).count());
+    m->statistics().RecordExecution(rows, timing.requests, timing.input, took, timing.output);
   }
   if (optimizer_ == nullptr || (*seen)[rows]++ < kColdSlices) return;
   const std::optional<double> predicted = optimizer_->profile().InterpolatedLatency(threads, rows);

@@ -193,13 +193,12 @@ class ServedModel {
   size_t ParkLimit() const { return ParkLimitFor(config_, options_.allocator); }
   // Rows (a decoder's sequences) queued or running and not answered: the estimator's load.
   int64_t RowsInSystem() const;
-  // One batch a runtime computed (a slice, or a decode step of `rows` sequences) in `took`:
-  // into the batch-size and compute histograms and, after the runtime's first kColdSlices
-  // batches of each size (which may run cold: a size it was not warmed up at), its ratio to
-  // the profile's prediction for `threads` and `rows` into slowdowns_ (the profile timed one
-  // instance alone). `seen` counts the runtime's batches per size.
-  void ObserveComputed(int threads, int64_t rows, std::chrono::nanoseconds took,
-                       std::map<int64_t, int>* seen);
+  // One batch a runtime computed (a slice, or a decode step of `timing.rows` sequences): into
+  // the batch-size and compute histograms and the statistics and, after the runtime's first
+  // kColdSlices batches of each size (which may run cold: a size it was not warmed up at), its
+  // compute's ratio to the profile's prediction for `threads` and its rows into slowdowns_
+  // (the profile timed one instance alone). `seen` counts the runtime's batches per size.
+  void ObserveComputed(int threads, const SliceTiming& timing, std::map<int64_t, int>* seen);
 
   const ModelConfig config_;
   const ModelSignature signature_;

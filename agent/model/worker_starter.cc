@@ -135,10 +135,8 @@ Status WorkerStarter::StartBatchRuntimes(const std::vector<std::shared_ptr<Worke
     o.idle_spin_us = options_.runtime_idle_spin_us;
     if (hooks_.computed) {
       o.on_slice_computed = [computed = hooks_.computed, threads = o.threads,
-                             seen =
-                                 std::make_shared<std::map<int64_t, int>>()](const SliceTiming& t) {
-        computed(threads, t.rows, t.compute, seen.get());
-      };
+                             seen = std::make_shared<std::map<int64_t, int>>()](
+                                const SliceTiming& t) { computed(threads, t, seen.get()); };
     }
     o.on_death = hooks_.runtime_died;
     if (hooks_.top_up) {
@@ -173,7 +171,12 @@ Status WorkerStarter::StartDecoders(const std::vector<std::shared_ptr<Worker>>& 
                     int64_t sequences, std::chrono::nanoseconds took) {
       PACKRAT_LOG(DEBUG) << name << ": decode step of " << sequences << " sequence(s) in "
                          << took.count() / 1000 << " us";
-      if (computed) computed(threads, sequences, took, seen.get());
+      if (!computed) return;
+      SliceTiming step;
+      step.rows = sequences;
+      step.requests = sequences;
+      step.compute = took;
+      computed(threads, step, seen.get());
     };
     starts.push_back(std::async(std::launch::async, [o = std::move(o), this] {
       return DecodeInstance::Start(o, options_.launcher);

@@ -19,17 +19,17 @@
 #include "agent/pool/cpuset_controller.h"
 #include "agent/pool/process_launcher.h"
 #include "agent/pool/resource_allocator.h"
+#include "agent/pool/runtime_instance.h"
 
 namespace packrat {
 
 // What the served model hears from its runtimes. Called on the runtimes' completion threads;
 // must not block.
 struct WorkerHooks {
-  // A runtime of `threads` threads computed `rows` rows (a slice, or a decode step of `rows`
-  // sequences) in `took`. `seen` counts that runtime's batches per size (one map per runtime,
-  // only its completion thread touches it).
-  std::function<void(int threads, int64_t rows, std::chrono::nanoseconds took,
-                     std::map<int64_t, int>* seen)>
+  // A runtime of `threads` threads computed a slice (or a decode step of `timing.rows`
+  // sequences: its compute only), as `timing` says. `seen` counts that runtime's batches per
+  // size (one map per runtime, only its completion thread touches it).
+  std::function<void(int threads, const SliceTiming& timing, std::map<int64_t, int>* seen)>
       computed;
   // A batch runtime died with `orphans` queued or running (RuntimeInstanceOptions::on_death).
   std::function<void(std::vector<WorkSlice> orphans, const std::string& why)> runtime_died;

@@ -61,6 +61,7 @@ RuntimeInstance::RuntimeInstance(RuntimeInstanceOptions options, ProcessLauncher
       running_(segment_->num_slots()),
       slot_busy_(segment_->num_slots(), false),
       slot_used_(segment_->num_slots(), 0),
+      slot_input_(segment_->num_slots()),
       hang_watch_(options_.slice_timeout, options_.startup_timeout) {
   completion_thread_ = std::thread([this] { CompletionLoop(); });
 }
@@ -207,6 +208,7 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     WorkSlice slice = std::move(queued_.front());
     queued_.pop_front();
     uint8_t* slab = segment_->input_slab(slot);
+    const auto copy_start = std::chrono::steady_clock::now();
     // Backed before written: a write into a full /dev/shm would be a SIGBUS. Under mu_, the
     // input slabs' one writer.
     Status s = segment_->BackInput(slot, SliceInputBytes(slice));
@@ -249,6 +251,7 @@ std::vector<std::pair<WorkSlice, Status>> RuntimeInstance::FillSlotsLocked() {
     running_[slot] = std::move(slice);
     slot_busy_[slot] = true;
     slot_used_[slot] = UsedBytes(inputs, slab);
+    slot_input_[slot] = std::chrono::steady_clock::now() - copy_start;
   }
   return failed;
 }
@@ -354,6 +357,7 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
   }
   if (msg.kind == shm::CompletionKind::kTopUpQuery) return HandleTopUpQuery(msg);
   std::optional<WorkSlice> slice;
+  SliceTiming timing;
   {
     MutexLock lock(&mu_);
     if (msg.slot >= running_.size() || !running_[msg.slot].has_value()) {
@@ -362,6 +366,7 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
     }
     slice = std::move(running_[msg.slot]);
     running_[msg.slot].reset();
+    timing.input = slot_input_[msg.slot];
   }
   // slot_busy_ keeps the slot from being refilled until its outputs are copied out below.
   PACKRAT_LOG(DEBUG) << options_.model_name << "/" << options_.index << ": batch of " << slice->rows
@@ -376,15 +381,7 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
               Internal("model returned " + std::to_string(msg.num_tensors) +
                        " outputs, the config declares " + std::to_string(options_.outputs.size())));
   } else {
-    if (options_.on_slice_computed) {
-      SliceTiming timing;
-      timing.rows = slice->rows;
-      timing.compute = std::chrono::nanoseconds(msg.compute_ns);
-      for (uint32_t k = 0; k < std::min<uint32_t>(msg.num_stages, shm::kMaxStages); ++k) {
-        timing.stages.emplace_back(msg.stage_ns[k]);
-      }
-      options_.on_slice_computed(timing);
-    }
+    const auto copy_start = std::chrono::steady_clock::now();
     const uint8_t* slab = segment_->output_slab(msg.slot);
     const uint64_t cap = segment_->output_capacity();
     std::vector<TensorView> outputs(msg.num_tensors);
@@ -407,7 +404,17 @@ void RuntimeInstance::HandleCompletion(const shm::CompletionMessage& msg) {
       }
     }
     if (valid.ok()) {
-      ScatterOutputs(*slice, outputs);
+      ScatterOutputs(*slice, outputs, [&] {
+        if (!options_.on_slice_computed) return;
+        timing.rows = slice->rows;
+        timing.requests = static_cast<int64_t>(slice->ranges.size());
+        timing.compute = std::chrono::nanoseconds(msg.compute_ns);
+        timing.output = std::chrono::steady_clock::now() - copy_start;
+        for (uint32_t k = 0; k < std::min<uint32_t>(msg.num_stages, shm::kMaxStages); ++k) {
+          timing.stages.emplace_back(msg.stage_ns[k]);
+        }
+        options_.on_slice_computed(timing);
+      });
     } else {
       FailSlice(*slice, valid);
     }

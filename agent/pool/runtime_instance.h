@@ -38,8 +38,11 @@ namespace packrat {
 
 // What the runtime reported for one slice it computed.
 struct SliceTiming {
-  int64_t rows = 0;  // rows computed, joined rows included
-  std::chrono::nanoseconds compute{0};
+  int64_t rows = 0;                     // rows computed, joined rows included
+  int64_t requests = 0;                 // the requests (or parts of requests) those rows came from
+  std::chrono::nanoseconds input{0};    // the agent's copy of the inputs into the slab
+  std::chrono::nanoseconds compute{0};  // as the runtime timed it
+  std::chrono::nanoseconds output{0};   // the agent's copy of the outputs to the requests
   std::vector<std::chrono::nanoseconds> stages;  // staged models: time in each stage
 };
 
@@ -79,8 +82,9 @@ struct RuntimeInstanceOptions {
   // outputs' row shapes. On a virtual node (`emulate.virtual_node`) `cores` are virtual CPU
   // ids: passed to the runtime, never pinned.
   EmulateConfig emulate;
-  // Called on the completion thread for every slice the runtime computed successfully. Must
-  // not block. May be empty.
+  // Called on the completion thread for every slice the runtime computed successfully, once
+  // its outputs are copied out, before its requests are answered. Must not block. May be
+  // empty.
   std::function<void(const SliceTiming&)> on_slice_computed;
   // Layered batching: for a staged model, the runtime asks at each stage boundary of a running
   // slice for more rows, and this answers (on the completion thread). Empty: it never asks.
@@ -158,6 +162,7 @@ class RuntimeInstance : public InstanceExecutor {
   std::vector<bool> slot_busy_ GUARDED_BY(mu_);
   // By slot: bytes of the input slab the running slice's inputs use.
   std::vector<uint64_t> slot_used_ GUARDED_BY(mu_);
+  std::vector<std::chrono::nanoseconds> slot_input_ GUARDED_BY(mu_);  // its inputs' copy
   // Progress: a completion or top-up query arrived, or a slice was handed to the runtime while
   // it had none.
   HangWatch hang_watch_ GUARDED_BY(mu_);

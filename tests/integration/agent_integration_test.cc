@@ -318,6 +318,45 @@ TEST_F(AgentIntegrationTest, ConcurrentRequestsMatchDirectLibtorch) {
       EXPECT_LE(max_diff, 1e-5) << "request " << i << " output " << names[k];
     }
   }
+  // The statistics extension counts what was served, per model.
+  HttpClient client("127.0.0.1", agent_->http_port());
+  for (const std::string model : {"cnn", "two_head"}) {
+    SCOPED_TRACE(model);
+    uint64_t requests = 0, rows = 0;
+    for (const Sample& sample : samples) {
+      if (sample.model != model) continue;
+      ++requests;
+      rows += static_cast<uint64_t>(sample.rows);
+    }
+    const HttpResult stats = client.Get("/v2/models/" + model + "/stats");
+    ASSERT_EQ(stats.status, 200) << stats.body;
+    simdjson::dom::parser parser;
+    const simdjson::dom::element m = parser.parse(stats.body)["model_stats"].at(0);
+    EXPECT_EQ(std::string_view(m["name"]), model);
+    EXPECT_EQ(std::string_view(m["version"]), "1");
+    EXPECT_GT(uint64_t(m["last_inference"]), 1'700'000'000'000u);  // ms since the epoch
+    EXPECT_EQ(uint64_t(m["inference_count"]), rows);
+    const uint64_t executions = m["execution_count"];
+    EXPECT_GE(executions, 1u);
+    EXPECT_LE(executions, rows);
+    const simdjson::dom::element is = m["inference_stats"];
+    EXPECT_EQ(uint64_t(is["success"]["count"]), requests);
+    EXPECT_GT(uint64_t(is["success"]["ns"]), 0u);
+    EXPECT_EQ(uint64_t(is["fail"]["count"]), 0u);
+    EXPECT_EQ(uint64_t(is["queue"]["count"]), requests);
+    for (const char* part : {"compute_input", "compute_infer", "compute_output"}) {
+      EXPECT_GE(uint64_t(is[part]["count"]), requests) << part;  // a request per slice it is in
+      EXPECT_GT(uint64_t(is[part]["ns"]), 0u) << part;
+    }
+    uint64_t batch_executions = 0, batch_rows = 0;
+    for (const simdjson::dom::element b : m["batch_stats"].get_array()) {
+      const uint64_t count = b["compute_infer"]["count"];
+      batch_executions += count;
+      batch_rows += count * uint64_t(b["batch_size"]);
+    }
+    EXPECT_EQ(batch_executions, executions);
+    EXPECT_EQ(batch_rows, rows);
+  }
   StopAgentAndCheckClean();
 }
 
@@ -342,6 +381,30 @@ TEST_F(AgentIntegrationTest, MetadataAndHealthRoutes) {
   EXPECT_EQ(client.Get("/v2/models/cnn/versions/7").status, 404);
   EXPECT_EQ(client.Get("/v2/models/cnn/infer").status, 405);
   EXPECT_EQ(client.Get("/nothing").status, 404);
+  // The statistics and logging extensions (Triton's).
+  EXPECT_NE(server.body.find("\"statistics\""), std::string::npos) << server.body;
+  EXPECT_NE(server.body.find("\"logging\""), std::string::npos) << server.body;
+  const HttpResult all = client.Get("/v2/models/stats");
+  EXPECT_EQ(all.status, 200);
+  EXPECT_NE(all.body.find("{\"name\":\"cnn\",\"version\":\"1\","), std::string::npos) << all.body;
+  EXPECT_NE(all.body.find("{\"name\":\"two_head\","), std::string::npos) << all.body;
+  EXPECT_EQ(client.Get("/v2/models/cnn/versions/1/stats").status, 200);
+  EXPECT_EQ(client.Get("/v2/models/nope/stats").status, 404);
+  EXPECT_EQ(client.Post("/v2/models/cnn/stats", "{}").status, 405);
+  const std::string quiet =
+      "{\"log_file\":\"\",\"log_info\":false,\"log_warning\":true,\"log_error\":true,"
+      "\"log_verbose_level\":0,\"log_format\":\"text\"}";
+  const HttpResult changed =
+      client.Post("/v2/logging", R"({"log_info": false, "log_verbose_level": 0})");
+  EXPECT_EQ(changed.status, 200) << changed.body;
+  EXPECT_EQ(changed.body, quiet);
+  EXPECT_EQ(client.Get("/v2/logging").body, quiet);
+  const HttpResult refused = client.Post("/v2/logging", R"({"log_info": true, "log_file": "/x"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(refused.body.find("\"error\":\"log setting 'log_file'"), std::string::npos)
+      << refused.body;
+  EXPECT_EQ(client.Get("/v2/logging").body, quiet);  // nothing of a refused change applies
+  EXPECT_EQ(client.Post("/v2/logging", R"({"log_info": true})").status, 200);
   // The management address serves the same health routes.
   HttpClient management("127.0.0.1", agent_->management_port());
   EXPECT_EQ(management.Get("/v2/health/ready").status, 200);

@@ -443,6 +443,62 @@ class GrpcAgainstRealAgentTest(unittest.TestCase):
         self.assertEqual(a.metric("packrat_requests_total", code="400", model="tiny"), bad + 1)
         self.assertEqual(a.metric("packrat_inflight_requests", model="tiny"), 0)
 
+    def test_statistics_and_log_settings_match_rest(self):
+        """Triton's statistics and logging extensions over gRPC: what REST says, in Triton's
+        messages."""
+        s = self.stub
+        meta = s.ServerMetadata(pb.ServerMetadataRequest())
+        self.assertIn("statistics", meta.extensions)
+        self.assertIn("logging", meta.extensions)
+        before = s.ModelStatistics(pb.ModelStatisticsRequest(name="tiny")).model_stats[0]
+        for _ in range(3):
+            s.ModelInfer(infer_request("tiny", [("x", "FP32", [2, 16], floats(32, self.rng))]))
+        code_of(lambda: s.ModelInfer(infer_request("tiny", [("x", "FP32", [1, 8], [0.0] * 8)])))
+        after = s.ModelStatistics(pb.ModelStatisticsRequest(name="tiny", version="1")).model_stats[0]
+        self.assertEqual((after.name, after.version), ("tiny", "1"))
+        got = after.inference_stats
+        was = before.inference_stats
+        self.assertEqual(got.success.count - was.success.count, 3)
+        self.assertEqual(got.fail.count - was.fail.count, 1)
+        self.assertEqual(got.queue.count - was.queue.count, 3)
+        self.assertEqual(after.inference_count - before.inference_count, 6)
+        self.assertGreaterEqual(got.compute_infer.count - was.compute_infer.count, 3)
+        self.assertGreater(got.compute_infer.ns, was.compute_infer.ns)
+        self.assertGreater(after.last_inference, 0)
+        self.assertEqual(sum(b.compute_infer.count for b in after.batch_stats),
+                         after.execution_count)
+        rest = json.loads(self.agent.rest("GET", "/v2/models/tiny/stats")[2])["model_stats"][0]
+        self.assertEqual(rest["inference_count"], after.inference_count)
+        self.assertEqual(rest["inference_stats"]["success"]["count"], got.success.count)
+        self.assertEqual(rest["inference_stats"]["compute_infer"]["ns"], got.compute_infer.ns)
+        every = s.ModelStatistics(pb.ModelStatisticsRequest())
+        rest_every = json.loads(self.agent.rest("GET", "/v2/models/stats")[2])["model_stats"]
+        self.assertEqual(sorted(m.name for m in every.model_stats),
+                         sorted(m["name"] for m in rest_every))
+        self.assertIn("tiny", [m.name for m in every.model_stats])
+        self.assertEqual(code_of(lambda: s.ModelStatistics(pb.ModelStatisticsRequest(name="nope")))[0],
+                         grpc.StatusCode.NOT_FOUND)
+        self.assertEqual(code_of(lambda: s.ModelStatistics(
+            pb.ModelStatisticsRequest(name="tiny", version="9")))[0], grpc.StatusCode.NOT_FOUND)
+
+        def settings(response):
+            return {k: getattr(v, v.WhichOneof("parameter_choice"))
+                    for k, v in response.settings.items()}
+        current = settings(s.LogSettings(pb.LogSettingsRequest()))
+        self.assertEqual(current, json.loads(self.agent.rest("GET", "/v2/logging")[2]))
+        self.assertEqual(current["log_verbose_level"], 0)
+        change = pb.LogSettingsRequest()
+        change.settings["log_verbose_level"].uint32_param = 1
+        self.assertEqual(settings(s.LogSettings(change))["log_verbose_level"], 1)
+        self.assertEqual(json.loads(self.agent.rest("GET", "/v2/logging")[2])["log_verbose_level"], 1)
+        bad = pb.LogSettingsRequest()
+        bad.settings["log_verbose_level"].uint32_param = 0
+        bad.settings["log_file"].string_param = "/tmp/agent.log"
+        self.assertEqual(code_of(lambda: s.LogSettings(bad))[0], grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(settings(s.LogSettings(pb.LogSettingsRequest()))["log_verbose_level"], 1)
+        change.settings["log_verbose_level"].uint32_param = 0
+        self.assertEqual(settings(s.LogSettings(change))["log_verbose_level"], 0)
+
     def test_system_shared_memory(self):
         """Tensors in a client's POSIX shared memory, referenced over REST and gRPC (Triton's
         system shared-memory extension): the answers match those of tensors sent inline."""

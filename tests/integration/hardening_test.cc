@@ -498,9 +498,15 @@ TEST(HardeningTest, TheManagementTokenGuardsEveryManagementRoute) {
   EXPECT_EQ(management.Request("PUT", "/v2/models/tiny/config", plan).status, 401);
   EXPECT_EQ(management.Request("PUT", "/v2/models/tiny/config", plan, wrong).status, 401);
   EXPECT_EQ(management.Request("PUT", "/v2/models/tiny/config", plan, right).status, 200);
-  // The data address is not the management one: no token there.
+  // The data address is not the management one: no token there, but for its one control
+  // path, a change of the log settings.
   HttpClient client("127.0.0.1", agent.http_port());
   EXPECT_EQ(client.Post("/v2/models/tiny/infer", TinyBody(1)).status, 200);
+  EXPECT_EQ(client.Get("/v2/logging").status, 200);
+  const std::string quiet = R"({"log_info":false})";
+  EXPECT_EQ(client.Post("/v2/logging", quiet).status, 401);
+  EXPECT_EQ(client.Request("POST", "/v2/logging", quiet, wrong).status, 401);
+  EXPECT_EQ(client.Request("POST", "/v2/logging", quiet, right).status, 200);
   // The token never reaches the log.
   EXPECT_EQ(agent.Log().find("correct-horse"), std::string::npos);
   EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);

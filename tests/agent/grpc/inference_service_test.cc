@@ -177,8 +177,8 @@ TEST_F(GrpcInferenceServiceTest, Metadata) {
   ASSERT_TRUE(stub_->ServerMetadata(Context().get(), {}, &server).ok());
   EXPECT_EQ(server.name(), "packrat");
   EXPECT_FALSE(server.version().empty());
-  ASSERT_EQ(server.extensions_size(), 1);
-  EXPECT_EQ(server.extensions(0), "model_repository");
+  EXPECT_EQ(std::vector<std::string>(server.extensions().begin(), server.extensions().end()),
+            (std::vector<std::string>{"statistics", "logging", "model_repository"}));
 
   inference::ModelMetadataRequest request;
   request.set_name("tiny");
@@ -396,7 +396,8 @@ TEST_F(GrpcInferenceServiceTest, WithoutARepositoryItsCallsAreUnimplemented) {
   StartServer(/*with_repository=*/false);
   inference::ServerMetadataResponse server;
   ASSERT_TRUE(stub_->ServerMetadata(Context().get(), {}, &server).ok());
-  EXPECT_EQ(server.extensions_size(), 0);
+  EXPECT_EQ(std::vector<std::string>(server.extensions().begin(), server.extensions().end()),
+            (std::vector<std::string>{"statistics", "logging"}));
   inference::RepositoryIndexResponse index;
   grpc::Status s = stub_->RepositoryIndex(Context().get(), {}, &index);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
