@@ -90,7 +90,8 @@ PlanEvaluator Autoscaler::CautiousEvaluator(const ServingView& view) const {
   if (!least) return Evaluator(view);
   const double prior = std::max(1.0, *least);
   SlowdownFn cautious = [measured = view.measured, slowdown, prior](int threads) {
-    return measured(threads) ? slowdown(threads) : std::max(prior, slowdown(threads));
+    return std::max(1.0,
+                    measured(threads) ? slowdown(threads) : std::max(prior, slowdown(threads)));
   };
   return PlanEvaluator(*optimizer_, simulator_, options_.evaluation, std::move(cautious));
 }

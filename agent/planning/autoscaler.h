@@ -382,10 +382,12 @@ class Autoscaler {
                                     double margin, bool generative);
   PlanEvaluator Evaluator(const ServingView& view) const;
   // Evaluator(), but a thread count not yet measured (ServingView::measured) counts at least
-  // at the least slowdown measured on any, never below 1, from the first one measured: for
-  // whether a move gives up capacity (rule 2c). The profile may rank a shape not yet served;
-  // it may not promise capacity that no served one has shown. Refers to `view`: use it while
-  // the view lives (one decision).
+  // at the least slowdown measured on any, from the first one measured, and none counts below
+  // 1: for whether a move gives up capacity (GivesUpCapacity). The profile may rank a shape not
+  // yet served; it may not promise capacity that no served one has shown. And capacity is what
+  // a plan runs fully busy, beside busy neighbours, as the profile was timed: a slowdown below
+  // 1 is measured while neighbours idle, and would credit the serving set alone with it. Refers
+  // to `view`: use it while the view lives (one decision).
   PlanEvaluator CautiousEvaluator(const ServingView& view) const;
   // Whether `plan` runs fewer rows/s, fully busy, than the serving set, judged with
   // CautiousEvaluator: a move that gives up capacity must know the peak it meets and be paid

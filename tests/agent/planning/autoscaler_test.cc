@@ -790,6 +790,29 @@ TEST_F(AutoscalerTest, AStepDownThatGivesUpNoCapacityWaitsForNoPeak) {
   EXPECT_TRUE(held);
 }
 
+// Capacity is judged fully busy: a serving set measured faster than its profile while its
+// neighbours idle (0.9) gives up none for an unserved shape whose profile runs a little more.
+// Two one-thread runtimes at 10 ms a row serve 200 rows/s; one two-thread runtime at 4.9 ms a
+// row, 204, and a lower p99: the step down to B = 1 on it goes at once.
+TEST_F(AutoscalerTest, ASlowdownMeasuredWhileNeighboursIdleIsNoCapacityToGiveUp) {
+  SetUpModel(
+      2,
+      [](int threads, int batch) {
+        return std::optional<double>((threads == 1 ? 10.0 : 4.9) * batch);
+      },
+      [](AutoscalerOptions* o) { o->scale_down_delay_ms = 30'000; });
+  ServePlan(*optimizer_->SolveOnInstances({1, 1}, 8));
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 4}}));
+  view_.slowdown = [](int threads) { return threads == 1 ? 0.9 : 1.0; };
+  const SteadyTime start = now_;
+  std::optional<Move> move;
+  for (int i = 0; i < 300 && !move; ++i) move = Tick(0, 5).move;
+  ASSERT_TRUE(move.has_value());
+  EXPECT_EQ(move->reason.rule, Rule::kEstimatorStepDown);
+  EXPECT_EQ(move->plan.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
+  EXPECT_LT(now_ - start, std::chrono::milliseconds(30'000));
+}
+
 TEST_F(AutoscalerTest, AFailedOverloadMoveLeavesNoHoldOff) {
   SetUpModel(1, SlowLatency);
   Serve(1);
