@@ -96,9 +96,15 @@ PlanEvaluator Autoscaler::CautiousEvaluator(const ServingView& view) const {
   return PlanEvaluator(*optimizer_, simulator_, options_.evaluation, std::move(cautious));
 }
 
+double Autoscaler::CapacityToKeep(const Plan& plan, const PlanEvaluator& eval) const {
+  if (options_.p99_target_ms <= 0 || options_.generative) return eval.Capacity(plan);
+  return eval.MaxRate(plan.groups, plan.batch, options_.p99_target_ms)
+      .value_or(eval.Capacity(plan));
+}
+
 bool Autoscaler::GivesUpCapacity(const Plan& plan, const ServingView& view) const {
   const PlanEvaluator cautious = CautiousEvaluator(view);
-  return cautious.Capacity(plan) < cautious.Capacity(ServingPlan(view));
+  return CapacityToKeep(plan, cautious) < CapacityToKeep(ServingPlan(view), cautious);
 }
 
 Plan Autoscaler::ServingPlan(const ServingView& view) {
@@ -128,8 +134,8 @@ bool Autoscaler::RateMoveHeld(const PolicyState& state, SteadyTime now) const {
 }
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const ServingView& view,
-                                                          std::optional<double> rate,
-                                                          bool bounded) const {
+                                                          std::optional<double> rate, bool bounded,
+                                                          double floor) const {
   if (optimizer_ == nullptr) return std::nullopt;
   const PlanEvaluator eval = Evaluator(view);
   auto best = optimizer_->Solve(options_.threads, static_cast<int>(b));
@@ -149,7 +155,8 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
   };
   if (at_rate) {
     // Among the plans that would run min_capacity at most max_utilization busy, where they do.
-    const double bar = std::max(*rate, options_.min_capacity * options_.max_utilization);
+    const double bar = std::max({*rate, options_.min_capacity * options_.max_utilization,
+                                 floor * options_.max_utilization});
     if (auto faster = FasterAtRate(*optimizer_, options_.threads, static_cast<int>(b), choice.plan,
                                    bar, options_.max_utilization, slowdown, [&](const Plan& plan) {
                                      return eval.SimulatedP99Ms(plan, *rate);
@@ -177,7 +184,8 @@ std::optional<Autoscaler::PlanChoice> Autoscaler::PlanFor(int64_t b, const Servi
       if (at_rate) kept_simulated = eval.Simulate(*kept, *rate);
       const double kept_latency = at_rate ? kept_simulated->p99_ms : eval.PredictedLatencyMs(*kept);
       if (kept_latency <= (1 + options_.restart_margin) * latency &&
-          !GivesUpReserve(eval.Capacity(*kept), eval.Capacity(choice.plan))) {
+          !GivesUpReserve(eval.Capacity(*kept), eval.Capacity(choice.plan)) &&
+          eval.Capacity(*kept) >= floor) {
         choice.passed_over = std::move(choice.plan);
         choice.plan = std::move(kept).value();
         choice.simulated = kept_simulated;

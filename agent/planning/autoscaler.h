@@ -289,8 +289,10 @@ class Autoscaler {
   // batches) with the rows/s it serves at full batches — at a rate the lowest simulated p99
   // among plans that serve it max_utilization busy (FasterAtRate), or where B's optimizer plan
   // cannot, the one of most capacity (MoreCapacity); nullopt where none is within the
-  // batch-latency limit (`bounded` false: whatever its batches take). Exposed for tests and the
-  // management API.
+  // batch-latency limit (`bounded` false: whatever its batches take). `floor`: rows/s the plan
+  // must run fully busy where one for B does (a step that gives up no capacity, rule 2b):
+  // FasterAtRate and the serving runtimes' plan look only among those. Exposed for tests and
+  // the management API.
   struct PlanChoice {
     Plan plan;
     double capacity = 0;
@@ -298,7 +300,7 @@ class Autoscaler {
     std::optional<BatchingSimulator::Result> simulated;  // at `rate`, batch models
   };
   std::optional<PlanChoice> PlanFor(int64_t b, const ServingView& view, std::optional<double> rate,
-                                    bool bounded = true) const;
+                                    bool bounded = true, double floor = 0) const;
 
   // The most rows of one batch worth cutting from a backlog on instances of `groups` serving
   // B = `target` (BacklogBatch: where their capacity stops growing, at `slowdown`); 0 (B) unless
@@ -389,7 +391,13 @@ class Autoscaler {
   // 1 is measured while neighbours idle, and would credit the serving set alone with it. Refers
   // to `view`: use it while the view lives (one decision).
   PlanEvaluator CautiousEvaluator(const ServingView& view) const;
-  // Whether `plan` runs fewer rows/s, fully busy, than the serving set, judged with
+  // The capacity a move must not give up without knowing the peak (rules 2b and 2c): the rows/s
+  // `plan` serves fully busy or, with batching.p99_target_ms, the most it serves within the
+  // target (PlanEvaluator::MaxRate; fully busy where the profile lacks a thread count): rows/s
+  // served only beyond the target are no capacity a user keeps, and a plan of large batches
+  // may spend much of the target on one batch. Judged with `eval` (CautiousEvaluator).
+  double CapacityToKeep(const Plan& plan, const PlanEvaluator& eval) const;
+  // Whether `plan` has less CapacityToKeep than the serving set, judged with
   // CautiousEvaluator: a move that gives up capacity must know the peak it meets and be paid
   // for by a lower p99 than the target asks (rules 2b and 2c); one that does not meets any
   // peak the serving set meets.
@@ -550,6 +558,9 @@ class Autoscaler {
   std::optional<int64_t> StepDown(const Inputs& in, Step* step) const;
   // The step down's candidates for one decision (autoscaler_step_down.cc).
   class StepDownTable;
+  // Why no plan of as much capacity was stepped down to: those that give up some, and the
+  // simulated p99s of the others.
+  std::string KeepingCapacityText(const StepDownTable& table) const;
   // Why no step down passed (*r: kBurstReserve, kServingP99Lowest, kMinCapacity or
   // kPeakGuard), from what the search found.
   void ExplainStepDownHold(const StepDownTable& table, const ServingView& view, int64_t decision,

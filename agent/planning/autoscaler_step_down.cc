@@ -30,7 +30,12 @@ class Autoscaler::StepDownTable {
         arriving_(in.arriving),
         candidates_(in.candidates),
         eval_(policy.Evaluator(in.view)),
-        keeping_capacity_(keeping_capacity) {}
+        keeping_capacity_(keeping_capacity) {
+    if (keeping_capacity_) {
+      cautious_.emplace(policy.CautiousEvaluator(in.view));
+      serving_to_keep_ = policy.CapacityToKeep(ServingPlan(in.view), *cautious_);
+    }
+  }
 
   // StepDownBatch's capacity: nullopt where B has no plan, its plan gives up capacity held
   // in reserve (GivesUpReserve; then below_minimum()), or, keeping capacity, any.
@@ -38,10 +43,19 @@ class Autoscaler::StepDownTable {
     if (b == view_.batch) {
       return capacities_[b] = serving_capacity_ = eval_.Capacity(ServingPlan(view_));
     }
-    const std::optional<PlanChoice>& planned = candidates_.At(b);
+    // Keeping capacity: B's plan among those that run as much as the serving set.
+    const std::optional<PlanChoice>& planned =
+        keeping_capacity_
+            ? keeping_plans_
+                  .emplace(b, policy_.PlanFor(b, view_, arriving_, true, serving_to_keep_))
+                  .first->second
+            : candidates_.At(b);
     if (!planned) return capacities_[b] = std::nullopt;
     capacities_[b] = planned->capacity;
-    if (keeping_capacity_ && policy_.GivesUpCapacity(planned->plan, view_)) return std::nullopt;
+    if (keeping_capacity_ && GivesUp(planned->plan)) {
+      gives_up_[b] = planned->plan;
+      return std::nullopt;
+    }
     if (policy_.GivesUpReserve(planned->capacity, serving_capacity_)) {
       below_minimum_ = true;
       return std::nullopt;
@@ -82,6 +96,10 @@ class Autoscaler::StepDownTable {
     return it == p99s_.end() ? std::nullopt : std::optional<double>(it->second);
   }
   const std::map<int64_t, double>& p99s() const { return p99s_; }
+  // Keeping capacity: B's plan (Capacity asked for it first).
+  const std::optional<PlanChoice>& keeping_plan(int64_t b) const { return keeping_plans_.at(b); }
+  // Keeping capacity: the plans passed over because they give up some.
+  const std::map<int64_t, Plan>& gives_up() const { return gives_up_; }
   bool below_minimum() const { return below_minimum_; }
   // B's plan for a burst, and the rows/s it serves from a backlog (MostWithin found it).
   const PlanChoice& burst_plan(int64_t b) const { return burst_plans_.at(b); }
@@ -96,6 +114,11 @@ class Autoscaler::StepDownTable {
 
  private:
   bool at_rate() const { return !policy_.options_.generative && arriving_ && *arriving_ > 0; }
+
+  // Keeping capacity: whether `plan` has less CapacityToKeep than the serving set.
+  bool GivesUp(const Plan& plan) const {
+    return policy_.CapacityToKeep(plan, *cautious_) < serving_to_keep_;
+  }
 
   std::optional<std::pair<double, double>> MostWithin(int64_t b, double ceiling_ms) {
     if (b == view_.batch) {
@@ -114,7 +137,7 @@ class Autoscaler::StepDownTable {
                                                 : r.p99_ms;
         },
         [this](const Plan& plan) { return policy_.BurstCapacity(plan, view_); });
-    if (!most || (keeping_capacity_ && policy_.GivesUpCapacity(most->plan, view_))) {
+    if (!most || (keeping_capacity_ && GivesUp(most->plan))) {
       return std::nullopt;
     }
     bursts_[b] = most->burst;
@@ -129,9 +152,13 @@ class Autoscaler::StepDownTable {
   const Candidates& candidates_;  // at arriving_
   const PlanEvaluator eval_;
   const bool keeping_capacity_;
+  std::optional<PlanEvaluator> cautious_;  // keeping capacity
+  double serving_to_keep_ = 0;             // the serving set's CapacityToKeep
   std::map<int64_t, std::optional<double>> capacities_;
   std::map<int64_t, double> p99s_;  // ms, at the rate: a batch model's candidates
   std::map<int64_t, Plan> plans_;
+  std::map<int64_t, Plan> gives_up_;
+  std::map<int64_t, std::optional<PlanChoice>> keeping_plans_;
   std::map<int64_t, PlanChoice> burst_plans_;
   std::map<int64_t, double> bursts_;
   double serving_capacity_ = 0;  // asked first: StepDownBatch starts from the serving B
@@ -147,6 +174,19 @@ std::string BurstText(double rows_per_s, double p99_ms) {
 }
 
 }  // namespace
+
+std::string Autoscaler::KeepingCapacityText(const StepDownTable& table) const {
+  std::ostringstream text;
+  text << "no smaller plan of as much capacity has a lower p99";
+  for (const auto& [b, plan] : table.gives_up()) {
+    text << "; B=" << b << "'s " << plan.ConfigString() << " gives up capacity ("
+         << CapacityText(table.capacity(b)) << ")";
+  }
+  for (const auto& [b, ms] : table.p99s()) {
+    text << "; B=" << b << " " << std::lround(ms) << " ms";
+  }
+  return text.str();
+}
 
 std::chrono::milliseconds Autoscaler::PeakSpan(const Inputs& in) const {
   return std::max(in.window, std::chrono::milliseconds(options_.scale_down_delay_ms));
@@ -244,7 +284,7 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
                   ": the peak a smaller plan must absorb is not known yet";
         break;
     }
-    r.text += "; no smaller plan of as much capacity has a lower p99";
+    r.text += "; " + KeepingCapacityText(table);
     return std::nullopt;
   }
   if (!b && within_target) {
@@ -256,8 +296,7 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
              std::to_string(arriving.value_or(0)) +
              " rows/s its requests' simulated p99 meets batching.p99_target_ms (" +
              std::to_string(std::lround(options_.p99_target_ms)) +
-             " ms); capacity is not given up for less, and no smaller plan of as much "
-             "capacity has a lower p99";
+             " ms); capacity is not given up for less; " + KeepingCapacityText(table);
     return std::nullopt;
   }
   if (!b) {
@@ -282,7 +321,10 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
                    rows_p99(decision) + ", " + std::to_string(*b) + " serves " + rows_p99(*b) +
                    "; the serving plan " + rows_p99(current);
   }
-  if (keeping_capacity) step->capped += "; it gives up no capacity";
+  if (keeping_capacity && !for_burst) {
+    step->plan = table.keeping_plan(*b);
+    step->capped += "; it gives up no capacity";
+  }
   r.target_capacity = table.capacity(*b);
   r.target_p99_ms = table.p99(*b);
   return b;

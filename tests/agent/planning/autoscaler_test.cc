@@ -555,8 +555,10 @@ std::optional<double> FatAloneThinForBursts(int threads, int batch) {
 }
 
 // Serving 2 x <2> (B = 8) at 2 rows/s, a simulated p99 of 52 ms; the fat instance for B = 1
-// answers sooner (35 ms). With a p99 target the serving plan meets, the capacity stays; with one
-// it misses, the step down takes the lower p99.
+// answers sooner (35 ms). With a p99 target the serving plan meets (300 ms), the capacity it
+// serves within it stays; with one it misses, the step down takes the lower p99. (Within a
+// 100-ms target the serving plan's 75-ms slices serve no more than the fat instance: then the
+// step down gives up nothing, and is taken.)
 TEST_F(AutoscalerTest, AStepDownGivesUpNoCapacityWhereTheServingPlanMeetsTheTarget) {
   const auto set_up = [this](double target_ms) {
     SetUpModel(4, FatAloneThinForBursts, [target_ms](AutoscalerOptions* o) {
@@ -565,7 +567,7 @@ TEST_F(AutoscalerTest, AStepDownGivesUpNoCapacityWhereTheServingPlanMeetsTheTarg
     });
     Serve(8);
   };
-  set_up(100);
+  set_up(300);
   const std::optional<Decision> kept = TickUntil(Rule::kWithinTarget, 0, 2);
   ASSERT_TRUE(kept.has_value());
   EXPECT_FALSE(kept->move.has_value()) << kept->move->reason.text;
@@ -788,6 +790,31 @@ TEST_F(AutoscalerTest, AStepDownThatGivesUpNoCapacityWaitsForNoPeak) {
     held = held || (d.hold && d.hold->rule == Rule::kScaleDownDelay);
   }
   EXPECT_TRUE(held);
+}
+
+// Keeping capacity, B's plan is the lowest p99 among those that run as much as the serving set,
+// not B's lowest p99 of all: four one-thread runtimes (10 ms a row) serve 400 rows/s; two
+// two-thread ones (4.9 ms a row), 408; one four-thread runtime (3 ms a row) the fastest rows,
+// but 333. At 5 rows/s the step down goes to the two-thread runtimes at once.
+TEST_F(AutoscalerTest, AStepDownThatKeepsCapacityLooksAtEveryPlanThatDoes) {
+  SetUpModel(
+      4,
+      [](int threads, int batch) {
+        const double per_row = threads == 1 ? 10.0 : threads == 2 ? 4.9 : 3.0;
+        return threads == 3 ? std::nullopt : std::optional<double>(per_row * batch);
+      },
+      [](AutoscalerOptions* o) { o->scale_down_delay_ms = 30'000; });
+  ServePlan(*optimizer_->SolveOnInstances({1, 1, 1, 1}, 8));
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{4, 1, 2}}));
+  const SteadyTime start = now_;
+  std::optional<Move> move;
+  for (int i = 0; i < 300 && !move; ++i) move = Tick(0, 5).move;
+  ASSERT_TRUE(move.has_value());
+  EXPECT_EQ(move->reason.rule, Rule::kEstimatorStepDown);
+  ASSERT_EQ(move->plan.groups.size(), 1u);
+  EXPECT_EQ(move->plan.groups[0].count, 2) << move->reason.text;
+  EXPECT_EQ(move->plan.groups[0].threads, 2);
+  EXPECT_LT(now_ - start, std::chrono::milliseconds(30'000));
 }
 
 // Capacity is judged fully busy: a serving set measured faster than its profile while its
