@@ -160,6 +160,10 @@ CallbackHandle ModelMetrics::BindQueueRows(MetricCallback rows) {
   return owner_->queue_rows_.Bind({{"model", model_}}, std::move(rows));
 }
 
+CallbackHandle ModelMetrics::BindRuntimes(RuntimeProcessMetrics::PidsCallback pids) {
+  return owner_->runtime_processes_.Bind(model_, std::move(pids));
+}
+
 StatusOr<std::unique_ptr<AgentMetrics>> AgentMetrics::Create(const AgentMetricsOptions& options) {
   RETURN_IF_ERROR(CheckBuckets(options.latency_buckets, "latency_buckets"));
   RETURN_IF_ERROR(CheckBuckets(options.batch_size_buckets, "batch_size_buckets"));
@@ -167,7 +171,9 @@ StatusOr<std::unique_ptr<AgentMetrics>> AgentMetrics::Create(const AgentMetricsO
 }
 
 AgentMetrics::AgentMetrics(const AgentMetricsOptions& options)
-    : options_(options), queue_rows_("packrat_queue_rows", "Rows waiting in the batcher's queue.") {
+    : options_(options),
+      queue_rows_("packrat_queue_rows", "Rows waiting in the batcher's queue."),
+      runtime_processes_(options.proc_root) {
   prometheus::Registry& r = registry_;
   Register<Gauge>(r, "packrat_build_info", "1, labelled with the agent's version.")
       ->Add({{"version", options.version}})
@@ -308,6 +314,7 @@ std::string AgentMetrics::Render() const {
   std::vector<prometheus::MetricFamily> families = registry_.Collect();
   for (const prometheus::Collectable* extra :
        {static_cast<const prometheus::Collectable*>(&queue_rows_),
+        static_cast<const prometheus::Collectable*>(&runtime_processes_),
         static_cast<const prometheus::Collectable*>(process_.get())}) {
     if (extra == nullptr) continue;
     std::vector<prometheus::MetricFamily> more = extra->Collect();

@@ -68,6 +68,7 @@
 #include "agent/metrics/callback_gauge.h"
 #include "agent/metrics/inference_statistics.h"
 #include "agent/metrics/process_metrics.h"
+#include "agent/metrics/runtime_process_metrics.h"
 #include "common/mutex.h"
 #include "common/status.h"
 
@@ -192,6 +193,9 @@ class ModelMetrics {
   // Makes `rows` (evaluated at scrape time) the value of packrat_queue_rows for this model; the
   // series lives as long as the handle (see callback_gauge.h for the callback's rules).
   CallbackHandle BindQueueRows(MetricCallback rows);
+  // Exports the CPU time and memory of the runtime processes `pids` lists at each scrape
+  // (runtime_process_metrics.h), while the handle lives.
+  CallbackHandle BindRuntimes(RuntimeProcessMetrics::PidsCallback pids);
 
  private:
   friend class AgentMetrics;
@@ -281,6 +285,7 @@ class AgentMetrics {
   prometheus::Family<Histogram>* batch_size_;
   prometheus::Family<Gauge>* inflight_;
   CallbackGauge queue_rows_;
+  RuntimeProcessMetrics runtime_processes_;  // exports nothing without proc_root
   prometheus::Family<Gauge>* instances_;
   prometheus::Family<Gauge>* target_batch_;
   prometheus::Family<Gauge>* runtime_isolation_;

@@ -20,11 +20,15 @@ void CallbackHandle::Reset() {
   family_ = nullptr;
 }
 
+CallbackHandle CallbackFamily::Handle(CallbackFamily* family, uint64_t id) {
+  return CallbackHandle(family, id);
+}
+
 CallbackHandle CallbackGauge::Bind(prometheus::Labels labels, MetricCallback callback) {
   MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   series_.emplace(id, Series{std::move(labels), std::move(callback)});
-  return CallbackHandle(this, id);
+  return Handle(this, id);
 }
 
 void CallbackGauge::Unbind(uint64_t id) {
@@ -36,14 +40,15 @@ std::vector<prometheus::MetricFamily> CallbackGauge::Collect() const {
   prometheus::MetricFamily family;
   family.name = name_;
   family.help = help_;
-  family.type = type_ == Type::kCounter ? prometheus::MetricType::Counter
-                                        : prometheus::MetricType::Gauge;
+  family.type =
+      type_ == Type::kCounter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
   MutexLock lock(&mu_);
   for (const auto& [id, series] : series_) {
     const std::optional<double> value = series.callback();
     if (!value) continue;
     prometheus::ClientMetric metric;
-    for (const auto& [name, label_value] : series.labels) metric.label.push_back({name, label_value});
+    for (const auto& [name, label_value] : series.labels)
+      metric.label.push_back({name, label_value});
     if (type_ == Type::kCounter) {
       metric.counter.value = *value;
     } else {

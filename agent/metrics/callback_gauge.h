@@ -30,7 +30,19 @@ namespace packrat::metrics {
 
 using MetricCallback = std::function<std::optional<double>()>;
 
-class CallbackGauge;
+class CallbackHandle;
+
+// A family of series bound to callbacks: what a CallbackHandle unbinds from.
+class CallbackFamily {
+ public:
+  virtual ~CallbackFamily() = default;
+
+ protected:
+  friend class CallbackHandle;
+  // Removes binding `id`; once it returns its callback is not running and never runs again.
+  virtual void Unbind(uint64_t id) = 0;
+  static CallbackHandle Handle(CallbackFamily* family, uint64_t id);
+};
 
 // Move-only owner of one bound callback.
 class [[nodiscard]] CallbackHandle {
@@ -46,13 +58,13 @@ class [[nodiscard]] CallbackHandle {
   void Reset();
 
  private:
-  friend class CallbackGauge;
-  CallbackHandle(CallbackGauge* family, uint64_t id) : family_(family), id_(id) {}
-  CallbackGauge* family_ = nullptr;
+  friend class CallbackFamily;
+  CallbackHandle(CallbackFamily* family, uint64_t id) : family_(family), id_(id) {}
+  CallbackFamily* family_ = nullptr;
   uint64_t id_ = 0;
 };
 
-class CallbackGauge final : public prometheus::Collectable {
+class CallbackGauge final : public prometheus::Collectable, public CallbackFamily {
  public:
   enum class Type { kGauge, kCounter };
   CallbackGauge(std::string name, std::string help, Type type = Type::kGauge)
@@ -64,8 +76,7 @@ class CallbackGauge final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mu_);
 
  private:
-  friend class CallbackHandle;
-  void Unbind(uint64_t id) EXCLUDES(mu_);
+  void Unbind(uint64_t id) override EXCLUDES(mu_);
 
   struct Series {
     prometheus::Labels labels;

@@ -1,5 +1,6 @@
 #include "agent/metrics/process_metrics.h"
 
+#include <prometheus/client_metric.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -9,8 +10,6 @@
 #include <functional>
 #include <sstream>
 #include <utility>
-
-#include <prometheus/client_metric.h>
 
 namespace packrat::metrics {
 namespace {
@@ -57,8 +56,8 @@ std::optional<double> BootTimeSeconds(const std::string& proc_root) {
   return std::nullopt;
 }
 
-std::optional<double> SoftFdLimit(const std::string& proc_root) {
-  const std::optional<std::string> limits = ReadFile(proc_root + "/self/limits");
+std::optional<double> SoftFdLimit(const std::string& dir) {
+  const std::optional<std::string> limits = ReadFile(dir + "/limits");
   if (!limits) return std::nullopt;
   std::istringstream in(*limits);
   std::string line;
@@ -73,9 +72,9 @@ std::optional<double> SoftFdLimit(const std::string& proc_root) {
   return std::nullopt;
 }
 
-std::optional<double> OpenFds(const std::string& proc_root) {
+std::optional<double> OpenFds(const std::string& dir) {
   std::error_code ec;
-  std::filesystem::directory_iterator it(proc_root + "/self/fd", ec);
+  std::filesystem::directory_iterator it(dir + "/fd", ec);
   if (ec) return std::nullopt;
   double count = 0;
   for (const auto& entry : it) {
@@ -85,10 +84,10 @@ std::optional<double> OpenFds(const std::string& proc_root) {
   return count;
 }
 
-// The fields that come from <root>/self/stat (and the boot time in <root>/stat).
-ProcessStats ReadStatFields(const std::string& proc_root) {
+// The fields that come from <root>/<process>/stat (and the boot time in <root>/stat).
+ProcessStats ReadStatFields(const std::string& proc_root, const std::string& process) {
   ProcessStats stats;
-  const std::optional<std::string> stat = ReadFile(proc_root + "/self/stat");
+  const std::optional<std::string> stat = ReadFile(proc_root + "/" + process + "/stat");
   if (!stat) return stats;
   const std::vector<std::string> f = StatFieldsAfterComm(*stat);
   if (f.size() <= StatIndex(24)) return stats;
@@ -109,10 +108,11 @@ ProcessStats ReadStatFields(const std::string& proc_root) {
 
 }  // namespace
 
-ProcessStats ReadProcessStats(const std::string& proc_root) {
-  ProcessStats stats = ReadStatFields(proc_root);
-  stats.open_fds = OpenFds(proc_root);
-  stats.max_fds = SoftFdLimit(proc_root);
+ProcessStats ReadProcessStats(const std::string& proc_root, const std::string& process) {
+  ProcessStats stats = ReadStatFields(proc_root, process);
+  const std::string dir = proc_root + "/" + process;
+  stats.open_fds = OpenFds(dir);
+  stats.max_fds = SoftFdLimit(dir);
   return stats;
 }
 

@@ -11,13 +11,13 @@
 // page. `proc_root` is a seam for tests, which point it at a fake tree.
 #pragma once
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
 
 namespace packrat::metrics {
 
@@ -35,8 +35,9 @@ struct ProcessStats {
   std::optional<double> start_time_seconds;
 };
 
-// Reads the current process' statistics under `proc_root`. Blocks on local file reads only.
-ProcessStats ReadProcessStats(const std::string& proc_root);
+// Reads the statistics of `process` ("self", or a pid) under `proc_root`. Blocks on local file
+// reads only.
+ProcessStats ReadProcessStats(const std::string& proc_root, const std::string& process = "self");
 
 // The six families as a prometheus-cpp Collectable: every Collect() reads /proc once.
 // Thread-safe (stateless).

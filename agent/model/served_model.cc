@@ -310,6 +310,7 @@ Status ServedModel::Load() {
         queue_rows_metric_ =
             m->BindQueueRows([scheduler] { return static_cast<double>(scheduler->queued_rows()); });
       }
+      runtimes_metric_ = m->BindRuntimes([this] { return instance_pids(); });
       m->SetKernel(set->workers.front()->load_report(), config_.kernel.Key());
     }
     SetState(ModelState::kReady);
@@ -368,6 +369,7 @@ void ServedModel::Stop(std::chrono::milliseconds drain) {
   const auto deadline = std::chrono::steady_clock::now() + drain;
   if (controller_) controller_->Stop();            // plan changes queued get their answer
   queue_rows_metric_ = metrics::CallbackHandle();  // before the scheduler it reads goes away
+  runtimes_metric_ = metrics::CallbackHandle();    // before the sets it reads go away
   if (scheduler_) {
     scheduler_->Drain(deadline);
     scheduler_->Stop();

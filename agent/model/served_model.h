@@ -229,6 +229,7 @@ class ServedModel {
   std::unique_ptr<ModelController> controller_;  // set once by Load before any runtime starts
   std::unique_ptr<BatchScheduler> scheduler_;    // set once by Load (batch models)
   metrics::CallbackHandle queue_rows_metric_;    // set once by Load()
+  metrics::CallbackHandle runtimes_metric_;      // set once by Load()
 
   // Rows accepted by Submit, ever; for a generative model, decode steps asked for by Generate.
   std::atomic<int64_t> rows_arrived_{0};

@@ -103,6 +103,15 @@ TEST_F(AgentMetricsIntegrationTest, ExportsTheServingSeries) {
   EXPECT_NE(page.find("\npackrat_build_info{version=\"" PACKRAT_VERSION "\"} 1\n"),
             std::string::npos);
   EXPECT_NE(page.find("\nprocess_resident_memory_bytes "), std::string::npos);
+  // Each runtime's own CPU time and memory, one series per process.
+  for (const pid_t pid : agent_->RuntimePids()) {
+    const std::string labels = "{model=\"cnn\",pid=\"" + std::to_string(pid) + "\"} ";
+    EXPECT_NE(page.find("\npackrat_runtime_cpu_seconds_total" + labels), std::string::npos)
+        << pid << "\n"
+        << page;
+    EXPECT_NE(page.find("\npackrat_runtime_resident_memory_bytes" + labels), std::string::npos)
+        << pid;
+  }
 
   // promtool accepts the page.
   const std::string file = dir_ + "/metrics.txt";

@@ -1,14 +1,17 @@
 #include "agent/metrics/process_metrics.h"
 
-#include <prometheus/text_serializer.h>
-
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "agent/metrics/runtime_process_metrics.h"
 
 namespace packrat::metrics {
 namespace {
@@ -83,6 +86,31 @@ TEST_F(ProcessMetricsTest, RendersAtScrapeTime) {
   Write("self/fd/3", "");
   page = render();
   EXPECT_NE(page.find("\nprocess_open_fds 4\n"), std::string::npos) << page;
+}
+
+// Runtime processes: each listed pid's CPU time and memory, per model, read at every scrape; a
+// pid that is gone is left out, and an unbound model's series go.
+TEST_F(ProcessMetricsTest, RuntimeProcessesAreReadByPidAtEachScrape) {
+  WriteAll();
+  fs::create_directories(root_ + "/77");
+  Write("77/stat",
+        "77 (packrat-runtime) S 1 77 77 0 -1 0 0 0 0 0 30 10 0 0 20 0 4 0 5000 4096 100 0\n");
+  RuntimeProcessMetrics runtimes(root_);
+  std::vector<pid_t> pids = {77, 78};  // 78 has no files: gone
+  CallbackHandle bound = runtimes.Bind("demo", [&pids] { return pids; });
+  auto render = [&] { return prometheus::TextSerializer().Serialize(runtimes.Collect()); };
+  std::string page = render();
+  EXPECT_NE(page.find("# TYPE packrat_runtime_cpu_seconds_total counter\n"), std::string::npos);
+  std::ostringstream cpu, rss;
+  cpu << "\npackrat_runtime_cpu_seconds_total{model=\"demo\",pid=\"77\"} " << 40 / ticks_ << "\n";
+  rss << "\npackrat_runtime_resident_memory_bytes{model=\"demo\",pid=\"77\"} " << 100 * page_
+      << "\n";
+  EXPECT_NE(page.find(cpu.str()), std::string::npos) << page;
+  EXPECT_NE(page.find(rss.str()), std::string::npos) << page;
+  EXPECT_EQ(page.find("pid=\"78\""), std::string::npos) << page;
+  bound.Reset();
+  EXPECT_TRUE(runtimes.Collect().empty());
+  EXPECT_TRUE(RuntimeProcessMetrics("").Collect().empty());
 }
 
 TEST(ProcessMetricsRealProcTest, ReadsPlausibleValuesForThisProcess) {
