@@ -103,6 +103,13 @@ void ModelMetrics::Answered(int code, std::chrono::steady_clock::time_point rece
   statistics_.RecordAnswer(code == 200, took);
 }
 
+void ModelMetrics::Executed(int64_t rows, int64_t requests, std::chrono::nanoseconds input,
+                            std::chrono::nanoseconds compute, std::chrono::nanoseconds output) {
+  batch_size_->Observe(static_cast<double>(rows));
+  compute_duration_->Observe(std::chrono::duration<double>(compute).count());
+  statistics_.RecordExecution(rows, requests, input, compute, output);
+}
+
 void ModelMetrics::RecordBatchLatency(double seconds) {
   double old = batch_latency_average_.load(std::memory_order_relaxed);
   double next;

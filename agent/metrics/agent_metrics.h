@@ -124,6 +124,10 @@ class ModelMetrics {
   // A request accepted (inflight() up) at `received` was answered with HTTP status `code`:
   // inflight() down, requests(code), request_duration() and the statistics' success or fail.
   void Answered(int code, std::chrono::steady_clock::time_point received);
+  // A slice of `rows` rows of `requests` requests ran: its input copy, compute and output copy.
+  // Into batch_size(), compute_duration() and the statistics.
+  void Executed(int64_t rows, int64_t requests, std::chrono::nanoseconds input,
+                std::chrono::nanoseconds compute, std::chrono::nanoseconds output);
   // The model's figures for the statistics extension (inference_statistics.h).
   InferenceStatistics& statistics() { return statistics_; }
   // Observe(seconds) once per request: enqueued until its batch was dispatched.

@@ -23,9 +23,7 @@ ServedModel::ServedModel(ModelConfig config, ServedModelOptions options, Process
                                     launcher, options_.runtime_idle_spin_us,
                                     ResizableRuntimes() ? config_.batching.max_batch : 0},
                WorkerHooks{
-                   [this](int threads, const SliceTiming& timing, std::map<int64_t, int>* seen) {
-                     ObserveComputed(threads, timing, seen);
-                   },
+                   [this](int t, const SliceTiming& s, auto* seen) { ObserveComputed(t, s, seen); },
                    [this](std::vector<WorkSlice> orphans, const std::string& why) {
                      sets_.RetryOrphans(std::move(orphans), why);
                      controller_->RestartSoon();
@@ -423,12 +421,9 @@ void ServedModel::ChangePlan(PlanChange change, std::function<void(Status)> done
 
 void ServedModel::ObserveComputed(int threads, const SliceTiming& timing,
                                   std::map<int64_t, int>* seen) {
-  const int64_t rows = timing.rows;
-  const std::chrono::nanoseconds took = timing.compute;
+  const auto [rows, took] = std::pair(timing.rows, timing.compute);
   if (metrics::ModelMetrics* m = options_.metrics) {
-    m->batch_size().Observe(static_cast<double>(rows));
-    m->compute_duration().Observe(std::chrono::duration<double>(took).count());
-    m->statistics().RecordExecution(rows, timing.requests, timing.input, took, timing.output);
+    m->Executed(rows, timing.requests, timing.input, took, timing.output);
   }
   if (optimizer_ == nullptr || (*seen)[rows]++ < kColdSlices) return;
   const std::optional<double> predicted = optimizer_->profile().InterpolatedLatency(threads, rows);
