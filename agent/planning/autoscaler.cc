@@ -102,9 +102,13 @@ double Autoscaler::CapacityToKeep(const Plan& plan, const PlanEvaluator& eval) c
       .value_or(eval.Capacity(plan));
 }
 
+bool Autoscaler::KeepsLess(const Plan& plan, double to_keep, const PlanEvaluator& eval) const {
+  return eval.Capacity(plan) < to_keep || CapacityToKeep(plan, eval) < to_keep;
+}
+
 bool Autoscaler::GivesUpCapacity(const Plan& plan, const ServingView& view) const {
   const PlanEvaluator cautious = CautiousEvaluator(view);
-  return CapacityToKeep(plan, cautious) < CapacityToKeep(ServingPlan(view), cautious);
+  return KeepsLess(plan, CapacityToKeep(ServingPlan(view), cautious), cautious);
 }
 
 Plan Autoscaler::ServingPlan(const ServingView& view) {

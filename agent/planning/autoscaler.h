@@ -402,6 +402,9 @@ class Autoscaler {
   // for by a lower p99 than the target asks (rules 2b and 2c); one that does not meets any
   // peak the serving set meets.
   bool GivesUpCapacity(const Plan& plan, const ServingView& view) const;
+  // Whether `plan`'s CapacityToKeep at `eval` is below `to_keep`; it simulates only a plan
+  // whose capacity fully busy (an upper bound) is not.
+  bool KeepsLess(const Plan& plan, double to_keep, const PlanEvaluator& eval) const;
   // The candidate table: what each B offers on `view` at one rate (PlanFor: its plan, the rows/s
   // it serves fully busy, its simulated requests; from a backlog; whether it starts runtimes),
   // computed once per decision, as the rules first ask for each B. Lives for one decision, on

@@ -117,7 +117,7 @@ class Autoscaler::StepDownTable {
 
   // Keeping capacity: whether `plan` has less CapacityToKeep than the serving set.
   bool GivesUp(const Plan& plan) const {
-    return policy_.CapacityToKeep(plan, *cautious_) < serving_to_keep_;
+    return policy_.KeepsLess(plan, serving_to_keep_, *cautious_);
   }
 
   std::optional<std::pair<double, double>> MostWithin(int64_t b, double ceiling_ms) {
