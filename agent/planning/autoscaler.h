@@ -54,8 +54,7 @@
 //         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
 //         and it runs min_capacity or what the serving plan does; only a plan that serves the
 //         rate max_utilization busy (another's p99 is of a growing queue, and an overload is
-//         rule 1's), and one that runs less than the serving plan (its thread counts not yet
-//         served at the least slowdown measured: CautiousEvaluator) only as a step down would
+//         rule 1's), and one that gives up capacity (GivesUpCapacity) only as a step down would
 //         go: not within scale_down_delay_ms of an overload move or of the arrivals' first
 //         count, nor where the serving plan meets the p99 target, nor where the recent peak
 //         would have overloaded it (PeakAllows).
@@ -81,7 +80,7 @@
 //   Plans count each thread count at its measured slowdown (ServingView::slowdown), one not
 //   served yet at its profile (SlowdownTracker): a shape the profile flatters is served,
 //   measured, and left by rule 0 where it falls behind. But whether a move gives up capacity
-//   (2c) is judged with a thread count not yet served at the least slowdown measured on any
+//   (2b, 2c) is judged with a thread count not yet served at the least slowdown measured on any
 //   (CautiousEvaluator): a shape is explored for a lower latency where the serving plan misses
 //   its target, never at the risk of capacity where it meets it.
 //   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
