@@ -269,8 +269,9 @@ promtool check rules "$out/dashboard-rules.yaml" > /dev/null
 missing=0
 for name in $(grep -o '\(packrat\|process\)_[a-z_]*' "$dashboard" | sort -u); do
   base=$(sed -E 's/_(bucket|sum|count)$//' <<< "$name")
-  if ! grep -q "\"$base\"" agent/metrics/agent_metrics.cc agent/metrics/process_metrics.cc \
-      && ! grep -q "\"$name\"" agent/metrics/agent_metrics.cc agent/metrics/process_metrics.cc; then
+  sources=(agent/metrics/agent_metrics.cc agent/metrics/process_metrics.cc
+           agent/metrics/runtime_process_metrics.cc)
+  if ! grep -q "\"$base\"" "${sources[@]}" && ! grep -q "\"$name\"" "${sources[@]}"; then
     echo "dashboard uses $name, which agent/metrics does not export" >&2
     missing=1
   fi

@@ -192,6 +192,15 @@ ts("Open file descriptors", "process_open_fds against process_max_fds.",
     (agents('process_max_fds{instance=~"$instance"}'), "{{instance}} max")],
    "short", 16, 8)
 y[0] += 8
+ts("Runtime CPU", "CPUs in use by each model's runtime processes (serving, draining, parked): "
+   "packrat_runtime_cpu_seconds_total, one series per process, summed by model.",
+   [(f'sum by (model) (rate(packrat_runtime_cpu_seconds_total{{{SEL}}}[{RI}]))', "{{model}}")],
+   "short", 0, 12, stack=True)
+ts("Runtime memory", "Resident memory of each model's runtime processes, summed by model (each "
+   "runtime holds one copy of its model).",
+   [(f'sum by (model) (packrat_runtime_resident_memory_bytes{{{SEL}}})', "{{model}}")],
+   "bytes", 12, 12, stack=True)
+y[0] += 8
 
 def var(name, label, query):
     return {"name": name, "label": label, "type": "query", "datasource": DS,
