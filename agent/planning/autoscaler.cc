@@ -563,10 +563,11 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   // where the serving plan meets the p99 target. Whether it gives up capacity is judged with
   // no thread count not yet served promising more than the served ones have shown.
   const double serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
-  if (GivesUpCapacity(planned->plan, view) &&
-      (WithinScaleDownDelay(in) || ServingMeetsTarget(in) ||
+  // The guards first: GivesUpCapacity simulates (CapacityToKeep).
+  if ((WithinScaleDownDelay(in) || ServingMeetsTarget(in) ||
        !PeakAllows(planned->capacity, serving_capacity, PeakWindowMs(in), options_.max_utilization,
-                   RecentPeak(in)))) {
+                   RecentPeak(in))) &&
+      GivesUpCapacity(planned->plan, view)) {
     return false;
   }
   if (GivesUpReserve(planned->capacity, serving_capacity)) return false;
