@@ -563,6 +563,15 @@ class Autoscaler {
   // Why no plan of as much capacity was stepped down to: those that give up some, and the
   // simulated p99s of the others.
   std::string KeepingCapacityText(const StepDownTable& table) const;
+  // Why StepDown holds (*r): the peak a step giving up capacity must meet is not known yet
+  // (kScaleDownDelay), or the serving plan meets the p99 target (kWithinTarget).
+  void ExplainPeakUnknown(PeakUnknown why, const Inputs& in, const StepDownTable& table,
+                          Reason* r) const;
+  void ExplainWithinTarget(const Inputs& in, const StepDownTable& table, Reason* r) const;
+  // The step StepDown takes to `b`: the plan it names (for a burst, or keeping capacity) and
+  // what it says about it (step->capped, the reason's target figures).
+  void DescribeStepDown(const Inputs& in, const StepDownTable& table, int64_t b, bool for_burst,
+                        bool keeping_capacity, Step* step) const;
   // Why no step down passed (*r: kBurstReserve, kServingP99Lowest, kMinCapacity or
   // kPeakGuard), from what the search found.
   void ExplainStepDownHold(const StepDownTable& table, const ServingView& view, int64_t decision,

@@ -264,45 +264,59 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
   r.peak_rate = peak(peak_window.count());
   r.serving_p99_ms = table.p99(current);
   if (!b && why) {
-    r.rule = Rule::kScaleDownDelay;
-    r.peak_rate.reset();
-    const std::string span = std::to_string(PeakSpan(in).count()) + " ms";
-    r.text = "keeping B=" + std::to_string(current) + ": ";
-    switch (*why) {
-      case PeakUnknown::kArrivalsYoung:
-        r.text +=
-            "the arrivals, whose peak a smaller plan must absorb, were first counted less "
-            "than " +
-            span + " ago";
-        break;
-      case PeakUnknown::kOverloadMove:
-        r.text += "the overload move to it was less than " +
-                  std::to_string(options_.scale_down_delay_ms) + " ms ago";
-        break;
-      case PeakUnknown::kArrivalsRising:
-        r.text += "the arrivals still rise above their mean over " + span +
-                  ": the peak a smaller plan must absorb is not known yet";
-        break;
-    }
-    r.text += "; " + KeepingCapacityText(table);
-    return std::nullopt;
-  }
-  if (!b && within_target) {
-    r.rule = Rule::kWithinTarget;
-    r.quiet = true;  // recurs at each decision while the load stays low
-    r.rate = arriving;
-    r.peak_rate.reset();
-    r.text = "keeping B=" + std::to_string(current) + ": at " +
-             std::to_string(arriving.value_or(0)) +
-             " rows/s its requests' simulated p99 meets batching.p99_target_ms (" +
-             std::to_string(std::lround(options_.p99_target_ms)) +
-             " ms); capacity is not given up for less; " + KeepingCapacityText(table);
-    return std::nullopt;
-  }
-  if (!b) {
+    ExplainPeakUnknown(*why, in, table, &r);
+  } else if (!b && within_target) {
+    ExplainWithinTarget(in, table, &r);
+  } else if (!b) {
     ExplainStepDownHold(table, view, decision, arriving, for_burst, peak_window, &r);
-    return std::nullopt;
+  } else {
+    DescribeStepDown(in, table, *b, for_burst, keeping_capacity, step);
   }
+  return b;
+}
+
+void Autoscaler::ExplainPeakUnknown(PeakUnknown why, const Inputs& in, const StepDownTable& table,
+                                    Reason* r) const {
+  r->rule = Rule::kScaleDownDelay;
+  r->peak_rate.reset();
+  const std::string span = std::to_string(PeakSpan(in).count()) + " ms";
+  r->text = "keeping B=" + std::to_string(in.view.batch) + ": ";
+  switch (why) {
+    case PeakUnknown::kArrivalsYoung:
+      r->text +=
+          "the arrivals, whose peak a smaller plan must absorb, were first counted less than " +
+          span + " ago";
+      break;
+    case PeakUnknown::kOverloadMove:
+      r->text += "the overload move to it was less than " +
+                 std::to_string(options_.scale_down_delay_ms) + " ms ago";
+      break;
+    case PeakUnknown::kArrivalsRising:
+      r->text += "the arrivals still rise above their mean over " + span +
+                 ": the peak a smaller plan must absorb is not known yet";
+      break;
+  }
+  r->text += "; " + KeepingCapacityText(table);
+}
+
+void Autoscaler::ExplainWithinTarget(const Inputs& in, const StepDownTable& table,
+                                     Reason* r) const {
+  r->rule = Rule::kWithinTarget;
+  r->quiet = true;  // recurs at each decision while the load stays low
+  r->rate = in.arriving;
+  r->peak_rate.reset();
+  r->text = "keeping B=" + std::to_string(in.view.batch) + ": at " +
+            std::to_string(in.arriving.value_or(0)) +
+            " rows/s its requests' simulated p99 meets batching.p99_target_ms (" +
+            std::to_string(std::lround(options_.p99_target_ms)) +
+            " ms); capacity is not given up for less; " + KeepingCapacityText(table);
+}
+
+void Autoscaler::DescribeStepDown(const Inputs& in, const StepDownTable& table, int64_t b,
+                                  bool for_burst, bool keeping_capacity, Step* step) const {
+  const int64_t decision = *in.estimate;
+  const int64_t current = in.view.batch;
+  Reason& r = step->reason;
   const std::string reserve_ms = " (reconfiguration.burst_reserve_ms " +
                                  std::to_string(std::lround(options_.burst_reserve_ms)) + ")";
   auto rows_p99 = [&](int64_t b) {
@@ -311,23 +325,22 @@ std::optional<int64_t> Autoscaler::StepDown(const Inputs& in, Step* step) const 
            (ms ? ", a simulated p99 of " + std::to_string(std::lround(*ms)) + " ms" : "");
   };
   if (for_burst) {
-    step->plan = table.burst_plan(*b);
+    step->plan = table.burst_plan(b);
     step->capped = "; for a burst: " + step->plan->plan.ConfigString() + " " +
-                   BurstText(table.burst(*b), step->plan->simulated->p99_ms) + ", near the lowest" +
+                   BurstText(table.burst(b), step->plan->simulated->p99_ms) + ", near the lowest" +
                    reserve_ms;
-  } else if (*b != decision) {
+  } else if (b != decision) {
     step->capped = "; recent peak " + std::to_string(r.peak_rate.value_or(0)) +
                    " rows/s: the estimate " + std::to_string(decision) + " serves " +
-                   rows_p99(decision) + ", " + std::to_string(*b) + " serves " + rows_p99(*b) +
+                   rows_p99(decision) + ", " + std::to_string(b) + " serves " + rows_p99(b) +
                    "; the serving plan " + rows_p99(current);
   }
   if (keeping_capacity && !for_burst) {
-    step->plan = table.keeping_plan(*b);
+    step->plan = table.keeping_plan(b);
     step->capped += "; it gives up no capacity";
   }
-  r.target_capacity = table.capacity(*b);
-  r.target_p99_ms = table.p99(*b);
-  return b;
+  r.target_capacity = table.capacity(b);
+  r.target_p99_ms = table.p99(b);
 }
 
 void Autoscaler::ExplainStepDownHold(const StepDownTable& table, const ServingView& view,
