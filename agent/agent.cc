@@ -282,6 +282,7 @@ void Agent::LoadModels() {
     if (partitioned && node_) node_->SplitFreeCpus(configured);
     for (const std::shared_ptr<ServedModel>& model : configured) {
       if ((node_ != nullptr && model->PartitionCandidate()) != partitioned) continue;
+      const LogScope log_scope(model->name());
       if (Status s = model->Load(); s.ok()) {
         ++ready;
       } else if (first_failure.ok()) {

@@ -104,6 +104,34 @@ void SetLogFormat(LogFormat format) {
   setenv("PACKRAT_LOG_FORMAT", format == LogFormat::kJson ? "json" : "text", 1);
 }
 
+namespace {
+
+struct ThreadLogFields {
+  std::string model;
+  std::string request_id;
+};
+
+ThreadLogFields& Fields() {
+  thread_local ThreadLogFields fields;
+  return fields;
+}
+
+}  // namespace
+
+LogScope::LogScope(std::string_view model, std::string_view request_id) {
+  ThreadLogFields& f = Fields();
+  outer_model_ = f.model;
+  outer_request_id_ = f.request_id;
+  if (!model.empty()) f.model = model;
+  if (!request_id.empty()) f.request_id = request_id;
+}
+
+LogScope::~LogScope() {
+  ThreadLogFields& f = Fields();
+  f.model = std::move(outer_model_);
+  f.request_id = std::move(outer_request_id_);
+}
+
 void SetLogComponent(std::string_view component) {
   std::lock_guard<std::mutex> lock(ComponentMutex());
   Component() = std::string(component);
@@ -130,9 +158,12 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line)
   std::snprintf(frac, sizeof(frac), ".%06ld", static_cast<long>(micros));
   const std::string source =
       std::string(base != nullptr ? base + 1 : file) + ':' + std::to_string(line);
+  const ThreadLogFields& fields = Fields();
   if (!json_) {
     stream_ << NamesOf(level_).letter << ' ' << stamp << frac << ' ' << component << ' ' << source
             << "] ";
+    if (!fields.model.empty()) stream_ << "model=" << fields.model << ' ';
+    if (!fields.request_id.empty()) stream_ << "request_id=" << fields.request_id << ' ';
     return;
   }
   char date[16];
@@ -142,6 +173,14 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line)
   AppendJsonString(head_, component);
   head_ += ",\"source\":";
   AppendJsonString(head_, source);
+  if (!fields.model.empty()) {
+    head_ += ",\"model\":";
+    AppendJsonString(head_, fields.model);
+  }
+  if (!fields.request_id.empty()) {
+    head_ += ",\"request_id\":";
+    AppendJsonString(head_, fields.request_id);
+  }
   head_ += ",\"message\":";
 }
 

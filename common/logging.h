@@ -9,6 +9,8 @@
 //   text  I 07:31:29.679641 agent file.cc:146] message
 //   json  {"time":"2026-11-28T07:31:29.679641Z","level":"info","component":"agent",
 //          "source":"file.cc:146","message":"message"}   (RFC 3339 time in UTC, one object a line)
+// A line written inside a LogScope also names the model and request it is about: json
+// "model" and "request_id" fields before "message"; text "model=M request_id=R " before it.
 #pragma once
 
 #include <sstream>
@@ -41,6 +43,23 @@ enum class LogFormat { kText, kJson };
 // start.
 void SetLogFormat(LogFormat format);
 LogFormat CurrentLogFormat();
+
+// What the lines a thread writes are about while the scope lives: the model (and the request)
+// it works for. Scopes nest: an inner one's non-empty fields replace the outer one's until it
+// ends. Costs two string copies; meant for a thread's loop or one request's handling, not for
+// each line.
+// Thread-safety: per thread (thread-local); must end on the thread that made it.
+class LogScope {
+ public:
+  explicit LogScope(std::string_view model, std::string_view request_id = {});
+  ~LogScope();
+  LogScope(const LogScope&) = delete;
+  LogScope& operator=(const LogScope&) = delete;
+
+ private:
+  std::string outer_model_;
+  std::string outer_request_id_;
+};
 
 class LogMessage {
  public:

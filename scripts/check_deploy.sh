@@ -18,7 +18,14 @@
 #      the default values (non-root) those of the base with components/non-root, and
 #      cgroups.enabled=true those of the base;
 #   6. the Grafana dashboard is valid JSON, matches its generator, its PromQL parses
-#      (promtool check rules) and it only uses metric names the agent exports.
+#      (promtool check rules) and it only uses metric names the agent exports;
+#   7. the agent itself (`packrat-agent --check-config`; $PACKRAT_AGENT, else build/bin's, else
+#      skipped with a note) accepts deploy/config/*.yaml and the config of every rendered
+#      ConfigMap, and the chart's pre-install hook checks the release's own config;
+#   8. the KServe runtime (deploy/kserve/) and its example InferenceService validate against
+#      KServe's published CRDs (deploy/kserve/crds/), strictly (an unknown field fails), and
+#      manifests with a misspelt field or a wrong type are refused; the runtime starts the
+#      agent with deploy/config/kserve.yaml's ports, which the image holds.
 # Exit 0 when all pass. Needs kubectl, node/npm, jq, yamllint, promtool, /usr/bin/python3 and go
 # with the Go libraries of scripts/packages.txt (golang-go, golang-github-masterminds-sprig-dev,
 # golang-github-ghodss-yaml-dev, golang-github-xeipuuv-gojsonschema-dev).
@@ -33,14 +40,16 @@ fail() { echo "check_deploy: FAIL: $*" >&2; exit 1; }
 step "yamllint"
 yamllint -s -d '{extends: default, rules: {line-length: {max: 100},
   document-start: disable, comments: {min-spaces-from-content: 1},
-  braces: {max-spaces-inside: 1}, truthy: {check-keys: false}}}' \
+  braces: {max-spaces-inside: 1}, truthy: {check-keys: false}},
+  ignore: deploy/kserve/crds/}' \
   deploy helm/packrat/Chart.yaml helm/packrat/values.yaml
 jq empty helm/packrat/values.schema.json
 
 step "kubectl kustomize deploy/, deploy/example/ and deploy/components/*"
 kubectl kustomize deploy > "$out/base.yaml"
 kubectl kustomize deploy/example > "$out/example.yaml"
-rendered=("$out/base.yaml" "$out/example.yaml")
+kubectl kustomize deploy/grafana > "$out/grafana.yaml"
+rendered=("$out/base.yaml" "$out/example.yaml" "$out/grafana.yaml")
 # One overlay per models component (they all define the volume `models`), the others together.
 overlays=(
   "non-root"
@@ -86,11 +95,13 @@ config:
       path: /models/resnet50.pt
       inputs: [{name: input__0, datatype: FP32, shape: [-1, 3, 224, 224]}]
       outputs: [{name: output__0, datatype: FP32, shape: [-1, 1000]}]
+      batching: {max_batch: 32}
       instances: auto
 EOF
 variants=(
   "default|"
-  "all|--set example.enabled=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true"
+  "all|--set example.enabled=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true
+     --set grafanaDashboard.enabled=true"
   "cgroups|--set cgroups.enabled=true"
   "cgroups-no-hostport|--set cgroups.enabled=true --set hostPort=0"
   "cgroups-token|--set cgroups.enabled=true --set managementToken.enabled=true"
@@ -195,6 +206,102 @@ node "$validator/validate.mjs" "${json[@]}" > "$out/validate.log" \
   || { grep -v '^ok ' "$out/validate.log" >&2; fail "schema validation"; }
 echo "check_deploy: $(grep -c '^ok ' "$out/validate.log") objects valid"
 
+step "packrat-agent --check-config on every config (deploy/config, each rendered ConfigMap)"
+agent=${PACKRAT_AGENT:-build/bin/packrat-agent}
+if [[ -x $agent ]]; then
+  rm -rf "$out/configs" && mkdir -p "$out/configs"
+  cp deploy/config/*.yaml "$out/configs/"
+  /usr/bin/python3 - "$out/configs" "${rendered[@]}" <<'PY'
+import os, sys, yaml
+folder, files = sys.argv[1], sys.argv[2:]
+for path in files:
+    for o in yaml.safe_load_all(open(path)):
+        if not o or o["kind"] != "ConfigMap" or "packrat.yaml" not in o.get("data", {}):
+            continue
+        name = f"{os.path.basename(path)[:-5]}-{o['metadata']['name']}.yaml"
+        open(os.path.join(folder, name), "w").write(o["data"]["packrat.yaml"])
+PY
+  checked=0
+  for config in "$out"/configs/*.yaml; do
+    "$agent" --check-config "$config" > /dev/null 2> "$out/check-config.err" ||
+      fail "packrat-agent --check-config $config: $(grep -v ': note: ' "$out/check-config.err")"
+    checked=$((checked + 1))
+  done
+  echo "check_deploy: $checked configs valid"
+else
+  echo "check_deploy: note: $agent is not built: the configs are not checked by the agent"
+fi
+# The chart's hook checks the config the release's agents get.
+/usr/bin/python3 - "$out/helm-default.yaml" <<'PY'
+import sys, yaml
+maps = {o["metadata"]["name"]: o for o in yaml.safe_load_all(open(sys.argv[1]))
+        if o and o["kind"] == "ConfigMap"}
+if maps["packrat-check-config"]["data"] != maps["packrat-config"]["data"]:
+    sys.exit("the check-config hook's ConfigMap differs from the agents' packrat-config")
+PY
+
+step "KServe: deploy/kserve against KServe's CRDs (deploy/kserve/crds)"
+kubectl kustomize deploy/kserve > "$out/kserve.yaml"
+cp scripts/k8s-validate/crd-validate.mjs "$validator/"
+/usr/bin/python3 - "$out" <<'PY'
+import copy, json, sys, yaml
+out = sys.argv[1]
+def load(path):
+    return [d for d in yaml.safe_load_all(open(path)) if d]
+crds = load("deploy/kserve/crds/serving.kserve.io_clusterservingruntimes.yaml") + \
+    load("deploy/kserve/crds/serving.kserve.io_inferenceservices.yaml")
+json.dump(crds, open(f"{out}/kserve-crds.json", "w"))
+runtime = load(f"{out}/kserve.yaml")
+isvc = load("deploy/kserve/example/inferenceservice.yaml")
+json.dump(runtime + isvc, open(f"{out}/kserve-objects.json", "w"))
+
+# What the runtime must say to KServe and to the agent in the image.
+[rt] = [o for o in runtime if o["kind"] == "ClusterServingRuntime"]
+[container] = rt["spec"]["containers"]
+config = yaml.safe_load(open("deploy/config/kserve.yaml"))["server"]
+port = lambda key: int(config[key].rsplit(":", 1)[1])
+checks = [
+    (container["name"] == "kserve-container", "the container is not named kserve-container"),
+    (container["args"] == ["--config", "/etc/packrat/kserve.yaml"],
+     "the runtime does not start the agent with /etc/packrat/kserve.yaml"),
+    (port("http") == 8080 and config["http"].startswith("0.0.0.0:"),
+     "kserve.yaml's http is not 0.0.0.0:8080 (KServe's port)"),
+    (rt["spec"]["annotations"]["prometheus.kserve.io/port"] == str(port("metrics")),
+     "prometheus.kserve.io/port is not kserve.yaml's metrics port"),
+    (config["model_repository"] == "/mnt/models", "kserve.yaml does not read /mnt/models"),
+    ({"name": "pytorch", "version": "1", "autoSelect": True, "priority": 3}
+     in rt["spec"]["supportedModelFormats"], "pytorch is not auto-selected"),
+    ("v2" in rt["spec"]["protocolVersions"], "protocol v2 is not listed"),
+]
+for ok, what in checks:
+    if not ok:
+        sys.exit(f"deploy/kserve: {what}")
+
+# Manifests the validation must refuse, each for its reason.
+bad = []
+o = copy.deepcopy(rt); o["spec"]["supportedModelFormat"] = o["spec"].pop("supportedModelFormats")
+bad.append(("additional properties 'supportedModelFormat'", o))
+o = copy.deepcopy(rt); o["spec"]["containers"][0]["args"] = "--config"
+bad.append(("/spec/containers/0/args must be array", o))
+o = copy.deepcopy(isvc[0]); del o["spec"]["predictor"]["model"]["modelFormat"]["name"]
+bad.append(("modelFormat must have required property 'name'", o))
+o = copy.deepcopy(isvc[0]); o["spec"]["predictor"]["model"]["storageURI"] = "gs://x"
+bad.append(("additional properties 'storageURI'", o))
+for i, (want, o) in enumerate(bad):
+    json.dump([o], open(f"{out}/kserve-bad-{i}.json", "w"))
+    open(f"{out}/kserve-bad-{i}.want", "w").write(want)
+PY
+node "$validator/crd-validate.mjs" "$out/kserve-crds.json" "$out/kserve-objects.json" \
+  > "$out/kserve-validate.log" || { grep -v '^ok ' "$out/kserve-validate.log" >&2; fail "KServe CRD validation"; }
+echo "check_deploy: $(grep -c '^ok ' "$out/kserve-validate.log") KServe objects valid"
+for bad in "$out"/kserve-bad-*.json; do
+  if node "$validator/crd-validate.mjs" "$out/kserve-crds.json" "$bad" > "$out/kserve-bad.log"; then
+    fail "the KServe CRD validation accepted $bad"
+  fi
+  grep -qF -- "$(cat "${bad%.json}.want")" "$out/kserve-bad.log" ||
+    fail "$bad: expected '$(cat "${bad%.json}.want")', got: $(cat "$out/kserve-bad.log")"
+done
+
 step "helm values config == deploy/config/packrat.yaml; the chart == Kustomize, in each mode"
 # The chart's default (non-root) against the base with components/non-root, and the chart's
 # cgroups mode against the base.
@@ -206,8 +313,9 @@ chart = yaml.safe_load(open("helm/packrat/values.yaml"))["config"]
 if base != chart:
     sys.exit("helm/packrat/values.yaml config differs from deploy/config/packrat.yaml")
 
-def objects(path):
-    return {o["kind"]: o for o in json.load(open(path))}
+def objects(path):  # the release's objects, not its hooks'
+    return {o["kind"]: o for o in json.load(open(path))
+            if "helm.sh/hook" not in o["metadata"].get("annotations", {})}
 def pod_spec(o):
     spec = o["spec"]["template"]["spec"]
     for v in spec["volumes"]:
@@ -261,9 +369,23 @@ dashboard=deploy/grafana/packrat-dashboard.json
 jq empty "$dashboard"
 /usr/bin/python3 deploy/grafana/make_dashboard.py | cmp -s - "$dashboard" \
   || { echo "$dashboard is not what deploy/grafana/make_dashboard.py generates" >&2; exit 1; }
+cmp -s "$dashboard" helm/packrat/dashboards/packrat-dashboard.json ||
+  fail "helm/packrat/dashboards/packrat-dashboard.json differs from $dashboard (copy it)"
+# The ConfigMaps of the chart and of deploy/grafana hold the dashboard as it is.
+/usr/bin/python3 - "$dashboard" "$out/helm-all.yaml" "$out/grafana.yaml" <<'PY'
+import json, sys, yaml
+want = json.load(open(sys.argv[1]))
+for path in sys.argv[2:]:
+    maps = [o for o in yaml.safe_load_all(open(path)) if o and o["kind"] == "ConfigMap"
+            and "packrat-dashboard.json" in o.get("data", {})]
+    if len(maps) != 1 or maps[0]["metadata"]["labels"].get("grafana_dashboard") != "1":
+        sys.exit(f"{path}: no one dashboard ConfigMap labelled grafana_dashboard: \"1\"")
+    if json.loads(maps[0]["data"]["packrat-dashboard.json"]) != want:
+        sys.exit(f"{path}: the dashboard ConfigMap differs from {sys.argv[1]}")
+PY
 jq -r '[.. | .expr? // empty] | to_entries[]
        | "      - record: dashboard:expr_\(.key)\n        expr: \(.value | @json)"' "$dashboard" \
-  | sed -e 's/\$__rate_interval/5m/g' -e 's/\$model/.*/g' -e 's/\$instance/.*/g' \
+  | sed -e 's/\$__rate_interval/5m/g' -e 's/\$model/.*/g' -e 's/\$instance/.*/g' -e 's/\$node/.*/g' \
   | { printf 'groups:\n  - name: dashboard\n    rules:\n'; cat; } > "$out/dashboard-rules.yaml"
 promtool check rules "$out/dashboard-rules.yaml" > /dev/null
 missing=0

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Builds the container image (Dockerfile) from a clean copy of the sources with buildah, no
-# Docker engine and no registry, and checks it:
-#   - the image's metadata: OCI labels, HEALTHCHECK, non-root user, entrypoint;
-#   - the runtime stage holds no compiler, no Python, no sources and no -dev package, and every
-#     library the four binaries need resolves (ldd), BLAS to OpenBLAS;
+# Builds the container images (Dockerfile) from a clean copy of the sources with buildah, no
+# Docker engine and no registry, and checks them:
+#   - sizes: the agent's image at most 550 MB, the sidecar's (`--target forwarder`) at most
+#     30 MB (decimal, the layers as stored, as `buildah images` shows them);
+#   - the images' metadata: OCI labels, HEALTHCHECK, non-root user, entrypoint;
+#   - the agent's image holds no compiler, no Python, no sources, no -dev package and none of the
+#     libraries libtorch's package drags in unused (OpenCV, FFmpeg, Qt, GDAL); every library the
+#     four binaries need resolves (ldd), BLAS to OpenBLAS; the license and the list of copied
+#     files with their packages are there;
 #   - packrat-agent started inside the image with its default config (/etc/packrat/packrat.yaml)
 #     is live and ready, shows the demo model's metadata, answers one inference as
 #     build/bin/packrat-agent does with the same config and model file (same output tensor),
-#     exports packrat_ series on /metrics, and exits 0 within its shutdown timeout on SIGTERM.
+#     exports packrat_ series on /metrics, and exits 0 within its shutdown timeout on SIGTERM;
+#   - packrat-forward started in the sidecar's image in front of that agent answers readiness
+#     and the same inference through it, its probe command (curl) runs in that image, and it
+#     exits 0 on SIGTERM.
 #     Two changes to that config, each said in the output: `instances: auto` becomes a fixed
 #     plan (one instance, 1 thread, batch 4), since profiling on first start takes about 6
 #     minutes on 2 cores (--auto keeps it); and where 8080-8082 are taken on this machine the
@@ -17,8 +24,10 @@
 #     --auto      serve the default config unchanged: profile on first start (the profile is
 #                 kept in build/image-cache/profiles/ and reused while model file and machine
 #                 stay the same)
-#     --keep      keep the image (default tag localhost/packrat:VERSION) instead of removing it
-#     --tag NAME  the image's name (default localhost/packrat:check-PID, removed at the end)
+#     --keep      keep the images (tags localhost/packrat:VERSION and
+#                 localhost/packrat-forward:VERSION) instead of removing them
+#     --tag NAME  the agent image's name (default localhost/packrat:check-PID, removed at the
+#                 end); the sidecar's is the same with packrat-forward for packrat
 #
 # Time on the 2-core development machine (docs/operations.md, "Container image"): about
 # 5 minutes warm (base image cached in build/image-cache/, the host's ccache holding the
@@ -72,6 +81,9 @@ if [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
 fi
 source_url=$(git remote get-url origin 2>/dev/null || echo unknown)
 [[ -n $tag ]] || { ((keep)) && tag=localhost/packrat:$version || tag=localhost/packrat:check-$$; }
+forward_tag=${tag/packrat:/packrat-forward:}
+[[ $forward_tag != "$tag" ]] || forward_tag=$tag-forward
+created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 base_image=localhost/debian:bookworm-slim
 cache=$src/build/image-cache
 mkdir -p "$cache"
@@ -105,7 +117,7 @@ fi
 
 work=$(mktemp -d /tmp/packrat-check-image.XXXXXX)
 chmod 0755 "$work"
-ctr="" image_agent_pid="" host_agent_pid="" built=0
+ctr="" fctr="" image_agent_pid="" forward_pid="" host_agent_pid="" built=0
 cleanup() {
   local rc=$?
   set +e
@@ -113,6 +125,7 @@ cleanup() {
   local pids="" pid i
   [[ -n $image_agent_pid ]] && pids="$(agent_of "$image_agent_pid") $image_agent_pid"
   [[ -n $host_agent_pid ]] && pids="$pids $host_agent_pid"
+  [[ -n $forward_pid ]] && pids="$pids $(forward_of "$forward_pid") $forward_pid"
   for pid in $pids; do kill -TERM "$pid" 2>/dev/null; done
   for ((i = 0; i < 60; i++)); do
     local alive=0
@@ -121,11 +134,13 @@ cleanup() {
     sleep 0.5
   done
   for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
-  if [[ -n $ctr ]]; then
-    buildah umount "$ctr" >/dev/null 2>&1
-    buildah rm "$ctr" >/dev/null 2>&1
-  fi
-  if ((built && !keep)); then buildah rmi "$tag" >/dev/null 2>&1; fi
+  for c in $ctr $fctr; do
+    buildah umount "$c" >/dev/null 2>&1
+    buildah rm "$c" >/dev/null 2>&1
+  done
+  if ((built && !keep)); then buildah rmi "$tag" "$forward_tag" >/dev/null 2>&1; fi
+  # The intermediate images of --layers (the build stage, shared by both builds).
+  ((built)) && buildah rmi --prune >/dev/null 2>&1
   rm -rf "$work"
   if ((rc)); then echo "check_image: failed after $((SECONDS - t0)) s" >&2; fi
   exit "$rc"
@@ -140,7 +155,8 @@ for old in $(buildah containers --format '{{.ContainerName}}' 2>/dev/null | grep
 done
 
 # Images of earlier runs that died before their cleanup (tagged check-<their process id>).
-for old in $(buildah images --format '{{.Name}}:{{.Tag}}' 2>/dev/null | grep '^localhost/packrat:check-' || true); do
+for old in $(buildah images --format '{{.Name}}:{{.Tag}}' 2>/dev/null |
+             grep -E '^localhost/packrat(-forward)?:check-' || true); do
   kill -0 "${old##*:check-}" 2>/dev/null && continue
   buildah rmi "$old" >/dev/null 2>&1 || true
 done
@@ -204,32 +220,47 @@ hits0=$(( $(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit
 miss0=$(ccache_stat cache_miss)
 mkdir -p /var/cache/apt/archives/partial
 
-phase "building $tag (buildah bud; log: $work/build.log)"
-if ! nice -n 10 buildah bud --isolation=chroot --format docker --layers=false --pull=never \
-      --build-arg BASE_IMAGE="$base_image" --build-arg VERSION="$version" \
-      --build-arg REVISION="$revision" --build-arg SOURCE="$source_url" \
-      --volume "$ccache_dir:/mnt" \
-      --volume /var/cache/apt/archives:/var/cache/apt/archives \
-      --tag "$tag" --file "$work/context/Dockerfile" "$work/context" >"$work/build.log" 2>&1; then
+# Both images from one build stage: --layers keeps its layers for the second build (the
+# intermediate images are removed at the end).
+bud=(buildah bud --isolation=chroot --format docker --layers --force-rm --pull=never
+     --build-arg BASE_IMAGE="$base_image" --build-arg VERSION="$version"
+     --build-arg REVISION="$revision" --build-arg SOURCE="$source_url" --build-arg CREATED="$created"
+     --volume "$ccache_dir:/mnt" --volume /var/cache/apt/archives:/var/cache/apt/archives
+     --file "$work/context/Dockerfile")
+phase "building $tag and $forward_tag (buildah bud; log: $work/build.log)"
+built=1
+if ! nice -n 10 "${bud[@]}" --tag "$tag" "$work/context" >"$work/build.log" 2>&1 ||
+   ! nice -n 10 "${bud[@]}" --target forwarder --tag "$forward_tag" "$work/context" >>"$work/build.log" 2>&1; then
   tail -40 "$work/build.log" >&2
   fail "buildah bud failed (the last lines of its log are above)"
 fi
-built=1
 hits=$(( $(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit) - hits0 ))
 miss=$(( $(ccache_stat cache_miss) - miss0 ))
-# The image's size: its layers, uncompressed, as they are stored.
-size=$(buildah inspect --type image "$tag" | jq '.Manifest | fromjson | [.layers[].size] | add')
-phase "built: $(numfmt --to=iec --suffix=B "$size") ($size bytes); ccache in the build: $hits hits, $miss misses"
+# An image's size: its layers, uncompressed, as they are stored.
+image_size() { buildah inspect --type image "$1" | jq '.Manifest | fromjson | [.layers[].size] | add'; }
+size=$(image_size "$tag")
+forward_size=$(image_size "$forward_tag")
+phase "built: $(numfmt --to=si --suffix=B "$size") ($size bytes) and $(numfmt --to=si --suffix=B "$forward_size") ($forward_size bytes); ccache in the build: $hits hits, $miss misses"
+((size <= 550000000)) || fail "the agent's image is $size bytes, over its 550 MB budget"
+((forward_size <= 30000000)) || fail "the forwarder's image is $forward_size bytes, over its 30 MB budget"
 
 # --- metadata ----------------------------------------------------------------------------------
-config=$(buildah inspect --type image "$tag" | jq '.Docker.config')
-for key in title description version source licenses revision; do
-  value=$(jq -r --arg k "org.opencontainers.image.$key" '.Labels[$k] // empty' <<<"$config")
-  [[ -n $value ]] || fail "label org.opencontainers.image.$key is missing"
+for image in "$tag" "$forward_tag"; do
+  config=$(buildah inspect --type image "$image" | jq '.Docker.config')
+  for key in title description version revision created source url documentation vendor authors licenses; do
+    value=$(jq -r --arg k "org.opencontainers.image.$key" '.Labels[$k] // empty' <<<"$config")
+    [[ -n $value ]] || fail "$image: label org.opencontainers.image.$key is missing"
+  done
+  [[ $(jq -r '.Labels["org.opencontainers.image.revision"]' <<<"$config") == "$revision" ]] ||
+    fail "$image: label revision is not $revision"
+  [[ $(jq -r '.Labels["org.opencontainers.image.created"]' <<<"$config") == "$created" ]] ||
+    fail "$image: label created is not $created"
+  [[ $(jq -r '.User' <<<"$config") == 10001:10001 ]] || fail "$image: the default user is not 10001:10001"
 done
-[[ $(jq -r '.Labels["org.opencontainers.image.revision"]' <<<"$config") == "$revision" ]] ||
-  fail "label revision is not $revision"
-[[ $(jq -r '.User' <<<"$config") == 10001:10001 ]] || fail "the default user is not 10001:10001"
+config=$(buildah inspect --type image "$forward_tag" | jq '.Docker.config')
+jq -e '.Entrypoint == ["/opt/packrat/bin/packrat-forward"]' <<<"$config" >/dev/null ||
+  fail "$forward_tag: the entrypoint is not /opt/packrat/bin/packrat-forward"
+config=$(buildah inspect --type image "$tag" | jq '.Docker.config')
 jq -e '.Healthcheck.Test | join(" ") | test("curl .*/v2/health/(live|ready)")' <<<"$config" >/dev/null ||
   fail "no HEALTHCHECK with curl on /v2/health/live or ready"
 jq -e '.Entrypoint == ["/opt/packrat/bin/packrat-agent"]' <<<"$config" >/dev/null ||
@@ -274,6 +305,13 @@ for b in packrat-agent packrat-runtime packrat packrat-forward; do
     fail "$b misses libraries in the image: $(grep 'not found' <<<"$out" | tr -s ' \t\n' ' ')"
   fi
 done
+unused=$(find "$mnt/usr/lib" "$mnt/opt" \( -name 'libopencv_*' -o -name 'libav*' -o -name 'libQt*' \
+         -o -name 'libgdal*' \) -printf '%f ')
+[[ -z $unused ]] || fail "the image has libraries nothing binds to: $unused"
+for f in /usr/share/doc/packrat/LICENSE /usr/share/doc/packrat/closure.txt \
+         /usr/share/doc/libtorch1.13/copyright; do
+  [[ -s $mnt$f ]] || fail "$f is missing"
+done
 blas=$(in_image readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
 [[ $blas == *openblas* ]] || fail "libblas.so.3 is $blas, not OpenBLAS"
 [[ -s $mnt/opt/packrat/models/resnet18.pt ]] || fail "/opt/packrat/models/resnet18.pt is missing"
@@ -281,7 +319,7 @@ cmp -s "$mnt/etc/packrat/packrat.yaml" deploy/config/packrat.yaml ||
   fail "/etc/packrat/packrat.yaml differs from deploy/config/packrat.yaml"
 [[ $(stat -c %u "$mnt/var/lib/packrat/profiles") == 10001 ]] ||
   fail "/var/lib/packrat/profiles is not owned by uid 10001"
-phase "contents: no compiler, Python or sources; every library resolves (BLAS: $(basename "$blas"))"
+phase "contents: no compiler, Python or sources; every library resolves (BLAS: $blas)"
 
 # --- the agent in the image ------------------------------------------------------------------
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -351,14 +389,16 @@ wait_ready() {
     sleep 1
   done
 }
-# The packrat-agent process among the descendants of process $1 (buildah run forks it).
-agent_of() {
+# The process named $2 among the descendants of process $1 (buildah run forks it).
+descendant() {
   local pid
   for pid in $(pgrep -P "$1"); do
-    if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == packrat-agent ]]; then echo "$pid"; return; fi
-    agent_of "$pid"
+    if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]]; then echo "$pid"; return; fi
+    descendant "$pid" "$2"
   done
 }
+agent_of() { descendant "$1" packrat-agent; }
+forward_of() { descendant "$1" packrat-forward; }
 # SIGTERM to agent $1, then waits for process $2 (the agent or its buildah run; log $3): it
 # must exit 0 within the shutdown timeout (plus 5 s for the runtimes and buildah).
 stop_agent() {
@@ -406,6 +446,47 @@ curl -sf "127.0.0.1:$http/v2/models/demo/infer" --data-binary "@$work/request.js
 curl -sf "127.0.0.1:$metrics/metrics" -o "$work/metrics.txt" || fail "GET /metrics failed"
 grep -q '^packrat_' "$work/metrics.txt" || fail "/metrics has no packrat_ series"
 phase "metadata, inference and /metrics ($(grep -c '^packrat_' "$work/metrics.txt") packrat_ samples) answer"
+
+# --- the sidecar's image in front of that agent --------------------------------------------------
+fctr=$(buildah from --pull=never --name "packrat-check-forward-$$" "$forward_tag")
+phase "starting packrat-forward in $forward_tag (upstream tcp:127.0.0.1:$http)"
+for try in 1 2 3; do  # the memfd failure of in_image's comment, tried again the same way
+  buildah run --isolation=chroot --volume "$share:/check" "$fctr" -- \
+    /opt/packrat/bin/packrat-forward --listen 127.0.0.1:0 --upstream "tcp:127.0.0.1:$http" \
+    --port-file /check/forward.json --shutdown-timeout-s 5 >"$work/forward.log" 2>&1 &
+  forward_pid=$!
+  deadline=$((SECONDS + 30))
+  until [[ -s $share/forward.json ]] || ! kill -0 "$forward_pid" 2>/dev/null || ((SECONDS > deadline)); do
+    sleep 0.2
+  done
+  [[ -s $share/forward.json ]] && break
+  if ((try == 3)) || ! grep -q 'sealing memfd' "$work/forward.log"; then
+    tail -20 "$work/forward.log" >&2
+    fail "packrat-forward in $forward_tag did not start (log above)"
+  fi
+  note "buildah run failed before running packrat-forward (sealing its memfd copy, try $try of 3)"
+done
+fport=$(jq -r .listen "$share/forward.json")
+[[ $(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$fport/v2/health/ready") == 200 ]] ||
+  fail "/v2/health/ready through packrat-forward is not 200"
+curl -sf "127.0.0.1:$fport/v2/models/demo/infer" --data-binary "@$work/request.json" \
+  -o "$work/forward-response.json" || fail "the inference through packrat-forward failed"
+jq -e --slurpfile a "$work/image-response.json" '.outputs == $a[0].outputs' \
+  "$work/forward-response.json" >/dev/null || fail "the answer through packrat-forward differs"
+# The sidecar's readiness probe (deploy/example/app-with-sidecar.yaml) runs in its own image.
+fmnt=$(buildah mount "$fctr")
+[[ -x $fmnt/usr/bin/curl && ! -e $fmnt/bin/sh && ! -e $fmnt/usr/bin/apt-get ]] ||
+  fail "$forward_tag should hold curl and no shell or package manager"
+rc=0
+buildah run --isolation=chroot "$fctr" -- curl -sfo /dev/null --max-time 2 \
+  "http://127.0.0.1:$fport/v2/health/ready" || rc=$?
+((rc == 0)) || fail "the sidecar's probe command in $forward_tag exited $rc"
+kill -TERM "$(forward_of "$forward_pid")"
+rc=0
+wait "$forward_pid" || rc=$?
+forward_pid=""
+((rc == 0)) || { tail -20 "$work/forward.log" >&2; fail "packrat-forward exited $rc on SIGTERM (log above)"; }
+phase "packrat-forward in $forward_tag: readiness, inference and its probe answer; SIGTERM: exit 0"
 agent_pid=$(agent_of "$image_agent_pid")
 stop_agent "$agent_pid" "$image_agent_pid" "$work/image-agent.log"
 image_agent_pid=""
@@ -444,4 +525,4 @@ assert diff <= 1e-5 * max(1.0, scale), "the outputs differ"
 EOF
   fail "the image's answer differs from build/bin/packrat-agent's"
 
-phase "OK: $tag, $(numfmt --to=iec --suffix=B "$size"), checked in $((SECONDS - t0)) s$( ((keep)) && echo " (kept)" || true)"
+phase "OK: $tag ($(numfmt --to=si --suffix=B "$size")) and $forward_tag ($(numfmt --to=si --suffix=B "$forward_size")), checked in $((SECONDS - t0)) s$( ((keep)) && echo " (kept)" || true)"

@@ -92,6 +92,98 @@ class Reader {
   std::string source_;
 };
 
+// The keys each section accepts: the parsers refuse any other, and WriteConfig's test checks
+// that it writes every one (config_writer.h).
+inline const std::set<std::string> kServerKeys = {"http",
+                                                  "management",
+                                                  "metrics",
+                                                  "io_threads",
+                                                  "max_body_bytes",
+                                                  "max_header_bytes",
+                                                  "idle_timeout_s",
+                                                  "runtime_path",
+                                                  "shutdown_timeout_s",
+                                                  "runtime_idle_spin_us",
+                                                  "profile_dir",
+                                                  "drain_delay_s",
+                                                  "unix_socket",
+                                                  "grpc_unix_socket",
+                                                  "log_format",
+                                                  "cgroups",
+                                                  "read_timeout_s",
+                                                  "max_connections",
+                                                  "management_token_file",
+                                                  "model_repository",
+                                                  "model_control",
+                                                  "access_log",
+                                                  "access_log_path",
+                                                  "node_partition",
+                                                  "partition_interval_ms",
+                                                  "grpc",
+                                                  "grpc_max_message_bytes",
+                                                  "grpc_max_concurrent_streams",
+                                                  "virtual_cpus",
+                                                  "virtual_cpus_per_socket",
+                                                  "strict_readiness",
+                                                  "shared_memory"};
+inline const std::set<std::string> kSharedMemoryKeys = {"key_prefix", "dir"};
+inline const std::set<std::string> kModelKeys = {"name",
+                                                 "path",
+                                                 "inputs",
+                                                 "outputs",
+                                                 "batching",
+                                                 "instances",
+                                                 "warmup_iterations",
+                                                 "startup_timeout_s",
+                                                 "slice_timeout_s",
+                                                 "auto_threads",
+                                                 "reconfiguration",
+                                                 "optimize",
+                                                 "accuracy",
+                                                 "generation",
+                                                 "emulate",
+                                                 "min_threads",
+                                                 "weight",
+                                                 "profile"};
+inline const std::set<std::string> kTensorKeys = {"name", "datatype", "shape"};
+inline const std::set<std::string> kInstanceKeys = {"count", "threads", "batch"};
+inline const std::set<std::string> kGenerationKeys = {"refill", "max_tokens", "default_max_tokens",
+                                                      "max_prompt_tokens"};
+inline const std::set<std::string> kBatchingKeys = {"mode",
+                                                    "latency_budget_ms",
+                                                    "profile_repeats",
+                                                    "max_batch",
+                                                    "max_delay_us",
+                                                    "max_inflight_batches",
+                                                    "max_queue_rows",
+                                                    "timeout_ms",
+                                                    "max_batch_latency_ms",
+                                                    "variable_tensor_bytes",
+                                                    "p99_target_ms"};
+inline const std::set<std::string> kOptimizeKeys = {"precision", "memory_format", "freeze",
+                                                    "allow_emulated_bf16"};
+inline const std::set<std::string> kAccuracyKeys = {"samples", "max_rel_error",
+                                                    "min_top1_agreement", "strict"};
+inline const std::set<std::string> kReconfigurationKeys = {"adaptive",
+                                                           "alpha",
+                                                           "window",
+                                                           "sample_period_ms",
+                                                           "timeout_ms",
+                                                           "drain_timeout_s",
+                                                           "max_utilization",
+                                                           "overload_window_ms",
+                                                           "scale_down_delay_ms",
+                                                           "restart_margin",
+                                                           "slowdown_floor",
+                                                           "plan_at_rate",
+                                                           "skip_warmup_on_busy_cpus",
+                                                           "parked_runtimes",
+                                                           "min_capacity",
+                                                           "burst_reserve_ms",
+                                                           "idle_start_s"};
+inline const std::set<std::string> kEmulateKeys = {
+    "profile", "load_s", "neighbour_slowdown", "truth", "profile_error", "jitter_cv", "seed"};
+
 // `server:` (server_config.cc).
 Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s);
 // One `models[]` entry at `key` ("models[3]"); relative paths resolve against `base_dir`

@@ -19,7 +19,7 @@ Status ParseTensors(const Reader& r, const YAML::Node& node, const std::string& 
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node t = node[i];
     const std::string k = key + "[" + std::to_string(i) + "]";
-    RETURN_IF_ERROR(r.CheckKeys(t, k, {"name", "datatype", "shape"}));
+    RETURN_IF_ERROR(r.CheckKeys(t, k, kTensorKeys));
     TensorSpec spec;
     if (!t["name"]) return r.Error(t, k + ".name", "is required");
     RETURN_IF_ERROR(r.GetString(t["name"], k + ".name", &spec.name));
@@ -59,8 +59,7 @@ Status ParseGeneration(const Reader& r, const YAML::Node& model, const YAML::Nod
   GenerationConfig& gen = m->generation;
   gen.enabled = true;
   if (!g.IsNull()) {
-    RETURN_IF_ERROR(
-        r.CheckKeys(g, k, {"refill", "max_tokens", "default_max_tokens", "max_prompt_tokens"}));
+    RETURN_IF_ERROR(r.CheckKeys(g, k, kGenerationKeys));
     if (g["refill"]) {
       RETURN_IF_ERROR(r.GetString(g["refill"], k + ".refill", &gen.refill));
       if (gen.refill != "half" && gen.refill != "step" && gen.refill != "static") {
@@ -92,11 +91,7 @@ Status ParseGeneration(const Reader& r, const YAML::Node& model, const YAML::Nod
 // `batching:`.
 Status ParseBatching(const Reader& r, const YAML::Node& b, const std::string& key, ModelConfig* m) {
   const std::string k = key + ".batching";
-  RETURN_IF_ERROR(
-      r.CheckKeys(b, k,
-                  {"mode", "latency_budget_ms", "profile_repeats", "max_batch", "max_delay_us",
-                   "max_inflight_batches", "max_queue_rows", "timeout_ms", "max_batch_latency_ms",
-                   "variable_tensor_bytes", "p99_target_ms"}));
+  RETURN_IF_ERROR(r.CheckKeys(b, k, kBatchingKeys));
   if (b["mode"]) {
     std::string mode;
     RETURN_IF_ERROR(r.GetString(b["mode"], k + ".mode", &mode));
@@ -188,7 +183,7 @@ Status ParseInstances(const Reader& r, const YAML::Node& node, const std::string
   }
   for (size_t i = 0; !m->auto_instances && i < inst.size(); ++i) {
     const std::string k = key + ".instances[" + std::to_string(i) + "]";
-    RETURN_IF_ERROR(r.CheckKeys(inst[i], k, {"count", "threads", "batch"}));
+    RETURN_IF_ERROR(r.CheckKeys(inst[i], k, kInstanceKeys));
     InstanceGroup g;
     for (const char* field : {"count", "threads", "batch"}) {
       if (!inst[i][field]) return r.Error(inst[i], k + "." + field, "is required");
@@ -214,8 +209,7 @@ Status ParseOptimize(const Reader& r, const YAML::Node& opt, const std::string& 
     o.memory_format = "auto";
     o.freeze = true;
   } else {
-    RETURN_IF_ERROR(
-        r.CheckKeys(opt, k, {"precision", "memory_format", "freeze", "allow_emulated_bf16"}));
+    RETURN_IF_ERROR(r.CheckKeys(opt, k, kOptimizeKeys));
     if (opt["precision"]) {
       RETURN_IF_ERROR(r.GetString(opt["precision"], k + ".precision", &o.precision));
       if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "auto") {
@@ -244,8 +238,7 @@ Status ParseAccuracy(const Reader& r, const YAML::Node& acc, const std::string& 
                      ModelConfig* m) {
   const std::string k = key + ".accuracy";
   AccuracyConfig& a = m->accuracy;
-  RETURN_IF_ERROR(
-      r.CheckKeys(acc, k, {"samples", "max_rel_error", "min_top1_agreement", "strict"}));
+  RETURN_IF_ERROR(r.CheckKeys(acc, k, kAccuracyKeys));
   if (acc["samples"])
     RETURN_IF_ERROR(r.GetIntAs(acc["samples"], k + ".samples", 0, 1024, &a.samples));
   if (acc["max_rel_error"]) {
@@ -265,12 +258,7 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
                             ModelConfig* m) {
   const std::string k = key + ".reconfiguration";
   ReconfigurationConfig& c = m->reconfiguration;
-  RETURN_IF_ERROR(r.CheckKeys(
-      rc, k,
-      {"adaptive", "alpha", "window", "sample_period_ms", "timeout_ms", "drain_timeout_s",
-       "max_utilization", "overload_window_ms", "scale_down_delay_ms", "restart_margin",
-       "slowdown_floor", "plan_at_rate", "skip_warmup_on_busy_cpus", "parked_runtimes",
-       "min_capacity", "burst_reserve_ms", "idle_start_s"}));
+  RETURN_IF_ERROR(r.CheckKeys(rc, k, kReconfigurationKeys));
   if (const YAML::Node parked = rc["parked_runtimes"]) {
     if (parked.IsScalar() && parked.as<std::string>() == "auto") {
       c.parked_runtimes = ReconfigurationConfig::kParkAuto;
@@ -340,9 +328,7 @@ Status ParseEmulate(const Reader& r, const YAML::Node& model, const YAML::Node& 
   const std::string k = key + ".emulate";
   EmulateConfig& em = m->emulate;
   em.enabled = true;
-  RETURN_IF_ERROR(r.CheckKeys(
-      e, k,
-      {"profile", "load_s", "neighbour_slowdown", "truth", "profile_error", "jitter_cv", "seed"}));
+  RETURN_IF_ERROR(r.CheckKeys(e, k, kEmulateKeys));
   if (!e["profile"]) return r.Error(e, k + ".profile", "is required");
   // A profile path, made absolute and checked to load.
   auto read_profile = [&](const char* name, std::string* path) -> Status {
@@ -410,11 +396,7 @@ Status ParseProfile(const Reader& r, const YAML::Node& node, const std::string& 
 
 Status ParseModel(const Reader& r, const YAML::Node& node, const std::string& key,
                   const std::string& base_dir, ModelConfig* m) {
-  RETURN_IF_ERROR(r.CheckKeys(
-      node, key,
-      {"name", "path", "inputs", "outputs", "batching", "instances", "warmup_iterations",
-       "startup_timeout_s", "slice_timeout_s", "auto_threads", "reconfiguration", "optimize",
-       "accuracy", "generation", "emulate", "min_threads", "weight", "profile"}));
+  RETURN_IF_ERROR(r.CheckKeys(node, key, kModelKeys));
   if (!node["name"]) return r.Error(node, key + ".name", "is required");
   RETURN_IF_ERROR(r.GetString(node["name"], key + ".name", &m->name));
   for (char c : m->name) {

@@ -36,7 +36,7 @@ Status ParseGrpcNode(const Reader& r, const YAML::Node& node, ServerConfig* s) {
 Status ParseSharedMemoryNode(const Reader& r, const YAML::Node& node, ServerConfig* s) {
   constexpr char kKey[] = "server.shared_memory";
   if (node.IsMap()) {
-    RETURN_IF_ERROR(r.CheckKeys(node, kKey, {"key_prefix", "dir"}));
+    RETURN_IF_ERROR(r.CheckKeys(node, kKey, kSharedMemoryKeys));
     if (node["dir"]) {
       RETURN_IF_ERROR(r.GetString(node["dir"], "server.shared_memory.dir", &s->shared_memory.dir));
       if (s->shared_memory.dir.empty() || s->shared_memory.dir.front() != '/') {
@@ -66,39 +66,7 @@ Status ParseSharedMemoryNode(const Reader& r, const YAML::Node& node, ServerConf
 }  // namespace
 
 Status ParseServer(const Reader& r, const YAML::Node& node, ServerConfig* s) {
-  RETURN_IF_ERROR(r.CheckKeys(node, "server",
-                              {"http",
-                               "management",
-                               "metrics",
-                               "io_threads",
-                               "max_body_bytes",
-                               "max_header_bytes",
-                               "idle_timeout_s",
-                               "runtime_path",
-                               "shutdown_timeout_s",
-                               "runtime_idle_spin_us",
-                               "profile_dir",
-                               "drain_delay_s",
-                               "unix_socket",
-                               "grpc_unix_socket",
-                               "log_format",
-                               "cgroups",
-                               "read_timeout_s",
-                               "max_connections",
-                               "management_token_file",
-                               "model_repository",
-                               "model_control",
-                               "access_log",
-                               "access_log_path",
-                               "node_partition",
-                               "partition_interval_ms",
-                               "grpc",
-                               "grpc_max_message_bytes",
-                               "grpc_max_concurrent_streams",
-                               "virtual_cpus",
-                               "virtual_cpus_per_socket",
-                               "strict_readiness",
-                               "shared_memory"}));
+  RETURN_IF_ERROR(r.CheckKeys(node, "server", kServerKeys));
   if (node["http"]) RETURN_IF_ERROR(ParseEndpointNode(r, node["http"], "server.http", &s->http));
   if (node["management"]) {
     RETURN_IF_ERROR(ParseEndpointNode(r, node["management"], "server.management", &s->management));

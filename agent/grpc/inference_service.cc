@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "agent/batching/inference_request.h"
+#include "agent/config/triton_model_config.h"
 #include "agent/grpc/grpc_status.h"
 #include "agent/grpc/infer_codec.h"
 #include "agent/http/kserve_handler.h"
@@ -198,6 +199,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        const ModelInferRequest* request,
                                                        ModelInferResponse* response) {
   if (!accepting()) return FinishNow(context, ShuttingDown());
+  const LogScope log_scope(request->model_name(), request->id());
   StatusOr<std::shared_ptr<ServedModel>> found =
       FindModel(*models_, request->model_name(), request->model_version());
   // Unknown model names are not counted, so clients cannot create series (as REST).
@@ -444,6 +446,54 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
       FindModel(*models_, request->name(), request->version());
   if (!model.ok()) return FinishNow(context, model.status());
   AddStatistics(**model, response);
+  return FinishNow(context, Status::Ok());
+}
+
+namespace {
+
+inference::DataType ProtoDataType(const std::string& name) {
+  inference::DataType type = inference::TYPE_INVALID;
+  inference::DataType_Parse(name, &type);
+  return type;
+}
+
+template <typename Proto>
+void SetTensor(const TritonModelConfig::Tensor& t, Proto* out) {
+  out->set_name(t.name);
+  out->set_data_type(ProtoDataType(t.data_type));
+  for (int64_t d : t.dims) out->add_dims(d);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(
+    grpc::CallbackServerContext* context, const inference::ModelConfigRequest* request,
+    inference::ModelConfigResponse* response) {
+  const StatusOr<std::shared_ptr<ServedModel>> model =
+      FindModel(*models_, request->name(), request->version());
+  if (!model.ok()) return FinishNow(context, model.status());
+  const ServedModel& m = **model;
+  const TritonModelConfig c = TritonConfigOf(m.config(), m.signature(), m.groups());
+  inference::ModelConfig* out = response->mutable_config();
+  out->set_name(c.name);
+  out->set_platform(c.platform);
+  out->set_backend(c.backend);
+  out->set_max_batch_size(c.max_batch_size);
+  for (const TritonModelConfig::Tensor& t : c.input) SetTensor(t, out->add_input());
+  for (const TritonModelConfig::Tensor& t : c.output) SetTensor(t, out->add_output());
+  for (const TritonModelConfig::InstanceGroup& g : c.instance_group) {
+    inference::ModelInstanceGroup* group = out->add_instance_group();
+    group->set_name(g.name);
+    group->set_count(g.count);
+    group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
+  }
+  out->set_default_model_filename(c.default_model_filename);
+  inference::ModelDynamicBatching* batching = out->mutable_dynamic_batching();
+  for (int32_t b : c.preferred_batch_size) batching->add_preferred_batch_size(b);
+  batching->set_max_queue_delay_microseconds(c.max_queue_delay_microseconds);
+  for (const auto& [key, value] : c.parameters) {
+    (*out->mutable_parameters())[key].set_string_value(value);
+  }
   return FinishNow(context, Status::Ok());
 }
 

@@ -13,7 +13,8 @@
 //    for seconds) and finish from there.
 //  - SystemSharedMemoryStatus/Register/Unregister answer at once (a register maps the region on
 //    the calling gRPC thread: a system call or three).
-//  - ModelStatistics answers at once from the models' statistics (inference_statistics.h).
+//  - ModelStatistics answers at once from the models' statistics (inference_statistics.h),
+//    ModelConfig from the model's config and serving plan (triton_model_config.h).
 //  - LogSettings reads the log settings, or (settings given) changes them through the gate
 //    first (agent/kserve/log_settings.h), at once.
 //  - ModelStreamInfer is not implemented (UNIMPLEMENTED); generative models answer ModelInfer
@@ -104,6 +105,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* context,
                                         const inference::LogSettingsRequest* request,
                                         inference::LogSettingsResponse* response) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
+                                        const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) override;
 
  private:
   class InferAllocator;

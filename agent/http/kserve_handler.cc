@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/config/triton_model_config.h"
 #include "agent/http/generation.h"
 #include "agent/kserve/generate_codec.h"
 #include "agent/kserve/kserve_codec.h"
@@ -282,6 +283,7 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
     for (const std::shared_ptr<ServedModel>& m : models_->List()) all.push_back(StatisticsOf(*m));
     return respond(Json(200, ModelStatisticsJson(all)));
   }
+  const LogScope log_scope(p[2], request.request_id);
   const std::shared_ptr<ServedModel> model = models_->Find(p[2]);
   if (model == nullptr) {
     const Status absent = models_->Absent(p[2]);  // 503 while loading or unloading
@@ -307,6 +309,13 @@ void KserveHandler::Handle(HttpRequest request, HttpResponder respond) {
   if (p.size() == next + 1 && p[next] == "stats") {
     if (!get) return respond(Error(405, "use GET for statistics"));
     return respond(Json(200, ModelStatisticsJson({StatisticsOf(*model)})));
+  }
+  // Triton's view of the config; the management address answers Packrat's (and takes PUT).
+  if (p.size() == next + 1 && p[next] == "config") {
+    if (!get) return respond(Error(405, "use GET for the model's configuration"));
+    const TritonModelConfig config =
+        TritonConfigOf(model->config(), model->signature(), model->groups());
+    return respond(Json(200, TritonModelConfigJson(config)));
   }
   if (p.size() == next + 1 && p[next] == "infer") {
     if (!post) return respond(Error(405, "use POST for inference"));

@@ -107,6 +107,7 @@ void ModelController::RestartSoon() {
 }
 
 void ModelController::Loop() {
+  const LogScope log_scope(options_.model_name);
   MutexLock lock(&mu_);
   while (!stop_) {
     if (!jobs_.empty()) {

@@ -206,6 +206,7 @@ StatusOr<std::vector<int>> ModelRepository::ShareFor(const ModelConfig& config) 
 }
 
 Status ModelRepository::DoLoad(const std::string& name) {
+  const LogScope log_scope(name);
   const std::string folder = (std::filesystem::path(options_.dir) / name).string();
   if (!std::filesystem::is_directory(folder)) {
     return NotFound("no folder '" + name + "' in the model repository " + options_.dir);

@@ -262,6 +262,7 @@ bool RuntimeInstance::IdleLocked() const {
 }
 
 void RuntimeInstance::CompletionLoop() {
+  const LogScope log_scope(options_.model_name);
   CompletionLoopHooks hooks;
   hooks.handle = [this](const shm::CompletionMessage& msg) { HandleCompletion(msg); };
   hooks.watched = [this] {

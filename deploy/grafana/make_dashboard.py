@@ -1,7 +1,7 @@
 import json
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
-SEL = 'model=~"$model", instance=~"$instance"'
+SEL = 'model=~"$model", node=~"$node", instance=~"$instance"'
 RI = "$__rate_interval"
 panels = []
 pid = [0]
@@ -148,7 +148,7 @@ ts("CPUs per model",
 ts("Partition moves and arrival rate",
    "packrat_partition_moves_total by reason (per rate interval), beside each model's requests/s "
    "that drive them.",
-   [('sum by (reason) (increase(packrat_partition_moves_total{instance=~"$instance"}[$__rate_interval]))',
+   [('sum by (reason) (increase(packrat_partition_moves_total{node=~"$node", instance=~"$instance"}[$__rate_interval]))',
      "moves: {{reason}}"),
     (f"sum by (model) (rate(packrat_requests_total{{{SEL}}}[{RI}]))", "{{model}} req/s")],
    "short", 12, 12)
@@ -182,14 +182,14 @@ def agents(expr):
 
 row("Process")
 ts("Resident memory", "process_resident_memory_bytes per agent.",
-   [(agents('process_resident_memory_bytes{instance=~"$instance"}'), "{{instance}}")],
+   [(agents('process_resident_memory_bytes{node=~"$node", instance=~"$instance"}'), "{{instance}}")],
    "bytes", 0, 8)
 ts("CPU", "Agent process CPU (runtimes are separate processes).",
-   [(agents('rate(process_cpu_seconds_total{instance=~"$instance"}[$__rate_interval])'),
+   [(agents('rate(process_cpu_seconds_total{node=~"$node", instance=~"$instance"}[$__rate_interval])'),
      "{{instance}}")], "percentunit", 8, 8)
 ts("Open file descriptors", "process_open_fds against process_max_fds.",
-   [(agents('process_open_fds{instance=~"$instance"}'), "{{instance}} open"),
-    (agents('process_max_fds{instance=~"$instance"}'), "{{instance}} max")],
+   [(agents('process_open_fds{node=~"$node", instance=~"$instance"}'), "{{instance}} open"),
+    (agents('process_max_fds{node=~"$node", instance=~"$instance"}'), "{{instance}} max")],
    "short", 16, 8)
 y[0] += 8
 ts("Runtime CPU", "CPUs in use by each model's runtime processes (serving, draining, parked): "
@@ -224,8 +224,11 @@ dashboard = {
     "templating": {"list": [
         {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
          "current": {}, "hide": 0, "refresh": 1},
-        var("instance", "Agent", "label_values(packrat_inflight_requests, instance)"),
-        var("model", "Model", 'label_values(packrat_inflight_requests{instance=~"$instance"}, model)'),
+        # The Kubernetes node: the label the chart's ServiceMonitor adds from the pod's node.
+        # Series scraped without it match "All" (".*" matches the empty value).
+        var("node", "Node", "label_values(packrat_inflight_requests, node)"),
+        var("instance", "Agent", 'label_values(packrat_inflight_requests{node=~"$node"}, instance)'),
+        var("model", "Model", 'label_values(packrat_inflight_requests{node=~"$node", instance=~"$instance"}, model)'),
     ]},
     "annotations": {"list": [{
         "name": "Reconfigurations", "datasource": DS, "enable": True, "iconColor": "purple",

@@ -52,5 +52,35 @@ TEST(LoggingTest, JsonLinesCarryAnRfc3339DateAndEscapeTheMessage) {
   EXPECT_STREQ(std::getenv("PACKRAT_LOG_FORMAT"), "text");  // children follow the last setting
 }
 
+// A line written inside a LogScope names its model and request; scopes nest, and an inner one
+// that names no request keeps the outer one's; once they end, lines name nothing again.
+TEST(LoggingTest, LinesInALogScopeNameTheirModelAndRequest) {
+  SetLogComponent("agent");
+  const std::string json = Captured(LogFormat::kJson, [] {
+    const LogScope request("demo", "r-42");
+    {
+      const LogScope inner("other");
+      PACKRAT_LOG(INFO) << "inner";
+    }
+    PACKRAT_LOG(INFO) << "outer";
+  });
+  EXPECT_NE(json.find(R"("model":"other","request_id":"r-42","message":"inner")"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"("model":"demo","request_id":"r-42","message":"outer")"), std::string::npos)
+      << json;
+  const std::string text = Captured(LogFormat::kText, [] {
+    {
+      const LogScope scope("demo");
+      PACKRAT_LOG(INFO) << "about demo";
+    }
+    PACKRAT_LOG(INFO) << "about nothing";
+  });
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\] model=demo about demo
+)"))) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\d\] about nothing
+)"))) << text;
+}
+
 }  // namespace
 }  // namespace packrat

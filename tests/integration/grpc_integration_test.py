@@ -499,6 +499,38 @@ class GrpcAgainstRealAgentTest(unittest.TestCase):
         change.settings["log_verbose_level"].uint32_param = 0
         self.assertEqual(settings(s.LogSettings(change))["log_verbose_level"], 0)
 
+    def test_model_config_is_triton_shaped_over_grpc_and_rest(self):
+        """Triton's ModelConfig over gRPC and GET /v2/models/{m}/config on the inference address:
+        the same fields, with Triton's names, enums and batch-dim convention."""
+        c = self.stub.ModelConfig(pb.ModelConfigRequest(name="two_head")).config
+        self.assertEqual((c.name, c.backend, c.max_batch_size), ("two_head", "pytorch", 8))
+        self.assertEqual([(t.name, pb.DataType.Name(t.data_type), list(t.dims)) for t in c.input],
+                         [("x", "TYPE_FP32", [8]), ("ids", "TYPE_INT64", [4])])
+        self.assertEqual([(t.name, pb.DataType.Name(t.data_type), list(t.dims)) for t in c.output],
+                         [("scores", "TYPE_FP32", [5]), ("best", "TYPE_INT64", [])])
+        self.assertEqual([(g.name, g.count, pb.ModelInstanceGroup.Kind.Name(g.kind))
+                          for g in c.instance_group], [("two_head_t1_b4", 1, "KIND_CPU")])
+        self.assertEqual(c.WhichOneof("scheduling_choice"), "dynamic_batching")
+        self.assertEqual(list(c.dynamic_batching.preferred_batch_size), [4])
+        self.assertEqual(c.dynamic_batching.max_queue_delay_microseconds, 500)
+        self.assertEqual(c.default_model_filename, "two_head.pt")
+        self.assertEqual(c.parameters["packrat.instances"].string_value, "static")
+        status, _, body = self.agent.rest("GET", "/v2/models/two_head/versions/1/config")
+        self.assertEqual(status, 200)
+        rest = json.loads(body)
+        self.assertEqual(rest["name"], c.name)
+        self.assertEqual(rest["platform"], c.platform)
+        self.assertEqual(rest["max_batch_size"], c.max_batch_size)
+        self.assertEqual(rest["input"][1], {"name": "ids", "data_type": "TYPE_INT64", "dims": [4]})
+        self.assertEqual(rest["instance_group"],
+                         [{"name": "two_head_t1_b4", "kind": "KIND_CPU", "count": 1}])
+        self.assertEqual(rest["dynamic_batching"],
+                         {"preferred_batch_size": [4], "max_queue_delay_microseconds": 500})
+        self.assertEqual(code_of(lambda: self.stub.ModelConfig(pb.ModelConfigRequest(name="nope")))[0],
+                         grpc.StatusCode.NOT_FOUND)
+        self.assertEqual(self.agent.rest("GET", "/v2/models/nope/config")[0], 404)
+        self.assertEqual(self.agent.rest("POST", "/v2/models/two_head/config", "{}")[0], 405)
+
     def test_system_shared_memory(self):
         """Tensors in a client's POSIX shared memory, referenced over REST and gRPC (Triton's
         system shared-memory extension): the answers match those of tensors sent inline."""

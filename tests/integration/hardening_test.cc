@@ -512,5 +512,86 @@ TEST(HardeningTest, TheManagementTokenGuardsEveryManagementRoute) {
   EXPECT_EQ(agent.Stop(SIGTERM).value_or(-1), 0);
 }
 
+namespace check_config {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+// packrat-agent --check-config FILE, its stdout and stderr apart.
+Run CheckConfig(const std::string& file, const testing::TempDir& dir) {
+  Run r;
+  const std::string err = dir.path() + "/check.err";
+  const std::string command =
+      std::string(PACKRAT_AGENT_PATH) + " --check-config '" + file + "' 2>'" + err + "'";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return r;
+}
+
+// The YAML of a --check-config output, without its leading comment lines.
+std::string Yaml(const std::string& out) {
+  size_t start = 0;
+  while (out.compare(start, 1, "#") == 0) start = out.find('\n', start) + 1;
+  return out.substr(start);
+}
+
+}  // namespace check_config
+
+// `--check-config FILE` (CI pipelines, the chart's pre-install hook): the agent's own
+// validation without starting anything. A valid file prints the config it would serve, which
+// is itself a valid config that prints the same; the repository's models are validated too;
+// each mistake is one line and exit 1; a file the config names that is not here is a note.
+TEST(HardeningTest, CheckConfigValidatesAFileAndPrintsWhatTheAgentWouldServe) {
+  testing::TempDir dir("packrat-check-config");
+  std::filesystem::create_directories(dir.path() + "/repo/good");
+  std::ofstream(dir.path() + "/repo/good/model.yaml")
+      << "path: " << kModels << "/tiny_mlp.pt\n"
+      << "inputs: [{name: x, datatype: FP32, shape: [-1, 16]}]\n"
+         "outputs: [{name: y, datatype: FP32, shape: [-1, 8]}]\n"
+         "instances: [{count: 1, threads: 1, batch: 2}]\n";
+  const std::string config = dir.path() + "/packrat.yaml";
+  std::ofstream(config) << "server: {http: 0.0.0.0:0, model_repository: repo, unix_socket: "
+                           "/absent/agent.sock}\n"
+                        << TinyModel("{max_batch: 4, p99_target_ms: 50}", "auto");
+
+  const check_config::Run valid = check_config::CheckConfig(config, dir);
+  ASSERT_EQ(valid.code, 0) << valid.err;
+  EXPECT_NE(valid.out.find("# Repository models, each valid: good\n"), std::string::npos);
+  EXPECT_NE(valid.out.find("  model_repository: " + dir.path() + "/repo\n"), std::string::npos);
+  EXPECT_NE(valid.out.find("max_batch_latency_ms: 25\n"), std::string::npos) << valid.out;
+  EXPECT_NE(valid.err.find("note: " + config + ":1: server.unix_socket: '/absent' is not a folder"),
+            std::string::npos)
+      << valid.err;
+
+  const std::string resolved = dir.path() + "/resolved.yaml";
+  std::ofstream(resolved) << valid.out;
+  const check_config::Run again = check_config::CheckConfig(resolved, dir);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(check_config::Yaml(again.out), check_config::Yaml(valid.out));
+
+  std::filesystem::create_directories(dir.path() + "/repo/bad");
+  std::ofstream(dir.path() + "/repo/bad/model.yaml") << "path: m.pt\ninstanses: auto\n";
+  const check_config::Run bad_model = check_config::CheckConfig(config, dir);
+  EXPECT_EQ(bad_model.code, 1);
+  EXPECT_EQ(bad_model.out, "");
+  EXPECT_NE(bad_model.err.find(dir.path() + "/repo/bad/model.yaml:2: model.instanses: unknown key"),
+            std::string::npos)
+      << bad_model.err;
+
+  std::ofstream(config) << "server: {http: 0.0.0.0:80800}\n" << TinyModel("{}", "auto");
+  const check_config::Run bad = check_config::CheckConfig(config, dir);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.out, "");
+  EXPECT_EQ(bad.err, "packrat-agent: " + config + ":1: server.http: bad port in '0.0.0.0:80800'\n");
+}
+
 }  // namespace
 }  // namespace packrat

@@ -35,6 +35,11 @@ app.kubernetes.io/component: agent
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The sidecar's image. */}}
+{{- define "packrat.forwarderImage" -}}
+{{ .Values.forwarderImage.repository }}:{{ .Values.forwarderImage.tag | default .Chart.AppVersion }}
+{{- end -}}
+
 {{/* The agent's configuration: `config` plus what other values imply. */}}
 {{- define "packrat.config" -}}
 {{- $config := deepCopy .Values.config -}}
