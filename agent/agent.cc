@@ -30,11 +30,9 @@ Status WritePortFile(const std::string& path, uint16_t http, uint16_t management
 // The gRPC server of `server.grpc`, or null when it is off. A port that cannot be bound is a
 // start-up error where `server.grpc` is configured; the default (127.0.0.1:8001, which another
 // agent on the node may hold) only warns.
-StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
-                                                const ModelRegistry* models,
-                                                RepositoryControl* repository,
-                                                const ControlGate& gate,
-                                                SharedMemoryRegistry* shared_memory) {
+StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(
+    const ServerConfig& server, const ModelRegistry* models, RepositoryControl* repository,
+    const ControlGate& gate, SharedMemoryRegistry* shared_memory, const AccessLog* access_log) {
   if (!server.grpc_enabled) return std::unique_ptr<GrpcServer>();
   GrpcServerOptions grpc;
   grpc.endpoint = server.grpc;
@@ -43,6 +41,7 @@ StatusOr<std::unique_ptr<GrpcServer>> StartGrpc(const ServerConfig& server,
   grpc.control_gate = gate;
   grpc.unix_socket = server.grpc_unix_socket;
   grpc.shared_memory = shared_memory;
+  grpc.access_log = access_log;
   StatusOr<std::unique_ptr<GrpcServer>> started = GrpcServer::Start(grpc, models, repository);
   if (started.ok()) return started;
   if (server.grpc_explicit) return started.status().WithContext("server.grpc");
@@ -209,8 +208,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   metrics.access_log = nullptr;  // scrapes every few seconds are not what operators look for
   ASSIGN_OR_RETURN(agent->metrics_server_,
                    listen(metrics, agent->metrics_handler_.get(), "server.metrics"));
-  ASSIGN_OR_RETURN(agent->grpc_, StartGrpc(config.server, &agent->models_, agent->repository_.get(),
-                                           gate, agent->shared_memory_.get()));
+  ASSIGN_OR_RETURN(agent->grpc_,
+                   StartGrpc(config.server, &agent->models_, agent->repository_.get(), gate,
+                             agent->shared_memory_.get(), agent->access_log_.get()));
   if (!agent->options_.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(agent->options_.port_file, agent->http_port(),
                                   agent->management_port(), agent->metrics_port(),

@@ -10,7 +10,9 @@
 #include <climits>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "agent/grpc/grpc_access_log.h"
 #include "common/logging.h"
 
 namespace packrat {
@@ -61,6 +63,11 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
     builder.AddListeningPort("unix:" + options.unix_socket, grpc::InsecureServerCredentials());
   }
   builder.RegisterService(server->service_.get());
+  if (options.access_log != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(AccessLogInterceptors(options.access_log));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<uint64_t>(options.max_message_bytes, INT_MAX)));
   builder.SetMaxSendMessageSize(-1);

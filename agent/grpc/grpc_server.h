@@ -20,6 +20,7 @@
 
 #include "agent/config/config.h"
 #include "agent/grpc/inference_service.h"
+#include "agent/http/access_log.h"
 #include "agent/http/unix_socket_file.h"
 #include "agent/model/model_registry.h"
 #include "agent/model/repository_control.h"
@@ -40,6 +41,9 @@ struct GrpcServerOptions {
   // The system shared-memory regions (not owned; must outlive the server); null: the
   // extension's RPCs answer UNAVAILABLE and requests may not reference regions.
   SharedMemoryRegistry* shared_memory = nullptr;
+  // server.access_log: one line per call (grpc_access_log.h); not owned, must outlive the
+  // server; null: none.
+  const AccessLog* access_log = nullptr;
 };
 
 class GrpcServer {

@@ -22,6 +22,10 @@
 namespace packrat {
 
 grpc::StatusCode GrpcCodeFor(StatusCode code);
+// The HTTP status REST answers for the outcome a gRPC code stands for (HttpStatusFor of the
+// Status code GrpcCodeFor maps to it); also 401/403 for UNAUTHENTICATED/PERMISSION_DENIED and
+// 501 for UNIMPLEMENTED, which gRPC itself answers. For metrics and access logs.
+int HttpStatusForGrpc(grpc::StatusCode code);
 // The gRPC status with the mapped code and the message as it is.
 grpc::Status ToGrpcStatus(const Status& status);
 

@@ -34,11 +34,11 @@ void AppendJson(std::string& out, std::string_view s) {
 
 // logfmt: bare where the value has no space, quote or '=', else quoted like JSON.
 void AppendLogfmt(std::string& out, std::string_view s) {
-  const bool bare = !s.empty() && s.find_first_of(" \"=\\") == std::string_view::npos &&
-                    std::all_of(s.begin(), s.end(), [](char c) {
-                      return static_cast<unsigned char>(c) > 0x20 &&
-                             static_cast<unsigned char>(c) != 0x7f;
-                    });
+  const bool bare =
+      !s.empty() && s.find_first_of(" \"=\\") == std::string_view::npos &&
+      std::all_of(s.begin(), s.end(), [](char c) {
+        return static_cast<unsigned char>(c) > 0x20 && static_cast<unsigned char>(c) != 0x7f;
+      });
   if (bare) {
     out += s;
   } else {
@@ -107,6 +107,7 @@ std::string AccessLog::Format(const AccessLogEntry& e) const {
   field("method", e.method, true);
   field("path", e.path, true);
   field("status", std::to_string(e.status), false);
+  if (!e.grpc_status.empty()) field("grpc_status", e.grpc_status, true);
   if (!e.model.empty()) field("model", e.model, true);
   if (e.rows >= 0) field("rows", std::to_string(e.rows), false);
   field("duration_ms", Milliseconds(e.duration_ms), false);

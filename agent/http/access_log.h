@@ -2,11 +2,12 @@
 // default). JSON lines or logfmt, with these fields (absent where unknown):
 //
 //   time         RFC 3339 UTC with milliseconds, when the answer was sent
-//   listener     "http" or "management"
+//   listener     "http", "management" or "grpc" (agent/grpc/grpc_access_log.h)
 //   request_id   X-Request-Id as the client sent it, or the one the agent generated
 //   trace_id     the trace id of a W3C `traceparent` header, if the request carried one
 //   method, path the request line (query string dropped: it may carry secrets)
 //   status       the HTTP status
+//   grpc_status  gRPC calls: the gRPC status code's name (status: REST's status for it)
 //   model, rows  the model and the request's rows (inference and generation)
 //   duration_ms  from the request's headers being read to the answer
 //   queue_ms     from arrival to its first batch being dispatched (inference)
@@ -36,11 +37,12 @@ struct AccessLogEntry {
   std::string method;
   std::string path;
   int status = 0;
+  std::string grpc_status;  // gRPC calls only
   std::string model;
-  int64_t rows = -1;         // -1: unknown
+  int64_t rows = -1;  // -1: unknown
   double duration_ms = 0;
-  double queue_ms = -1;      // -1: unknown
-  double compute_ms = -1;    // -1: unknown
+  double queue_ms = -1;    // -1: unknown
+  double compute_ms = -1;  // -1: unknown
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
 };

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "agent/grpc/grpc_server.h"
+#include "agent/grpc/grpc_status.h"
+#include "agent/http/kserve_handler.h"
 #include "agent/model/served_model.h"
 #include "gtest/gtest.h"
 #include "tests/support/stale_socket.h"
@@ -98,9 +101,10 @@ ModelConfig TinyConfig(const std::string& name) {
 class GrpcInferenceServiceTest : public ::testing::Test {
  protected:
   void StartServer(bool with_repository = true, ControlGate gate = ControlGate(),
-                   std::string unix_socket = "") {
+                   std::string unix_socket = "", const AccessLog* access_log = nullptr) {
     GrpcServerOptions options;
     options.endpoint = {"127.0.0.1", 0};
+    options.access_log = access_log;
     options.control_gate = std::move(gate);
     options.unix_socket = std::move(unix_socket);
     auto started = GrpcServer::Start(options, &models_, with_repository ? &repository_ : nullptr);
@@ -235,6 +239,71 @@ TEST_F(GrpcInferenceServiceTest, InferErrorsBeforeTheBatcher) {
   inference::ModelStreamInferResponse ignored;
   EXPECT_FALSE(stream->Read(&ignored));
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// server.access_log covers the gRPC listener: one line per call, written before its status is
+// sent, with the client's x-request-id (else the request's id) sent back, the trace id of its
+// traceparent, and REST's status for the outcome beside the gRPC code.
+TEST_F(GrpcInferenceServiceTest, EachCallIsAccessLoggedWithItsRequestAndTraceIds) {
+  testing::TempDir dir("packrat-grpc-access");
+  auto log = AccessLog::Open(AccessLog::Format::kJson, dir.path() + "/access.log");
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  StartServer(true, ControlGate(), "", log->get());
+  AddModel(TinyConfig("tiny"));
+
+  inference::ModelInferRequest request;
+  request.set_model_name("tiny");
+  request.set_id("infer-7");
+  inference::ModelInferRequest::InferInputTensor* input = request.add_inputs();
+  input->set_name("x");
+  input->set_datatype("FP32");
+  input->add_shape(3);
+  input->add_shape(16);
+  inference::ModelInferResponse response;
+  auto infer = Context();
+  infer->AddMetadata("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(stub_->ModelInfer(infer.get(), request, &response).error_code(),
+            grpc::StatusCode::UNAVAILABLE);  // not loaded
+  const auto echoed = infer->GetServerInitialMetadata().find("x-request-id");
+  ASSERT_NE(echoed, infer->GetServerInitialMetadata().end());
+  EXPECT_EQ(std::string(echoed->second.data(), echoed->second.size()), "infer-7");
+
+  inference::ModelMetadataRequest metadata;
+  metadata.set_name("nope");
+  inference::ModelMetadataResponse ignored;
+  auto meta = Context();
+  meta->AddMetadata("x-request-id", "client-1");
+  EXPECT_EQ(stub_->ModelMetadata(meta.get(), metadata, &ignored).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  std::ifstream in(dir.path() + "/access.log");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find(R"("listener":"grpc","request_id":"infer-7",)"
+                          R"("trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","method":"POST",)"
+                          R"("path":"/inference.GRPCInferenceService/ModelInfer","status":503,)"
+                          R"("grpc_status":"UNAVAILABLE","model":"tiny","rows":3,)"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find(R"("listener":"grpc","request_id":"client-1","method":"POST",)"
+                          R"("path":"/inference.GRPCInferenceService/ModelMetadata","status":404,)"
+                          R"("grpc_status":"NOT_FOUND",)"),
+            std::string::npos)
+      << lines[1];
+}
+
+// The access log's and the metrics' status of a gRPC call is what REST answers for the same
+// outcome.
+TEST(GrpcStatusTest, AGrpcCodesHttpStatusIsRestsForTheSameOutcome) {
+  for (StatusCode code :
+       {StatusCode::kOk, StatusCode::kInvalidArgument, StatusCode::kNotFound,
+        StatusCode::kAlreadyExists, StatusCode::kResourceExhausted, StatusCode::kOutOfRange,
+        StatusCode::kFailedPrecondition, StatusCode::kUnavailable, StatusCode::kDeadlineExceeded,
+        StatusCode::kCancelled, StatusCode::kInternal, StatusCode::kUnauthenticated,
+        StatusCode::kAborted}) {
+    EXPECT_EQ(HttpStatusForGrpc(GrpcCodeFor(code)), HttpStatusFor(code)) << static_cast<int>(code);
+  }
 }
 
 TEST_F(GrpcInferenceServiceTest, RepositoryCallsRunOffTheGrpcThreadsInParallel) {
