@@ -2,13 +2,14 @@
 # Copies files and the shared libraries they load into a root folder, so that a container stage
 # gets what the binaries need and nothing that a package manager would drag in beside it.
 #
-#   scripts/copy_closure.sh [--prune SONAME]... [--base FILE] [--record FILE] ROOT FILE...
+#   scripts/copy_closure.sh [--prune NAME]... [--base FILE] [--record FILE] ROOT FILE...
 #
 #   ROOT           the folder that becomes the image's / (COPY ROOT/ /); made if missing
 #   FILE           an executable or library; copied to ROOT at its own path, with the closure of
 #                  libraries the dynamic loader resolves for it (ldd)
-#   --prune SONAME in the copy of library SONAME, drop each direct dependency that the loader
-#                  binds no symbol to (`ldd -u`), and with it that dependency's own closure
+#   --prune NAME   in the copy of each library whose file name starts with NAME
+#                  (libtorch_cpu.so), drop each direct dependency that the loader binds no
+#                  symbol to (`ldd -u`), and with it that dependency's own closure
 #   --base FILE    the packages (one name per line) of the image ROOT is copied onto: their
 #                  files are there already and are not copied, nor followed further
 #   --record FILE  write each copied file with its Debian package and version to FILE ("PATH
@@ -36,7 +37,7 @@ fail() { echo "copy_closure: $*" >&2; exit 1; }
 prune=() record="" base=""
 while (($#)); do
   case "$1" in
-    --prune) prune+=("${2:?--prune needs a soname}"); shift ;;
+    --prune) prune+=("${2:?--prune needs a library name}"); shift ;;
     --record) record=${2:?--record needs a file}; shift ;;
     --base) base=${2:?--base needs a file}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -45,7 +46,7 @@ while (($#)); do
   esac
   shift
 done
-(($# >= 2)) || fail "usage: copy_closure.sh [--prune SONAME]... [--base FILE] [--record FILE] ROOT FILE..."
+(($# >= 2)) || fail "usage: copy_closure.sh [--prune NAME]... [--base FILE] [--record FILE] ROOT FILE..."
 root=$1
 shift
 mkdir -p "$root"
@@ -164,7 +165,6 @@ done
 
 if [[ -n $record ]]; then
   command -v dpkg-query >/dev/null || fail "'dpkg-query' is not installed (--record)"
-  declare -A packages=()
   for path in "${!copied[@]}"; do
     # dpkg knows a file by the path its package installed: /lib/... or /usr/lib/... (merged /usr).
     owner=$(dpkg-query -S "$path" 2>/dev/null || dpkg-query -S "${path#/usr}" 2>/dev/null || true)
@@ -174,7 +174,6 @@ if [[ -n $record ]]; then
       continue
     fi
     owner=${owner%%,*}
-    packages[$owner]=1
     echo "$path $owner $(dpkg-query -W -f '${Version}' "$owner")"
   done | sort >"$record"
   for owner in $(awk '$2 != "-" {print $2}' "$record" | sort -u); do
