@@ -49,9 +49,7 @@ int CheckConfig(const std::string& path) {
   }
   int errors = 0;
   for (const packrat::NamedPath& named : config->named_paths) {
-    packrat::Config one;
-    one.named_paths = {named};
-    if (packrat::Status there = packrat::CheckNamedPaths(one); !there.ok()) {
+    if (packrat::Status there = packrat::CheckNamedPath(named); !there.ok()) {
       std::cerr << "packrat-agent: note: " << there.message()
                 << " here (the agent checks again where it starts)\n";
     }

@@ -169,16 +169,19 @@ StatusOr<ModelConfig> LoadRepositoryModel(const std::string& folder) {
   return m;
 }
 
-Status CheckNamedPaths(const Config& config) {
-  for (const NamedPath& named : config.named_paths) {
-    std::error_code ec;
-    if (named.folder && !std::filesystem::is_directory(named.path, ec)) {
-      return InvalidArgument(named.where + ": '" + named.path + "' is not a folder");
-    }
-    if (!named.folder && !std::ifstream(named.path)) {
-      return InvalidArgument(named.where + ": cannot read '" + named.path + "'");
-    }
+Status CheckNamedPath(const NamedPath& named) {
+  std::error_code ec;
+  if (named.folder && !std::filesystem::is_directory(named.path, ec)) {
+    return InvalidArgument(named.where + ": '" + named.path + "' is not a folder");
   }
+  if (!named.folder && !std::ifstream(named.path)) {
+    return InvalidArgument(named.where + ": cannot read '" + named.path + "'");
+  }
+  return Status::Ok();
+}
+
+Status CheckNamedPaths(const Config& config) {
+  for (const NamedPath& named : config.named_paths) RETURN_IF_ERROR(CheckNamedPath(named));
   return Status::Ok();
 }
 

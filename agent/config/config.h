@@ -313,10 +313,12 @@ struct Config {
   std::vector<NamedPath> named_paths;
 };
 
-// InvalidArgument "file:line: key: 'PATH' ..." for the first of config.named_paths that is
-// not there (a file that cannot be read, a folder that is not one); else OK. The agent checks
-// at start, as a config error; LoadConfig does not, so that a config can be validated away
-// from the node it is written for.
+// InvalidArgument "file:line: key: 'PATH' ..." where `named` is not there (a file that cannot
+// be read, a folder that is not one); else OK.
+Status CheckNamedPath(const NamedPath& named);
+// CheckNamedPath of each of config.named_paths: the first that fails, else OK. The agent
+// checks at start, as a config error; LoadConfig does not, so that a config can be validated
+// away from the node it is written for.
 Status CheckNamedPaths(const Config& config);
 
 // Parses and validates a config file. Never throws.

@@ -24,15 +24,6 @@ std::vector<TritonModelConfig::Tensor> Tensors(const std::vector<TensorSpec>& sp
   return out;
 }
 
-void AppendDims(std::string& out, const std::vector<int64_t>& dims) {
-  out += '[';
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(dims[i]);
-  }
-  out += ']';
-}
-
 void AppendTensors(std::string& out, const char* key,
                    const std::vector<TritonModelConfig::Tensor>& tensors) {
   out += ",\"";
@@ -42,9 +33,8 @@ void AppendTensors(std::string& out, const char* key,
     if (i > 0) out += ',';
     out += "{\"name\":";
     AppendJsonString(out, tensors[i].name);
-    out += ",\"data_type\":\"" + tensors[i].data_type + "\",\"dims\":";
-    AppendDims(out, tensors[i].dims);
-    out += '}';
+    out += ",\"data_type\":\"" + tensors[i].data_type +
+           "\",\"dims\":" + ShapeToString(tensors[i].dims) + "}";
   }
   out += ']';
 }
@@ -103,12 +93,9 @@ std::string TritonModelConfigJson(const TritonModelConfig& c) {
   }
   out += "],\"default_model_filename\":";
   AppendJsonString(out, c.default_model_filename);
-  out += ",\"dynamic_batching\":{\"preferred_batch_size\":[";
-  for (size_t i = 0; i < c.preferred_batch_size.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(c.preferred_batch_size[i]);
-  }
-  out += "],\"max_queue_delay_microseconds\":" + std::to_string(c.max_queue_delay_microseconds);
+  out += ",\"dynamic_batching\":{\"preferred_batch_size\":" +
+         ShapeToString({c.preferred_batch_size.begin(), c.preferred_batch_size.end()}) +
+         ",\"max_queue_delay_microseconds\":" + std::to_string(c.max_queue_delay_microseconds);
   out += "},\"parameters\":{";
   for (size_t i = 0; i < c.parameters.size(); ++i) {
     if (i > 0) out += ',';
