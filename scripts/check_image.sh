@@ -240,7 +240,7 @@ miss=$(( $(ccache_stat cache_miss) - miss0 ))
 image_size() { buildah inspect --type image "$1" | jq '.Manifest | fromjson | [.layers[].size] | add'; }
 size=$(image_size "$tag")
 forward_size=$(image_size "$forward_tag")
-phase "built: $(numfmt --to=si --suffix=B "$size") ($size bytes) and $(numfmt --to=si --suffix=B "$forward_size") ($forward_size bytes); ccache in the build: $hits hits, $miss misses"
+phase "built: $(numfmt --to=si --round=nearest --suffix=B "$size") ($size bytes) and $(numfmt --to=si --round=nearest --suffix=B "$forward_size") ($forward_size bytes); ccache in the build: $hits hits, $miss misses"
 ((size <= 550000000)) || fail "the agent's image is $size bytes, over its 550 MB budget"
 ((forward_size <= 30000000)) || fail "the forwarder's image is $forward_size bytes, over its 30 MB budget"
 
@@ -525,4 +525,4 @@ assert diff <= 1e-5 * max(1.0, scale), "the outputs differ"
 EOF
   fail "the image's answer differs from build/bin/packrat-agent's"
 
-phase "OK: $tag ($(numfmt --to=si --suffix=B "$size")) and $forward_tag ($(numfmt --to=si --suffix=B "$forward_size")), checked in $((SECONDS - t0)) s$( ((keep)) && echo " (kept)" || true)"
+phase "OK: $tag ($(numfmt --to=si --round=nearest --suffix=B "$size")) and $forward_tag ($(numfmt --to=si --round=nearest --suffix=B "$forward_size")), checked in $((SECONDS - t0)) s$( ((keep)) && echo " (kept)" || true)"
