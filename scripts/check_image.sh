@@ -7,7 +7,8 @@
 #   - the agent's image holds no compiler, no Python, no sources, no -dev package and none of the
 #     libraries libtorch's package drags in unused (OpenCV, FFmpeg, Qt, GDAL); every library the
 #     four binaries need resolves (ldd), BLAS to OpenBLAS; the license and the list of copied
-#     files with their packages are there;
+#     files with their packages are there; the KServe runtime's config in it reads a model
+#     repository mounted at /mnt/models (packrat-agent --check-config);
 #   - packrat-agent started inside the image with its default config (/etc/packrat/packrat.yaml)
 #     is live and ready, shows the demo model's metadata, answers one inference as
 #     build/bin/packrat-agent does with the same config and model file (same output tensor),
@@ -320,6 +321,23 @@ cmp -s "$mnt/etc/packrat/packrat.yaml" deploy/config/packrat.yaml ||
 [[ $(stat -c %u "$mnt/var/lib/packrat/profiles") == 10001 ]] ||
   fail "/var/lib/packrat/profiles is not owned by uid 10001"
 phase "contents: no compiler, Python or sources; every library resolves (BLAS: $blas)"
+
+# The KServe runtime's config (deploy/kserve/): the agent in the image reads /mnt/models, where
+# KServe's storage initializer puts the InferenceService's files, as a model repository.
+mkdir -p "$work/kserve-models/tiny"
+cat >"$work/kserve-models/tiny/model.yaml" <<'EOF'
+path: /opt/packrat/models/tiny_mlp.pt
+inputs: [{name: x, datatype: FP32, shape: [-1, 16]}]
+outputs: [{name: y, datatype: FP32, shape: [-1, 8]}]
+batching: {max_batch: 8}
+instances: auto
+EOF
+kserve_check=$(buildah run --isolation=chroot --volume "$work/kserve-models:/mnt/models:ro" "$ctr" -- \
+  /opt/packrat/bin/packrat-agent --check-config /etc/packrat/kserve.yaml 2>&1) ||
+  fail "packrat-agent --check-config /etc/packrat/kserve.yaml failed in the image: $kserve_check"
+grep -q '^# Repository models, each valid: tiny$' <<<"$kserve_check" ||
+  fail "the KServe config does not read /mnt/models as a repository: $kserve_check"
+phase "the KServe runtime's config reads /mnt/models as a model repository"
 
 # --- the agent in the image ------------------------------------------------------------------
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
