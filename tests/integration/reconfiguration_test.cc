@@ -510,9 +510,13 @@ TEST_F(ReconfigurationTest, BadPlanChangesAreClearErrorsAndChangeNothing) {
   const ConfigView after = GetConfig();
   EXPECT_EQ(after.generation, before.generation);
   EXPECT_EQ(after.workers[0].pid, before.workers[0].pid);
-  // The data-plane address has no management routes.
+  // The data-plane address changes no plan: its /config is Triton's read-only view of the model
+  // (triton_model_config.h), and a PUT there is refused.
   HttpClient data("127.0.0.1", agent_->http_port());
-  EXPECT_EQ(data.Get("/v2/models/tiny/config").status, 404);
+  const HttpResult triton = data.Get("/v2/models/tiny/config");
+  EXPECT_EQ(triton.status, 200);
+  EXPECT_NE(triton.body.find("\"instance_group\""), std::string::npos) << triton.body;
+  EXPECT_EQ(data.Request("PUT", "/v2/models/tiny/config", R"({"batch":4})").status, 405);
   StopAndCheckClean({before.workers[0].pid});
 }
 
