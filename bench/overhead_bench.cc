@@ -2,9 +2,13 @@
 // pinned) vs the same model through packrat-agent (HTTP keep-alive, binary tensor extension in
 // and out, shared memory, a 1-thread pinned runtime), sequential requests, same input.
 //
-//   build/bin/overhead_bench [--iterations N] [--models DIR] [--agent PATH]
+//   build/bin/overhead_bench [--iterations N] [--models DIR] [--agent PATH] [--model NAME]...
 //
-// Prints one Markdown table row per ⟨model, batch⟩ with p50/p99 of both and the overhead.
+// Prints one Markdown table row per ⟨model, batch⟩ with p50/p99 of both and the overhead, then
+// where the agent's time goes, per request: the means of the statistics extension's queue,
+// compute_input (the copy into the runtime's slab), compute_infer (the runtime's own timing)
+// and compute_output (the copy out), and the rest of the end-to-end mean (HTTP read and parse,
+// decode, the ring push and the runtime's wake-up, the completion's, encode and write).
 #include <sched.h>
 #include <signal.h>
 
@@ -13,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,7 +44,18 @@ struct Stats {
   // End-to-end minus the runtime's own forward() time for the same request (from the agent's
   // debug log): what the agent adds, free of the model's run-to-run noise.
   double paired_p50_us = 0, paired_p99_us = 0;
+  // Means per request (µs), warm-up included: end to end, and the statistics extension's
+  // durations.
+  double mean_us = 0, queue_us = 0, input_us = 0, infer_us = 0, output_us = 0;
 };
+
+// The mean of statistics duration `name` ({"count":C,"ns":N}) in a /stats answer, in µs.
+double MeanUs(const std::string& stats, const std::string& name) {
+  const std::regex re("\"" + name + "\":\\{\"count\":(\\d+),\"ns\":(\\d+)\\}");
+  std::smatch m;
+  if (!std::regex_search(stats, m, re) || std::stod(m[1]) == 0) return 0;
+  return std::stod(m[2]) / std::stod(m[1]) / 1e3;
+}
 
 Stats Summarise(std::vector<double> us) {
   std::sort(us.begin(), us.end());
@@ -135,6 +151,8 @@ Stats ThroughAgent(const std::string& agent, const std::string& dir, const Case&
     http_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
   }
   std::vector<double> us;
+  double all_sum = 0;  // every inference, warm-up included, as the statistics count them
+  int all_count = 0;
   for (int i = 0; i < iters + iters / 10 + 3; ++i) {
     const auto start = Clock::now();
     const auto r = client.Post("/v2/models/m/infer", body, headers);
@@ -143,10 +161,18 @@ Stats ThroughAgent(const std::string& agent, const std::string& dir, const Case&
       std::fprintf(stderr, "request failed: %d %s\n", r.status, r.body.c_str());
       std::exit(1);
     }
+    all_sum += d;
+    ++all_count;
     if (i >= iters / 10 + 3) us.push_back(d);
   }
+  const std::string stats_json = client.Get("/v2/models/m/stats").body;
   process.Stop(SIGTERM);
   Stats stats = Summarise(us);
+  stats.mean_us = all_sum / all_count;
+  stats.queue_us = MeanUs(stats_json, "queue");
+  stats.input_us = MeanUs(stats_json, "compute_input");
+  stats.infer_us = MeanUs(stats_json, "compute_infer");
+  stats.output_us = MeanUs(stats_json, "compute_output");
   stats.http_p50_us = Summarise(http_us).p50_us;
   // "m/0: batch of N row(s) computed in X us", one line per request, in order.
   std::vector<double> compute_us;
@@ -181,9 +207,11 @@ int Main(int argc, char** argv) {
   const std::vector<Case> cases = {
       {"tiny_mlp", {16}, 8, 1},
       {"tiny_mlp", {16}, 8, 8},
+      {"resnet18", {3, 224, 224}, 1000, 1},  // a 600 KB input (scripts/make_models.py)
       {"resnet50", {3, 224, 224}, 1000, 1},
       {"resnet50", {3, 224, 224}, 1000, 8},
   };
+  std::vector<std::pair<Case, Stats>> breakdown;
   std::printf(
       "| model | batch | direct p50 | direct p99 | agent p50 | agent p99 | difference p50 |"
       " agent overhead p50 (paired) | p99 (paired) | HTTP GET p50 |\n"
@@ -194,7 +222,7 @@ int Main(int argc, char** argv) {
     std::normal_distribution<float> normal;
     std::vector<float> input(c.batch * RowElements(c));
     for (float& f : input) f = normal(rng);
-    const int n = c.model == "resnet50" ? std::max(20, iters / 20) : iters;
+    const int n = c.model.starts_with("resnet") ? std::max(20, iters / 20) : iters;
     // The agent pins its only runtime to the first core; the direct run gets the same core.
     cpu_set_t all;
     sched_getaffinity(0, sizeof(all), &all);
@@ -221,6 +249,16 @@ int Main(int argc, char** argv) {
         via.p50_us - direct.p50_us, 100.0 * (via.p50_us - direct.p50_us) / direct.p50_us,
         via.paired_p50_us, via.paired_p99_us, via.http_p50_us);
     std::fflush(stdout);
+    breakdown.emplace_back(c, via);
+  }
+  std::printf(
+      "\n| model | batch | end-to-end mean | queue | copy in | compute | copy out | the rest |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& [c, s] : breakdown) {
+    std::printf("| %s | %lld | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs |\n",
+                c.model.c_str(), static_cast<long long>(c.batch), s.mean_us, s.queue_us, s.input_us,
+                s.infer_us, s.output_us,
+                s.mean_us - s.queue_us - s.input_us - s.infer_us - s.output_us);
   }
   return 0;
 }
