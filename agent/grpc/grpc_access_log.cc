@@ -14,47 +14,6 @@ using grpc::experimental::InterceptorBatchMethods;
 
 constexpr std::string_view kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
 
-const char* CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    default:
-      return "UNKNOWN";
-  }
-}
-
 // One call's line, filled in as its hooks pass.
 class AccessLogInterceptor : public grpc::experimental::Interceptor {
  public:
@@ -94,7 +53,7 @@ class AccessLogInterceptor : public grpc::experimental::Interceptor {
       const grpc::StatusCode code = methods->GetSendStatus().error_code();
       entry_.request_id = RequestId();
       entry_.status = HttpStatusForGrpc(code);
-      entry_.grpc_status = CodeName(code);
+      entry_.grpc_status = GrpcCodeName(code);
       entry_.time = std::chrono::system_clock::now();
       entry_.duration_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)

@@ -26,6 +26,8 @@ grpc::StatusCode GrpcCodeFor(StatusCode code);
 // Status code GrpcCodeFor maps to it); also 401/403 for UNAUTHENTICATED/PERMISSION_DENIED and
 // 501 for UNIMPLEMENTED, which gRPC itself answers. For metrics and access logs.
 int HttpStatusForGrpc(grpc::StatusCode code);
+// The code's name as gRPC's documents spell it: "OK", "NOT_FOUND", ...
+const char* GrpcCodeName(grpc::StatusCode code);
 // The gRPC status with the mapped code and the message as it is.
 grpc::Status ToGrpcStatus(const Status& status);
 
