@@ -7,10 +7,9 @@
 // all T CPUs, so every envelope is scanned to T), and a load of about a third of its share of
 // the node: rate = per-CPU rate of its profile × T/M × a factor of 0.6-1.4 by model index.
 //
-//   joint_partition_bench [--reps N] [--requests N] [--plan-at-rate] [--max-cpus T]
+//   joint_partition_bench [--reps N] [--requests N] [--max-cpus T]
 //
-// --requests: JointPartitionOptions::simulated_requests (default: its default); --plan-at-rate:
-// every model on the plan-at-rate rule (slow: try --max-cpus 32 --reps 3).
+// --requests: JointPartitionOptions::simulated_requests (default: its default).
 //
 // Per ⟨T,M⟩: one cold solve (fresh JointPartition and Optimizers: every plan computed), then
 // N warm solves (default 20), each after every rate moved by a deterministic ±3% step, so every
@@ -90,7 +89,6 @@ PartitionResult SolveOrDie(JointPartition& partition, const std::vector<ModelDem
 int Main(int argc, char** argv) {
   int reps = 20;
   int requests = JointPartitionOptions{}.simulated_requests;
-  bool plan_at_rate = false;
   int max_cpus = 128;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
@@ -98,20 +96,16 @@ int Main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--requests") && has_value) {
       requests = std::max(100, std::atoi(argv[++i]));
-    } else if (!std::strcmp(argv[i], "--plan-at-rate")) {
-      plan_at_rate = true;
     } else if (!std::strcmp(argv[i], "--max-cpus") && has_value) {
       max_cpus = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--requests N] [--plan-at-rate] [--max-cpus T]\n",
-                   argv[0]);
+      std::fprintf(stderr, "usage: %s [--reps N] [--requests N] [--max-cpus T]\n", argv[0]);
       return 2;
     }
   }
   std::vector<Profile> profiles;
   for (const Published& p : kProfiles) profiles.push_back(Load(p.name));
-  std::printf("rule: %s; p99 estimates from %d simulated requests; %d warm reps\n\n",
-              plan_at_rate ? "plan-at-rate" : "keep-up", requests, reps);
+  std::printf("p99 estimates from %d simulated requests; %d warm reps\n\n", requests, reps);
   std::printf("%5s %3s %10s %10s %10s %12s %12s %8s\n", "T", "M", "cold_ms", "median_ms", "p99_ms",
               "cpu_med_ms", "sims/solve", "spare");
   for (int cpus : {32, 64, 128}) {
@@ -127,7 +121,6 @@ int Main(int argc, char** argv) {
         d.optimizer = optimizers.back().get();
         d.rate = kProfiles[k].rows_per_cpu * cpus / count * (0.6 + 0.2 * (i % 5));
         d.max_batch = 64;
-        d.plan_at_rate = plan_at_rate;
         models.push_back(std::move(d));
       }
       JointPartitionOptions options;

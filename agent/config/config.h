@@ -143,10 +143,9 @@ struct BatchingConfig {
 // act on it, since a new B needs the optimizer's profile.
 struct ReconfigurationConfig {
   bool adaptive = true;  // reconfigure when the smoothed B changes
-  double alpha = 0.2;    // EWMA weight of the newest queue depth, in (0, 1]
-  int64_t window = 50;   // n: estimates the mode is taken over
+  // How often the load is sampled. The estimator's window is 50 samples and it decides every
+  // 100 (BatchSizeEstimator::Options): 5 s and 10 s at the default.
   int64_t sample_period_ms = 100;
-  int64_t timeout_ms = 10'000;   // how often the smoothed B is compared with the current one
   int64_t drain_timeout_s = 60;  // an old instance set gets this long to finish its batches
   // The estimator's step down goes only as far as a plan that the arrivals of the last
   // scale_down_delay_ms would not have overloaded at this much of its capacity (StepDownBatch):
@@ -164,26 +163,11 @@ struct ReconfigurationConfig {
   // fast, down slowly (as Kubernetes' autoscaler's stabilization window), since a rate near a
   // plan's capacity would otherwise move B down and up again, seconds of switching each time.
   int64_t scale_down_delay_ms = 30'000;
-  // A plan that needs new runtimes (thread counts the serving set lacks) is taken only if it
-  // predicts batches more than this fraction faster than the best plan on the serving runtimes
-  // (Optimizer::SolveOnInstances), both at the measured slowdowns: a start costs seconds of the
-  // CPUs the serving runtimes need (docs/benchmarks.md). `instances: auto` batched models,
-  // whose runtimes run any b up to max_batch. 0 always takes the optimizer's plan.
-  double restart_margin = 0.1;
   // The fastest a served thread count is taken relative to its profile (SlowdownTracker): a
   // profile is timed beside fully busy neighbours, and below capacity they idle part of the
   // time (ResNet-50 on 2 cores: one-thread slices at 0.85-0.95 of the profile). Below this a
   // profile is stale, not a speed to plan on. [0.25, 1]; 1 never plans above the profile.
   double slowdown_floor = 0.8;
-  // Batched models, once the arrival rate is known: each decision takes the B and plan whose
-  // requests would see the lowest p99 at that rate (BatchingSimulator), among those that serve
-  // it at most max_utilization busy, instead of the estimator's B, and moves when that p99 is
-  // more than restart_margin below the serving set's. Where no plan serves the rate so, the
-  // estimator decides. Off by default: on the bench it matched the best peer on Inception-v3
-  // but lost a quarter of ResNet-50's throughput, where every plan's capacity is within the
-  // machine's drift of the others' near the knee (docs/architecture.md). false: the
-  // estimator's B (packrat-paper §3.8).
-  bool plan_at_rate = false;
   // rows/s that the plans the estimator steps down to must run fully busy, at their own B (0:
   // none; batched models): capacity held in reserve for a burst that reaction cannot meet, as
   // a minimum replica count does for a Kubernetes autoscaler. A step of the load beyond what
@@ -193,14 +177,6 @@ struct ReconfigurationConfig {
   // stop at the smallest B whose plan runs this much, and no plan for the same B replaces the
   // serving one with less; the overload path and the starting plan are as before.
   double min_capacity = 0;
-  // ms of simulated p99 at the arriving rate that the estimator's step down gives up for
-  // runtimes that serve more rows/s from a backlog (batched models): among the plans it may
-  // step to, and the serving one, whose p99 is within this much of the lowest, the one whose
-  // runtimes absorb the largest burst by cutting larger batches, which needs no switch (a
-  // switch under a burst costs seconds of queue). Unset: 5% of batching.max_batch_latency_ms
-  // (0 where that is 0); 0: the lowest p99's plan.
-  std::optional<double> burst_reserve_ms;
-  static constexpr double kBurstReserveShare = 0.05;
   // A shadow runtime placed on CPUs that the serving set still uses starts cold: it loads its
   // model and skips the warm-up, whose parallel regions would share those CPUs with the
   // serving runtimes' threads and stall both (bench/results/peers-t16: a 10.9 s switch under

@@ -6,9 +6,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "agent/config/config.h"
 #include "common/status.h"
@@ -164,23 +166,19 @@ inline const std::set<std::string> kOptimizeKeys = {"precision", "memory_format"
                                                     "allow_emulated_bf16"};
 inline const std::set<std::string> kAccuracyKeys = {"samples", "max_rel_error",
                                                     "min_top1_agreement", "strict"};
-inline const std::set<std::string> kReconfigurationKeys = {"adaptive",
-                                                           "alpha",
-                                                           "window",
-                                                           "sample_period_ms",
-                                                           "timeout_ms",
-                                                           "drain_timeout_s",
-                                                           "max_utilization",
-                                                           "overload_window_ms",
-                                                           "scale_down_delay_ms",
-                                                           "restart_margin",
-                                                           "slowdown_floor",
-                                                           "plan_at_rate",
-                                                           "skip_warmup_on_busy_cpus",
-                                                           "parked_runtimes",
-                                                           "min_capacity",
-                                                           "burst_reserve_ms",
-                                                           "idle_start_s"};
+inline const std::set<std::string> kReconfigurationKeys = {
+    "adaptive",           "sample_period_ms",    "drain_timeout_s", "max_utilization",
+    "overload_window_ms", "scale_down_delay_ms", "slowdown_floor",  "skip_warmup_on_busy_cpus",
+    "parked_runtimes",    "min_capacity",        "idle_start_s"};
+// Keys of `reconfiguration:` that are settings no more, and what stands in their place: a config
+// that still names one is refused with this reason, not read as something else.
+inline const std::map<std::string, std::string_view> kRetiredReconfigurationKeys = {
+    {"alpha", "the estimator's EWMA weight is 0.2"},
+    {"window", "the estimator's window is 50 samples of sample_period_ms"},
+    {"timeout_ms", "the estimator decides every 100 samples of sample_period_ms"},
+    {"restart_margin", "a plan on the serving runtimes is kept within 10% of a new one's"},
+    {"plan_at_rate", "where B stays, the plan for B at the arriving rate is always weighed"},
+    {"burst_reserve_ms", "5% of batching.max_batch_latency_ms"}};
 inline const std::set<std::string> kEmulateKeys = {
     "profile", "load_s", "neighbour_slowdown", "truth", "profile_error", "jitter_cv", "seed"};
 

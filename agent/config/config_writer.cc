@@ -115,19 +115,13 @@ void WriteBatching(YAML::Emitter& out, const BatchingConfig& b) {
 void WriteReconfiguration(YAML::Emitter& out, const ReconfigurationConfig& c) {
   out << YAML::Key << "reconfiguration" << YAML::Value << YAML::BeginMap;
   Key(out, "adaptive", c.adaptive);
-  Key(out, "alpha", c.alpha);
-  Key(out, "window", c.window);
   Key(out, "sample_period_ms", c.sample_period_ms);
-  Key(out, "timeout_ms", c.timeout_ms);
   Key(out, "drain_timeout_s", c.drain_timeout_s);
   Key(out, "max_utilization", c.max_utilization);
   Key(out, "overload_window_ms", c.overload_window_ms);
   Key(out, "scale_down_delay_ms", c.scale_down_delay_ms);
-  Key(out, "restart_margin", c.restart_margin);
   Key(out, "slowdown_floor", c.slowdown_floor);
-  Key(out, "plan_at_rate", c.plan_at_rate);
   Key(out, "min_capacity", c.min_capacity);
-  if (c.burst_reserve_ms) Key(out, "burst_reserve_ms", *c.burst_reserve_ms);
   Key(out, "skip_warmup_on_busy_cpus", c.skip_warmup_on_busy_cpus);
   Key(out, "idle_start_s", c.idle_start_s);
   if (c.parked_runtimes == ReconfigurationConfig::kParkAuto) {

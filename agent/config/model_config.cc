@@ -258,6 +258,12 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
                             ModelConfig* m) {
   const std::string k = key + ".reconfiguration";
   ReconfigurationConfig& c = m->reconfiguration;
+  for (const auto& [retired, why] : kRetiredReconfigurationKeys) {
+    if (rc[retired]) {
+      return InvalidArgument(k + "." + retired + ": no longer a setting (" + std::string(why) +
+                             "; docs/configuration.md, \"Policy keys and constants\")");
+    }
+  }
   RETURN_IF_ERROR(r.CheckKeys(rc, k, kReconfigurationKeys));
   if (const YAML::Node parked = rc["parked_runtimes"]) {
     if (parked.IsScalar() && parked.as<std::string>() == "auto") {
@@ -266,25 +272,12 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
       RETURN_IF_ERROR(r.GetInt(parked, k + ".parked_runtimes", 0, 4096, &c.parked_runtimes));
     }
   }
-  if (rc["restart_margin"]) {
-    RETURN_IF_ERROR(
-        r.GetDouble(rc["restart_margin"], k + ".restart_margin", 0, 10, &c.restart_margin));
-  }
   if (rc["slowdown_floor"]) {
     RETURN_IF_ERROR(
         r.GetDouble(rc["slowdown_floor"], k + ".slowdown_floor", 0.25, 1, &c.slowdown_floor));
   }
-  if (rc["plan_at_rate"]) {
-    RETURN_IF_ERROR(r.Get(rc["plan_at_rate"], k + ".plan_at_rate", &c.plan_at_rate));
-  }
   if (rc["min_capacity"]) {
     RETURN_IF_ERROR(r.GetDouble(rc["min_capacity"], k + ".min_capacity", 0, 1e9, &c.min_capacity));
-  }
-  if (rc["burst_reserve_ms"]) {
-    double ms = 0;
-    RETURN_IF_ERROR(
-        r.GetDouble(rc["burst_reserve_ms"], k + ".burst_reserve_ms", 0, 3'600'000, &ms));
-    c.burst_reserve_ms = ms;
   }
   if (rc["idle_start_s"]) {
     RETURN_IF_ERROR(r.GetDouble(rc["idle_start_s"], k + ".idle_start_s", 0, 3600, &c.idle_start_s));
@@ -306,14 +299,9 @@ Status ParseReconfiguration(const Reader& r, const YAML::Node& rc, const std::st
                              &c.scale_down_delay_ms));
   }
   if (rc["adaptive"]) RETURN_IF_ERROR(r.Get(rc["adaptive"], k + ".adaptive", &c.adaptive));
-  if (rc["alpha"]) RETURN_IF_ERROR(r.GetDouble(rc["alpha"], k + ".alpha", 1e-6, 1, &c.alpha));
-  if (rc["window"]) RETURN_IF_ERROR(r.GetInt(rc["window"], k + ".window", 1, 100000, &c.window));
   if (rc["sample_period_ms"]) {
     RETURN_IF_ERROR(r.GetInt(rc["sample_period_ms"], k + ".sample_period_ms", 1, 3'600'000,
                              &c.sample_period_ms));
-  }
-  if (rc["timeout_ms"]) {
-    RETURN_IF_ERROR(r.GetInt(rc["timeout_ms"], k + ".timeout_ms", 1, 86'400'000, &c.timeout_ms));
   }
   if (rc["drain_timeout_s"]) {
     RETURN_IF_ERROR(

@@ -18,36 +18,30 @@ AutoscalerOptions AutoscalerOptionsFor(const ModelConfig& config, int threads, b
   o.evaluation.max_delay = std::chrono::microseconds(config.batching.max_delay_us);
   o.evaluation.max_inflight_batches = config.batching.max_inflight_batches;
   o.evaluation.max_batch_latency_ms = config.batching.max_batch_latency_ms;
-  o.window = rc.window;
+  o.window = BatchSizeEstimator::Options().window;
   o.sample_period_ms = rc.sample_period_ms;
   o.max_utilization = rc.max_utilization;
   o.overload_window_ms = rc.overload_window_ms;
   o.scale_down_delay_ms = rc.scale_down_delay_ms;
-  o.restart_margin = rc.restart_margin;
-  o.plan_at_rate = rc.plan_at_rate;
   o.p99_target_ms = config.batching.p99_target_ms;
   o.min_capacity = config.generation.enabled ? 0 : rc.min_capacity;  // batched models only
-  o.burst_reserve_ms =
-      config.generation.enabled
-          ? 0
-          : rc.burst_reserve_ms.value_or(ReconfigurationConfig::kBurstReserveShare *
-                                         config.batching.max_batch_latency_ms);
+  o.burst_reserve_ms = config.generation.enabled ? 0
+                                                 : AutoscalerOptions::kBurstReserveShare *
+                                                       config.batching.max_batch_latency_ms;
   return o;
 }
 
 LoadTracker LoadTrackerFor(const ModelConfig& config) {
   const ReconfigurationConfig& rc = config.reconfiguration;
   BatchSizeEstimator::Options e;
-  e.alpha = rc.alpha;
-  e.window = rc.window;
   e.sample_period = std::chrono::milliseconds(rc.sample_period_ms);
-  e.reconfiguration_timeout = std::chrono::milliseconds(rc.timeout_ms);
+  e.reconfiguration_timeout = BatchSizeEstimator::Options::kSamplesPerDecision * e.sample_period;
   e.min_batch = 1;
   e.max_batch = FloorPowerOfTwo(config.batching.max_batch > 0 ? config.batching.max_batch : 1024);
   // Long enough for the estimator's window, the overload windows and the scale-down span.
   const auto horizon =
-      std::chrono::milliseconds(std::max({rc.window * rc.sample_period_ms,
-                                          4 * rc.overload_window_ms, rc.scale_down_delay_ms}) +
+      std::chrono::milliseconds(std::max({e.window * rc.sample_period_ms, 4 * rc.overload_window_ms,
+                                          rc.scale_down_delay_ms}) +
                                 rc.sample_period_ms);
   return LoadTracker(e, horizon);
 }

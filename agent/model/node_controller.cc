@@ -79,7 +79,6 @@ ModelDemand DemandOf(const ServedModel& model) {
   d.max_batch = std::max<int64_t>(1, c.batching.max_batch);
   d.evaluation = a.evaluation;
   d.max_utilization = a.max_utilization;
-  d.plan_at_rate = a.plan_at_rate;
   d.slowdown = [&model](int threads) { return model.Slowdown(threads); };
   return d;
 }

@@ -38,7 +38,7 @@ std::string_view RuleName(Rule rule) {
   // In the order of the enum's members.
   // clang-format off
   static constexpr std::string_view kNames[] = {
-      "behind",           "overload",         "plan_at_rate",      "estimator_step_up",  "estimator_step_down",
+      "behind",           "overload",         "estimator_step_up", "estimator_step_down",
       "replan_at_rate",   "backlog_draining",  "backlog_drained",    "step_up_gains_too_little",
       "scale_down_delay", "peak_guard",        "serving_p99_lowest", "min_capacity",
       "burst_reserve",    "no_plan",           "idle_decode_slots",  "rate_move_held",
@@ -54,7 +54,6 @@ bool IsMove(Rule rule) {
   switch (rule) {
     case Rule::kBehind:
     case Rule::kOverload:
-    case Rule::kPlanAtRate:
     case Rule::kEstimatorStepUp:
     case Rule::kEstimatorStepDown:
     case Rule::kReplanAtRate:
@@ -270,9 +269,8 @@ const Autoscaler::RuleFn Autoscaler::kRules[] = {
     &Autoscaler::RelieveOverload,  // 1
     &Autoscaler::DrainBacklog,     // 1's backlog
     &Autoscaler::AtDecisionPoint,  // 2's gate
-    &Autoscaler::PlanAtRate,       // 2a
-    &Autoscaler::FollowEstimate,   // 2b
-    &Autoscaler::ReplanAtRate,     // 2c
+    &Autoscaler::FollowEstimate,   // 2a
+    &Autoscaler::ReplanAtRate,     // 2b
 };
 const Autoscaler::VetoFn Autoscaler::kVetoes[] = {
     &Autoscaler::HoldMoveWithoutHandover,  // 3
@@ -363,7 +361,6 @@ PolicyState Autoscaler::AfterMove(PolicyState state, const Move& move, bool ok, 
       state.backlog = true;
       *restart_estimator = true;
       return state;
-    case Rule::kPlanAtRate:
     case Rule::kReplanAtRate:
       state.last_rate_move = move.decided_at;  // tried: the next waits, whatever the outcome
       return state;
@@ -482,70 +479,6 @@ std::string Autoscaler::OverloadText(const Reason& r, const Plan& target) const 
   return text.str();
 }
 
-bool Autoscaler::PlanAtRate(const Inputs& in, Decision* d) const {
-  const ServingView& view = in.view;
-  const std::optional<double>& arriving = in.arriving;
-  const SteadyTime now = in.now;
-  if (!options_.plan_at_rate || options_.generative || !arriving || *arriving <= 0) return false;
-  const auto hold = std::chrono::milliseconds(options_.scale_down_delay_ms);
-  if (in.state.last_overload_move && now - *in.state.last_overload_move < hold) return false;
-  struct Candidate {
-    int64_t b;
-    PlanChoice choice;
-    double p99_ms;
-  };
-  std::optional<Candidate> best;
-  const int64_t largest = FloorPowerOfTwo(options_.max_batch);
-  for (int64_t b = 1; b <= largest; b *= 2) {
-    const std::optional<PlanChoice>& planned = in.candidates.At(b);
-    if (!planned || *arriving > options_.max_utilization * planned->capacity) continue;
-    const double p99 = planned->simulated->p99_ms;
-    if (!best || p99 < best->p99_ms) best = Candidate{b, *planned, p99};
-  }
-  if (!best) return false;
-  Reason r;
-  r.from_batch = view.batch;
-  r.to_batch = best->b;
-  r.rate = *arriving;
-  r.target_p99_ms = best->p99_ms;
-  r.target_capacity = best->choice.capacity;
-  r.passed_over = best->choice.passed_over;
-  r.quiet = true;
-  if (best->b == view.batch && best->choice.plan.groups == view.groups) {
-    r.rule = Rule::kWithinRestartMargin;
-    r.serving_p99_ms = best->p99_ms;
-    r.text = "the serving plan is the best at the rate";
-    Hold(std::move(r), d);
-    return true;
-  }
-  if (RateMoveHeld(in.state, now)) {
-    r.rule = Rule::kRateMoveHeld;
-    r.text = "a move at a rate waits for scale_down_delay_ms after the last one";
-    Hold(std::move(r), d);
-    return true;
-  }
-  const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
-  r.serving_p99_ms = serving_ms;
-  if ((1 + options_.restart_margin) * best->p99_ms >= serving_ms) {
-    r.rule = Rule::kWithinRestartMargin;
-    r.text = "the best plan at the rate is within restart_margin of the serving one";
-    Hold(std::move(r), d);
-    return true;
-  }
-  std::ostringstream text;
-  text.precision(3);
-  text << "at " << *arriving << " rows/s: a simulated p99 of " << std::lround(best->p99_ms)
-       << " ms at B=" << best->b << ", " << std::lround(serving_ms)
-       << " ms on the serving B=" << view.batch
-       << PassedOverNote(best->choice.plan, best->choice.passed_over, options_.restart_margin,
-                         false);
-  r.rule = Rule::kPlanAtRate;
-  r.quiet = false;
-  r.text = text.str();
-  d->move = Move{best->choice.plan, std::move(r), now};
-  return true;
-}
-
 bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   const ServingView& view = in.view;
   const std::optional<double>& arriving = in.arriving;
@@ -583,7 +516,7 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   if ((1 + options_.restart_margin) * next_ms >= serving_ms) {
     r.rule = Rule::kWithinRestartMargin;
     r.quiet = true;
-    r.text = "another plan for B is within restart_margin of the serving one at the rate";
+    r.text = "another plan for B is within the restart margin of the serving one at the rate";
     Hold(std::move(r), d);
     return false;
   }
@@ -598,7 +531,7 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
            << " for a burst: " << std::lround(serving_burst) << " rows/s from a backlog at "
            << std::lround(serving_ms) << " ms, " << planned->plan.ConfigString() << " "
            << std::lround(next_burst) << " at " << std::lround(next_ms)
-           << " ms (reconfiguration.burst_reserve_ms)";
+           << " ms (the burst reserve, 5% of batching.max_batch_latency_ms)";
       r.rule = Rule::kBurstReserve;
       r.quiet = true;
       r.serving_capacity = serving_burst;

@@ -31,13 +31,9 @@
 //      listened to again — unless a queue still stands once the estimator's window holds only
 //      samples taken since the move: that queue is the load (a bounded client pool refills it
 //      as fast as it is served) — and the estimator's steps down wait scale_down_delay_ms.
-//   2. At each of the estimator's decision points (reconfiguration.timeout_ms), with a full
-//      window:
-//      a. plan at rate (reconfiguration.plan_at_rate, batch models, a known rate): the B and
-//         plan whose requests see the lowest simulated p99 at the rate, among those that serve
-//         it at most max_utilization busy; moved to where that p99 is more than restart_margin
-//         below the serving plan's, at most once per scale_down_delay_ms;
-//      b. else the estimator's B̃ (packrat-paper §3.8): a step up only as far as capacity
+//   2. At each of the estimator's decision points (every 100 samples of
+//      reconfiguration.sample_period_ms), with a full window:
+//      a. the estimator's B̃ (packrat-paper §3.8): a step up only as far as capacity
 //         still grows (StepUpBatch); a step down not within scale_down_delay_ms of an overload
 //         move or of the arrivals' first count, nor while they still rise above their mean over
 //         that span (the peak it must absorb is not known before: WithinScaleDownDelay), nor where
@@ -48,10 +44,11 @@
 //         recent peak arrivals allow and to plans that run min_capacity, to the smallest B whose
 //         p99 is near the lowest, where the serving plan's is not near it (StepDownBatch: capacity
 //         is given up only for a lower p99) — or, among the plans whose p99 is within
-//         burst_reserve_ms of the lowest, serving one included, to the one whose runtimes serve the
-//         most from a backlog: a burst they absorb by cutting larger batches needs no switch;
-//      c. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
-//         than restart_margin below the serving plan's (at most once per scale_down_delay_ms)
+//         the burst reserve (burst_reserve_ms) of the lowest, serving one included, to the one
+//         whose runtimes serve the most from a backlog: a burst they absorb by cutting larger
+//         batches needs no switch;
+//      b. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
+//         than the restart margin below the serving plan's (at most once per scale_down_delay_ms)
 //         and it runs min_capacity or what the serving plan does; only a plan that serves the
 //         rate max_utilization busy (another's p99 is of a growing queue, and an overload is
 //         rule 1's), and one that gives up capacity (GivesUpCapacity) only as a step down would
@@ -80,12 +77,12 @@
 //   Plans count each thread count at its measured slowdown (ServingView::slowdown), one not
 //   served yet at its profile (SlowdownTracker): a shape the profile flatters is served,
 //   measured, and left by rule 0 where it falls behind. But whether a move gives up capacity
-//   (2b, 2c) is judged with a thread count not yet served at the least slowdown measured on any
+//   (2a, 2b) is judged with a thread count not yet served at the least slowdown measured on any
 //   (CautiousEvaluator): a shape is explored for a lower latency where the serving plan misses
 //   its target, never at the risk of capacity where it meets it.
 //   Every plan is the optimizer's for its B, or — where runtimes serve any b up to max_batch —
 //   the best plan on the serving runtimes where the optimizer's would start runtimes and is not
-//   better by more than restart_margin (runtimes of parked shapes start nothing); none whose
+//   better by more than the restart margin (runtimes of parked shapes start nothing); none whose
 //   batches break batching.max_batch_latency_ms.
 //
 // Thread-safety: the const members may be called from any thread; the rest, one owner (the
@@ -125,14 +122,17 @@ struct AutoscalerOptions {
   double max_utilization = 0.8;
   int64_t overload_window_ms = 2000;  // 0: no overload path
   int64_t scale_down_delay_ms = 30'000;
+  // A plan that needs new runtimes where one on the serving runtimes predicts batches at most
+  // this fraction slower is passed over (docs/configuration.md, "Policy constants").
   double restart_margin = 0.1;
-  bool plan_at_rate = false;
-  // reconfiguration.min_capacity: rows/s a step down's plan (2b) and a plan for the same B (2c)
+  // reconfiguration.min_capacity: rows/s a step down's plan (2a) and a plan for the same B (2b)
   // must run fully busy, unless it runs at least what the serving plan does (0: none).
   double min_capacity = 0;
-  // reconfiguration.burst_reserve_ms: the simulated p99 (ms) a step down (2b) gives up for
-  // runtimes that serve more from a backlog (StepDownBatch's BurstReserve; 0: none).
+  // The simulated p99 (ms) a step down (2a) gives up for runtimes that serve more from a
+  // backlog (StepDownBatch's BurstReserve; 0: none): kBurstReserveShare of the batch-latency
+  // limit (docs/configuration.md, "Policy constants").
   double burst_reserve_ms = 0;
+  static constexpr double kBurstReserveShare = 0.05;
   // batching.p99_target_ms: a move that starts runtimes beside busy ones is not taken where
   // the serving plan's simulated p99 meets it and the start's would not (SwitchRepays; 0: none).
   double p99_target_ms = 0;
@@ -164,10 +164,9 @@ enum class Rule {
   // Moves.
   kBehind,             // 0: the oldest queued row waited too long for a whole window
   kOverload,           // 1: rows arrive faster than the serving plan runs them
-  kPlanAtRate,         // 2a
-  kEstimatorStepUp,    // 2b
-  kEstimatorStepDown,  // 2b
-  kReplanAtRate,       // 2c
+  kEstimatorStepUp,    // 2a
+  kEstimatorStepDown,  // 2a
+  kReplanAtRate,       // 2b
   // Holds: a rule looked at moving and kept the serving plan.
   kBacklogDraining,       // an overload move's backlog still drains: the estimator waits
   kBacklogDrained,        // ... it has drained: the estimator starts afresh
@@ -190,7 +189,7 @@ enum class Rule {
   kNoHandover,            // a move would start runtimes beside a busy set (see class comment)
   // Keep kNoHandover last, or change RuleName's table, which counts to it.
 };
-// "overload", "plan_at_rate", ... (for logs and the management API).
+// "overload", "replan_at_rate", ... (for logs and the management API).
 std::string_view RuleName(Rule rule);
 bool IsMove(Rule rule);
 
@@ -236,7 +235,7 @@ struct PolicyState {
   // The last overload or behind move carried out (rules 0, 1): the estimator's steps down and
   // the moves at a rate wait scale_down_delay_ms after it.
   std::optional<SteadyTime> last_overload_move;
-  // The last move at a rate tried (2a, 2c): the next waits scale_down_delay_ms.
+  // The last move at a rate tried (2b): the next waits scale_down_delay_ms.
   std::optional<SteadyTime> last_rate_move;
   // Since when every sample has seen the oldest queued row wait beyond BehindWaitMs (rule 0).
   std::optional<SteadyTime> behind_since;
@@ -289,7 +288,7 @@ class Autoscaler {
   // among plans that serve it max_utilization busy (FasterAtRate), or where B's optimizer plan
   // cannot, the one of most capacity (MoreCapacity); nullopt where none is within the
   // batch-latency limit (`bounded` false: whatever its batches take). `floor`: rows/s the plan
-  // must run fully busy where one for B does (a step that gives up no capacity, rule 2b):
+  // must run fully busy where one for B does (a step that gives up no capacity, rule 2a):
   // FasterAtRate and the serving runtimes' plan look only among those. Exposed for tests and
   // the management API.
   struct PlanChoice {
@@ -390,7 +389,7 @@ class Autoscaler {
   // 1 is measured while neighbours idle, and would credit the serving set alone with it. Refers
   // to `view`: use it while the view lives (one decision).
   PlanEvaluator CautiousEvaluator(const ServingView& view) const;
-  // The capacity a move must not give up without knowing the peak (rules 2b and 2c): the rows/s
+  // The capacity a move must not give up without knowing the peak (rules 2a and 2b): the rows/s
   // `plan` serves fully busy or, with batching.p99_target_ms, the most it serves within the
   // target (PlanEvaluator::MaxRate; fully busy where the profile lacks a thread count): rows/s
   // served only beyond the target are no capacity a user keeps, and a plan of large batches
@@ -398,7 +397,7 @@ class Autoscaler {
   double CapacityToKeep(const Plan& plan, const PlanEvaluator& eval) const;
   // Whether `plan` has less CapacityToKeep than the serving set, judged with
   // CautiousEvaluator: a move that gives up capacity must know the peak it meets and be paid
-  // for by a lower p99 than the target asks (rules 2b and 2c); one that does not meets any
+  // for by a lower p99 than the target asks (rules 2a and 2b); one that does not meets any
   // peak the serving set meets.
   bool GivesUpCapacity(const Plan& plan, const ServingView& view) const;
   // Whether `plan`'s CapacityToKeep at `eval` is below `to_keep`; it simulates only a plan
@@ -506,7 +505,7 @@ class Autoscaler {
                     double window_s, std::string* why) const;
   // Rule 3: turns d's move (of rule 2) into a kNoHandover hold where it applies.
   void HoldMoveWithoutHandover(const Inputs& in, Decision* d) const;
-  // The recent peak a move that gives up capacity must allow for (PeakAllows, rules 2b and 2c):
+  // The recent peak a move that gives up capacity must allow for (PeakAllows, rules 2a and 2b):
   // the arrivals' peak over stretches of `ms` within the last scale_down_delay_ms (or the
   // estimator's window, if longer); judged over PeakWindowMs (the overload window, or the
   // estimator's window without one).
@@ -546,7 +545,6 @@ class Autoscaler {
                                      bool* busy_only) const;
   // Rule 1's move in words, from its reason's figures.
   std::string OverloadText(const Reason& r, const Plan& target) const;
-  bool PlanAtRate(const Inputs& in, Decision* d) const;
   bool FollowEstimate(const Inputs& in, Decision* d) const;
   // FollowEstimate's two directions: the B to move to from the estimator's `decision`, or
   // nullopt where B stays (step->reason then says why). `step->capped` notes a step that stops

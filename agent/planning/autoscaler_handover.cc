@@ -22,8 +22,8 @@ namespace {
 
 // Rule 2's moves, the ones rule 3 weighs: rules 0 and 1 are never held.
 bool IsRuleTwo(Rule rule) {
-  return rule == Rule::kPlanAtRate || rule == Rule::kEstimatorStepUp ||
-         rule == Rule::kEstimatorStepDown || rule == Rule::kReplanAtRate;
+  return rule == Rule::kEstimatorStepUp || rule == Rule::kEstimatorStepDown ||
+         rule == Rule::kReplanAtRate;
 }
 
 }  // namespace

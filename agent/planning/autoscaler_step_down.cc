@@ -1,4 +1,4 @@
-// The Autoscaler's step down (rule 2b, autoscaler.h): the candidates StepDownBatch weighs,
+// The Autoscaler's step down (rule 2a, autoscaler.h): the candidates StepDownBatch weighs,
 // kept in one table, and the hold a step that does not go explains.
 #include <algorithm>
 #include <chrono>
@@ -317,8 +317,8 @@ void Autoscaler::DescribeStepDown(const Inputs& in, const StepDownTable& table, 
   const int64_t decision = *in.estimate;
   const int64_t current = in.view.batch;
   Reason& r = step->reason;
-  const std::string reserve_ms = " (reconfiguration.burst_reserve_ms " +
-                                 std::to_string(std::lround(options_.burst_reserve_ms)) + ")";
+  const std::string reserve_ms =
+      " (the burst reserve: " + std::to_string(std::lround(options_.burst_reserve_ms)) + " ms)";
   auto rows_p99 = [&](int64_t b) {
     const std::optional<double> ms = table.p99(b);
     return CapacityText(table.capacity(b)) +
@@ -365,8 +365,8 @@ void Autoscaler::ExplainStepDownHold(const StepDownTable& table, const ServingVi
               BurstText(*r->serving_capacity, table.p99(current).value_or(0)) +
               "; B=" + std::to_string(lowest->first) + "'s, the lowest p99, " +
               BurstText(r->target_capacity.value_or(0), lowest->second) +
-              " (reconfiguration.burst_reserve_ms " +
-              std::to_string(std::lround(options_.burst_reserve_ms)) + ")";
+              " (the burst reserve: " + std::to_string(std::lround(options_.burst_reserve_ms)) +
+              " ms)";
   } else if (r->serving_p99_ms) {  // ranked: the serving plan fares better
     std::ostringstream text;
     text << keeping << ": at " << arriving.value_or(0)

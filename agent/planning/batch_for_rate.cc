@@ -150,9 +150,9 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
   const std::optional<double> serving_p99 = p99(current_b);
   if (serving_p99) lowest = std::min(lowest, *serving_p99);
   std::optional<int64_t> chosen;  // nullopt: the serving plan's requests fare as well
-  if (!serving_p99 || *serving_p99 > kBatchForRateMinGain * lowest) {
+  if (!serving_p99 || *serving_p99 > kNearLowestP99 * lowest) {
     for (const auto& [b, ms] : passed) {
-      if (*ms <= kBatchForRateMinGain * lowest) {
+      if (*ms <= kNearLowestP99 * lowest) {
         chosen = b;
         break;
       }

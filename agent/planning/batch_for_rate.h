@@ -23,6 +23,9 @@ using CapacityFn = std::function<std::optional<double>(int64_t b)>;
 // A switch costs seconds: a plan that serves less than this much more than the current one does
 // not repay it.
 inline constexpr double kBatchForRateMinGain = 1.05;
+// Simulated p99s within this factor of the lowest count as the lowest: a step down gives up
+// capacity only for a p99 lower by more than the simulation's sampling noise.
+inline constexpr double kNearLowestP99 = 1.05;
 // Capacity flattens out with b while batch latency keeps growing: plans within this share of
 // the most capacity count as the most.
 inline constexpr double kBatchForRateNearMost = 0.95;
@@ -57,7 +60,7 @@ using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
 // times it, against `max_utilization` of its capacity). Rows in the system shrink once a plan
 // keeps up, and the rate drops between bursts: without this, a move that gives up capacity
 // would meet the next burst without it. The estimator's step down and the plan at a rate both
-// ask it (StepDownBatch, Autoscaler rule 2c).
+// ask it (StepDownBatch, Autoscaler rule 2b).
 bool PeakAllows(double capacity, double serving, int64_t window_ms, double max_utilization,
                 const RateOverFn& peak_over);
 
@@ -89,7 +92,7 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // side by side (785 ms); the bench's probe at 4.2 req/s that served B = 1 failed its 1-s target
 // (p99 1.4 s).
 //
-// Capacity for a burst at a small latency price (`reserve`, reconfiguration.burst_reserve_ms):
+// Capacity for a burst at a small latency price (`reserve`, AutoscalerOptions::burst_reserve_ms):
 // among the passing candidates and the serving plan, each b's plan of the most rows/s from a
 // backlog whose p99 is within reserve.slack_ms of the lowest p99 above (reserve.most_within:
 // its own, or another plan for b). The serving plan stays (nullopt) where it is within the

@@ -58,8 +58,10 @@ class BatchSizeEstimator {
     // How often the smoothed batch size is compared with the current one. A reconfiguration takes
     // about 5 s (paper §5.2.2, Figure 6); with a 10 s timeout the 5 s window used by a decision
     // starts after the previous reconfiguration has finished, and the server spends at most about
-    // half of its time reconfiguring even under a workload that keeps changing.
+    // half of its time reconfiguring even under a workload that keeps changing. An agent takes
+    // kSamplesPerDecision sample periods (twice the window) for it.
     Duration reconfiguration_timeout = std::chrono::seconds(10);
+    static constexpr int64_t kSamplesPerDecision = 100;
     // Bounds of the estimate; both powers of two. 1024 = 2^10, the largest profiled batch of the
     // paper's example (§3.2, n = 10).
     int64_t min_batch = 1;

@@ -117,18 +117,16 @@ std::optional<std::vector<int>> Allocate(const std::vector<std::vector<Option>>&
 
 }  // namespace
 
-// The rate-independent part of the rule for one profile: the optimizer's plan per ⟨c,B⟩ and
-// FasterAtRate's candidates (Optimizer::SolveOnInstances on identical instances), computed on
-// first use and kept. Every distinct ⟨B, groups⟩ — what a simulation depends on — has an id.
+// The rate-independent part of the rule for one profile: the optimizer's plan per ⟨c,B⟩,
+// computed on first use and kept. Every distinct ⟨B, groups⟩ — what a simulation depends on — has
+// an id.
 struct JointPartition::Plans {
   struct Entry {
     Plan plan;
     int id = 0;
   };
   struct Cell {
-    std::optional<Entry> best;         // Optimizer::Solve(c, B); nullopt: no plan
-    bool enumerated = false;           // `faster` is filled in (the plan-at-rate rule's)
-    std::vector<const Entry*> faster;  // FasterAtRate's candidates besides `best`, in its order
+    std::optional<Entry> best;  // Optimizer::Solve(c, B); nullopt: no plan
   };
 
   explicit Plans(Profile p) : profile(std::move(p)) {
@@ -143,22 +141,8 @@ struct JointPartition::Plans {
     return ids.try_emplace(std::move(key), static_cast<int>(ids.size())).first->second;
   }
 
-  const Entry* OnInstances(const Optimizer& optimizer, int count, int threads, int batch) {
-    auto [it, inserted] = on_instances.try_emplace({count, threads, batch});
-    if (inserted) {
-      StatusOr<Plan> plan = optimizer.SolveOnInstances(std::vector<int>(count, threads), batch);
-      if (plan.ok()) {
-        const int id = IdOf(*plan);
-        it->second = Entry{*std::move(plan), id};
-      }
-    }
-    return it->second ? &*it->second : nullptr;
-  }
-
-  // The optimizer's plan for ⟨cpus, batch⟩ and, with `candidates`, FasterAtRate's candidates as
-  // it enumerates them: for t = c down to 1, ⌊c/t⌋ instances of t threads, one candidate per
-  // distinct count; those the optimizer's plan equals are left out.
-  const Cell& At(const Optimizer& optimizer, int cpus, int batch, bool candidates) {
+  // The optimizer's plan for ⟨cpus, batch⟩.
+  const Cell& At(const Optimizer& optimizer, int cpus, int batch) {
     auto [it, inserted] = cells.try_emplace({cpus, batch});
     Cell& cell = it->second;
     if (inserted) {
@@ -168,16 +152,6 @@ struct JointPartition::Plans {
         cell.best = Entry{*std::move(best), id};
       }
     }
-    if (!candidates || cell.enumerated || !cell.best) return cell;
-    cell.enumerated = true;
-    for (int t = cpus; t >= 1; --t) {
-      const int count = cpus / t;
-      if (t != cpus / count) continue;
-      // A thread count without profiled points has no plan (SolveOnInstances: NotFound).
-      if (batches.count(t) == 0) continue;
-      const Entry* e = OnInstances(optimizer, count, t, batch);
-      if (e != nullptr && e->plan.groups != cell.best->plan.groups) cell.faster.push_back(e);
-    }
     return cell;
   }
 
@@ -185,7 +159,6 @@ struct JointPartition::Plans {
   std::map<int, std::vector<int>> batches;    // profiled batch sizes per thread count, ascending
   std::map<std::vector<int>, int> ids;        // ⟨B, groups⟩ -> id
   std::map<std::pair<int, int>, Cell> cells;  // ⟨c, B⟩
-  std::map<std::tuple<int, int, int>, std::optional<Entry>> on_instances;  // ⟨count, t, B⟩
 };
 
 // One model at its rate: the figures of each plan (by id) computed at most once.
@@ -249,7 +222,7 @@ struct JointPartition::Pass {
   }
   double LowerBound(const Plans::Entry& e) { return Slices(e).fastest * kBoundMargin; }
 
-  // LoadedLatencyMs at full batches, as FasterAtRate and PlanEvaluator::Capacity take it.
+  // LoadedLatencyMs at full batches, as PlanEvaluator::Capacity takes it.
   double FullMs(const Plans::Entry& e) {
     double& full = Slot(full_ms, e.id, -1.0);
     if (full < 0) full = eval.PredictedLatencyMs(e.plan);
@@ -268,7 +241,6 @@ struct JointPartition::Pass {
 
   // ... on the simulator the rule's p99 comes from.
   const BatchingSimulator::Result& Simulated(const Plans::Entry& e) {
-    if (demand.plan_at_rate) return PolicySimulated(e);
     std::optional<BatchingSimulator::Result>& result = Slot(estimate_runs, e.id, {});
     if (!result) {
       ++stats->simulations;
@@ -290,7 +262,7 @@ struct JointPartition::Pass {
 
   std::optional<Found> RuleBelow(int cpus, double bar) {
     ++stats->rule_evaluations;
-    return demand.plan_at_rate ? PlanAtRateBelow(cpus, bar) : KeepUpBelow(cpus, bar);
+    return KeepUpBelow(cpus, bar);
   }
 
   // The keep-up rule's plan on `cpus` CPUs if its p99 is below `bar`: BatchForRate's B from
@@ -306,7 +278,7 @@ struct JointPartition::Pass {
     };
     const std::optional<int64_t> b = BatchForRate(
         rate, 0, demand.max_batch, max_utilization, [&](int64_t b) -> std::optional<double> {
-          const Plans::Cell& cell = plans.At(*demand.optimizer, cpus, static_cast<int>(b), false);
+          const Plans::Cell& cell = plans.At(*demand.optimizer, cpus, static_cast<int>(b));
           if (!cell.best) return std::nullopt;
           // The limit matters only where the plan keeps up: elsewhere it is never the answer.
           if (keeps_up(*cell.best) && TooSlow(*cell.best)) return std::nullopt;
@@ -321,50 +293,6 @@ struct JointPartition::Pass {
     const double p99 = Simulated(chosen).p99_ms;
     if (!(p99 < bar)) return std::nullopt;
     return Found{&chosen, p99, cpus};
-  }
-
-  // The plan-at-rate rule's plan on `cpus` CPUs if its p99 is below `bar` (kInf: the rule's
-  // plan, if any); nullopt if there is none below it. Exact below the bar: the rule takes, per
-  // B, the earliest plan with the least p99 among the optimizer's and FasterAtRate's
-  // qualifying candidates, and over B the earliest least; a plan is simulated only where its
-  // lower bound is below both the bar and the least p99 already known (one whose bound is not
-  // can neither win its B below the bar nor change which plan does).
-  std::optional<Found> PlanAtRateBelow(int cpus, double bar) {
-    const double rate = demand.rate;
-    const double max_utilization = demand.max_utilization;
-    std::optional<Found> best;
-    const int64_t largest = FloorPowerOfTwo(demand.max_batch);
-    for (int64_t b = 1; b <= largest; b *= 2) {
-      const int batch = static_cast<int>(b);
-      const Plans::Cell& cell = plans.At(*demand.optimizer, cpus, batch, true);
-      if (!cell.best) continue;
-      const double limit = best ? std::min(bar, best->p99_ms) : bar;
-      // FasterAtRate: the optimizer's plan is the bar its candidates must beat strictly.
-      const Plans::Entry* choice = &*cell.best;
-      double fastest = limit;  // where the optimizer's plan's p99 is not known: ≥ limit
-      bool known = false;
-      if (LowerBound(*cell.best) < limit) {
-        fastest = PolicySimulated(*cell.best).p99_ms;
-        known = true;
-      }
-      for (const Plans::Entry* candidate : cell.faster) {
-        const double full = FullMs(*candidate);
-        if (full <= 0 || rate > max_utilization * batch * 1e3 / full) continue;
-        if (LowerBound(*candidate) >= std::min(fastest, limit)) continue;
-        const double p99 = PolicySimulated(*candidate).p99_ms;
-        if (p99 < fastest) {
-          fastest = p99;
-          choice = candidate;
-          known = true;
-        }
-      }
-      if (!known || fastest >= limit) continue;
-      // PlanFor's bars, then PlanAtRate's.
-      if (eval.TooSlow(PolicySimulated(*choice).mean_batch_ms)) continue;
-      if (rate > max_utilization * eval.Capacity(choice->plan)) continue;
-      best = Found{choice, fastest, cpus};
-    }
-    return best;
   }
 
   // The envelope for c = 0..max_cpus (nullopt below the floor and where nothing sustains).

@@ -4,21 +4,13 @@
 // CPUs each model should have and the plan it would serve on them.
 //
 // What a model serves on c CPUs: what its own autoscaling policy would plan on a budget of c
-// threads at the rate, by one of its two rate rules (ModelDemand::plan_at_rate, the model's
-// reconfiguration.plan_at_rate):
-//   - keep-up (default): BatchForRate's B from nothing — the smallest B (1, 2, 4, ... and
-//     max_batch itself) whose optimizer plan for ⟨c,B⟩ keeps the batch-latency limit and runs the
-//     rate at most max_utilization busy — and that plan: the B the overload path moves to, on the
-//     optimizer's plans at full batches. One plan per c, so one simulation per distinct plan.
-//   - plan-at-rate: Autoscaler's PlanAtRate with Autoscaler::PlanFor on a model with no
-//     serving runtimes: over B = 1, 2, 4, ... up to max_batch floored to a power of two, the
-//     optimizer's plan for ⟨c,B⟩ or the plan on identical instances that serves the rate better
-//     (FasterAtRate); among those whose batches keep the limit and run the rate at most
-//     max_utilization busy, the lowest simulated p99, the smallest B on ties. Up to
-//     P·(1 + 2√c) simulations per c: about a hundred times the keep-up rule's cost.
-// Every choice either rule makes by simulation runs on the policy's own simulator
-// (BatchingSimulator's default arrivals), so the plan is the one the policy would pick; the
-// keep-up rule's p99 estimates use JointPartitionOptions::simulated_requests. The utilisation
+// threads at the rate, the keep-up rule: BatchForRate's B from nothing — the smallest B (1, 2,
+// 4, ... and max_batch itself) whose optimizer plan for ⟨c,B⟩ keeps the batch-latency limit and
+// runs the rate at most max_utilization busy — and that plan: the B the overload path moves to,
+// on the optimizer's plans at full batches. One plan per c, so one simulation per distinct plan.
+// The batch-latency limit is judged on the policy's own simulator (BatchingSimulator's default
+// arrivals), so the plan is the one the policy would pick; the p99 estimates use
+// JointPartitionOptions::simulated_requests. The utilisation
 // bar means a chosen plan never runs a queue that grows; where no plan passes, the model
 // cannot sustain its rate on c CPUs: p99 and ratio are infinite.
 //
@@ -68,12 +60,12 @@
 //
 // Cost. With M models, T CPUs, P batch sizes (≤ 11 up to 1024) and K ≤ T breakpoints per
 // model: the scan asks the rule about O(M · T) ⟨model, c⟩ pairs, each O(P) cached plan
-// look-ups (plan-at-rate: O(P · √c)), and simulates the distinct plans whose bound is below
+// look-ups, and simulates the distinct plans whose bound is below
 // the envelope (O(requests × instances) each: 0.5-20 ms on 5000 arrivals); the DP is O(log(M·K) · M
 // · T · K). Plans depend only on the profile and ⟨c,B⟩, not on the rate, and are cached per profile
-// across calls: the first call for a profile runs the optimizer for every ⟨c,B⟩ it scans
-// (plan-at-rate: also SolveOnInstances for each candidate); later calls at new rates only
-// simulate. Measured in docs/benchmarks.md, "Joint partition solve time".
+// across calls: the first call for a profile runs the optimizer for every ⟨c,B⟩ it scans;
+// later calls at new rates only simulate. Measured in docs/benchmarks.md, "Joint partition solve
+// time".
 //
 // Thread-safety: none; one owner (the node controller's thread), which also calls each
 // demand's slowdown function. Results are deterministic: a function of the options, the
@@ -108,11 +100,10 @@ struct ModelDemand {
   PlanEvaluatorOptions evaluation;      // max_delay, inflight batches, batch-latency limit
   double max_utilization = 0.8;         // (0, 1]: reconfiguration.max_utilization
   SlowdownFn slowdown;                  // measured (empty: 1 for every thread count)
-  bool plan_at_rate = false;            // the rule: plan-at-rate, else keep-up (see above)
 };
 
-// A model's rule's plan for a CPU budget, simulated at the model's rate (keep-up: on the
-// estimates' simulator, JointPartitionOptions::simulated_requests).
+// A model's rule's plan for a CPU budget, simulated at the model's rate (on the estimates'
+// simulator, JointPartitionOptions::simulated_requests).
 struct RatePlan {
   int cpus = 0;  // the budget it was planned for (≥ plan.ThreadsUsed())
   Plan plan;
@@ -150,7 +141,7 @@ struct PartitionResult {
 
 struct JointPartitionOptions {
   // Arrivals per simulation of the keep-up rule's p99 estimates (≥ 100). Its plans do not depend
-  // on them; every choice a rule makes by simulation (plan-at-rate's, the batch-latency limit's)
+  // on them; the one choice it makes by simulation (the batch-latency limit)
   // runs on the policy's own simulator (BatchingSimulator's defaults, 5000 arrivals), so it
   // agrees with the policy. 1000 draws make a simulation about five times cheaper than the
   // policy's 5000 and the p99 the 10th-largest of 1000 latencies instead of the 50th of 5000:
@@ -178,7 +169,7 @@ class JointPartition {
   // thread hand it off.
   StatusOr<PartitionResult> Solve(const std::vector<ModelDemand>& models, int total_cpus);
 
-  // The model's rule's plan (ModelDemand::plan_at_rate) on exactly `cpus` CPUs (no envelope),
+  // The model's keep-up plan on exactly `cpus` CPUs (no envelope),
   // or nullopt where none sustains the rate. For tests and diagnostics. kInvalidArgument for a bad
   // demand, a rate of 0 or cpus outside 1..kMaxCpus.
   StatusOr<std::optional<RatePlan>> PolicyAt(const ModelDemand& model, int cpus);

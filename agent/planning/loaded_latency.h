@@ -61,7 +61,7 @@ std::optional<Plan> MoreCapacity(const Optimizer& optimizer, int threads, int ba
                                  const Plan& best, double min_gain,
                                  const std::function<double(int threads)>& slowdown);
 
-// Capacity for a burst (reconfiguration.burst_reserve_ms): among `best` and the same
+// Capacity for a burst (AutoscalerOptions::burst_reserve_ms): among `best` and the same
 // candidates as FasterAtRate (identical instances per distinct thread count) whose
 // `latency_at_rate` is at most `ceiling_ms`, the one whose `burst` (rows/s its runtimes serve
 // from a backlog, as the caller counts it) is the most — the lowest latency_at_rate among those

@@ -456,8 +456,7 @@ TEST(GenerationIntegrationTest, AutoDecodersHoldMaxBatchSlotsSoAnotherBStartsNoR
 TEST(GenerationIntegrationTest, EstimatorKeepsDecodeSlotsWhenOnlyTheirNumberWouldShrink) {
   // T = 1: every plan is one single-thread instance, so a smaller B changes only the decoder's
   // share of its slots; idle slots cost a decode step nothing, so the set stays.
-  AgentProcess agent(PACKRAT_AGENT_PATH,
-                     AutoConfig(1, "{sample_period_ms: 10, window: 10, timeout_ms: 300}"));
+  AgentProcess agent(PACKRAT_AGENT_PATH, AutoConfig(1, "{sample_period_ms: 10}"));
   ASSERT_TRUE(agent.WaitUntilServing()) << agent.Digest();
   // Idle: the estimator wants B = 1; the four-slot instance stays.
   HttpClient management("127.0.0.1", agent.management_port());
@@ -504,7 +503,7 @@ TEST(GenerationIntegrationTest, AutomaticMovesKeepTheDecodersThreadsWithinTheRes
       "    batching: {max_batch: 4}\n"
       "    instances: auto\n"
       "    auto_threads: 2\n"
-      "    reconfiguration: {adaptive: false, sample_period_ms: 10, window: 50, "
+      "    reconfiguration: {adaptive: false, sample_period_ms: 10, "
       "overload_window_ms: 200, scale_down_delay_ms: 600000}\n";
   {
     AgentProcess measure(PACKRAT_AGENT_PATH, config);
@@ -564,7 +563,7 @@ TEST(GenerationIntegrationTest, AutomaticMovesKeepTheDecodersThreadsWithinTheRes
   const std::string now = management.Get("/v2/models/gpt/config").body;
   const auto four = serving(now, "workers");
   ASSERT_EQ(four.size(), 1u) << now;
-  EXPECT_EQ(four[0].first, one[0].first) << now;  // the same decoder
+  EXPECT_EQ(four[0].first, one[0].first) << now;        // the same decoder
   EXPECT_EQ(serving(now, "parked").size(), 2u) << now;  // never unparked
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 namespace packrat {
 namespace {
@@ -254,37 +255,35 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   EXPECT_EQ(config->models[0].reconfiguration.idle_start_s, 3);
   EXPECT_EQ(config->models[0].reconfiguration.overload_window_ms, 2000);
   EXPECT_EQ(config->models[0].reconfiguration.scale_down_delay_ms, 30000);
-  EXPECT_EQ(config->models[0].reconfiguration.restart_margin, 0.1);
-  EXPECT_FALSE(config->models[0].reconfiguration.plan_at_rate);
   EXPECT_EQ(config->models[0].reconfiguration.slowdown_floor, 0.8);
   EXPECT_EQ(config->models[0].reconfiguration.min_capacity, 0);
-  EXPECT_FALSE(config->models[0].reconfiguration.burst_reserve_ms.has_value());  // derived
   config =
-      Parse(OneModel("    reconfiguration: {timeout_ms: 5000, max_utilization: 1, "
+      Parse(OneModel("    reconfiguration: {sample_period_ms: 50, max_utilization: 1, "
                      "skip_warmup_on_busy_cpus: false, overload_window_ms: 0, "
-                     "scale_down_delay_ms: 5000, restart_margin: 0, plan_at_rate: true, "
-                     "slowdown_floor: 1, min_capacity: 215.5, burst_reserve_ms: 0, "
+                     "scale_down_delay_ms: 5000, slowdown_floor: 1, min_capacity: 215.5, "
                      "idle_start_s: 0}\n"));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const ReconfigurationConfig& r = config->models[0].reconfiguration;
-  EXPECT_EQ(r.timeout_ms, 5000);
+  EXPECT_EQ(r.sample_period_ms, 50);
   EXPECT_EQ(r.max_utilization, 1);
   EXPECT_FALSE(r.skip_warmup_on_busy_cpus);
   EXPECT_EQ(r.idle_start_s, 0);
   EXPECT_EQ(r.overload_window_ms, 0);
   EXPECT_EQ(r.scale_down_delay_ms, 5000);
-  EXPECT_EQ(r.restart_margin, 0);
-  EXPECT_TRUE(r.plan_at_rate);
   EXPECT_EQ(r.slowdown_floor, 1);
   EXPECT_EQ(r.min_capacity, 215.5);
-  EXPECT_EQ(r.burst_reserve_ms, 0.0);
-  EXPECT_NE(
-      ErrorOf(OneModel("    reconfiguration: {burst_reserve_ms: -5}\n")).find("burst_reserve_ms"),
-      std::string::npos);
   EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {min_capacity: -1}\n")).find("min_capacity"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {plan_at_rate: 2}\n")).find("plan_at_rate"),
-            std::string::npos);
+  // A retired key is refused with what stands in its place, whatever its value.
+  for (const char* retired :
+       {"alpha: 0.2", "window: 50", "timeout_ms: 10000", "restart_margin: 0.1",
+        "plan_at_rate: false", "burst_reserve_ms: 0"}) {
+    const std::string error =
+        ErrorOf(OneModel(std::string("    reconfiguration: {") + retired + "}\n"));
+    const std::string key(retired, std::string_view(retired).find(':'));
+    EXPECT_NE(error.find("reconfiguration." + key + ": no longer a setting"), std::string::npos)
+        << error;
+  }
   EXPECT_NE(
       ErrorOf(OneModel("    reconfiguration: {slowdown_floor: 0.1}\n")).find("slowdown_floor"),
       std::string::npos);
@@ -296,9 +295,6 @@ TEST_F(ConfigTest, ReconfigurationSection) {
   EXPECT_NE(ErrorOf(OneModel("    reconfiguration: {overload_window_ms: -1}\n"))
                 .find("overload_window_ms"),
             std::string::npos);
-  EXPECT_NE(
-      ErrorOf(OneModel("    reconfiguration: {restart_margin: -0.1}\n")).find("restart_margin"),
-      std::string::npos);
 }
 
 TEST_F(ConfigTest, ParkedRuntimes) {

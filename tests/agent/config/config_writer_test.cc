@@ -76,12 +76,10 @@ models:
     warmup_iterations: 0
     startup_timeout_s: 9
     slice_timeout_s: 0
-    reconfiguration: {adaptive: false, alpha: 0.3, window: 7, sample_period_ms: 20,
-                      timeout_ms: 300, drain_timeout_s: 4, max_utilization: 0.7,
-                      overload_window_ms: 0, scale_down_delay_ms: 5, restart_margin: 0.25,
-                      slowdown_floor: 0.5, plan_at_rate: true, skip_warmup_on_busy_cpus: false,
-                      parked_runtimes: 3, min_capacity: 12.5, burst_reserve_ms: 1.25,
-                      idle_start_s: 0.5}
+    reconfiguration: {adaptive: false, sample_period_ms: 20, drain_timeout_s: 4,
+                      max_utilization: 0.7, overload_window_ms: 0, scale_down_delay_ms: 5,
+                      slowdown_floor: 0.5, skip_warmup_on_busy_cpus: false, parked_runtimes: 3,
+                      min_capacity: 12.5, idle_start_s: 0.5}
     optimize: {precision: bf16, memory_format: channels_last, freeze: true,
                allow_emulated_bf16: true}
     accuracy: {samples: 2, max_rel_error: 0.125, min_top1_agreement: 0.75, strict: true}
@@ -176,9 +174,9 @@ TEST(ConfigWriterTest, AWrittenConfigReadsBackToTheSameConfig) {
       EXPECT_EQ(b.path, a.path);
       EXPECT_EQ(b.instances, a.instances);
       EXPECT_EQ(b.batching.max_batch_latency_ms, a.batching.max_batch_latency_ms);
-      EXPECT_EQ(b.reconfiguration.alpha, a.reconfiguration.alpha);
+      EXPECT_EQ(b.reconfiguration.sample_period_ms, a.reconfiguration.sample_period_ms);
       EXPECT_EQ(b.reconfiguration.parked_runtimes, a.reconfiguration.parked_runtimes);
-      EXPECT_EQ(b.reconfiguration.burst_reserve_ms, a.reconfiguration.burst_reserve_ms);
+      EXPECT_EQ(b.reconfiguration.slowdown_floor, a.reconfiguration.slowdown_floor);
       EXPECT_EQ(b.emulate.profile_error, a.emulate.profile_error);
     }
   }

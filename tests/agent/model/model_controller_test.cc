@@ -234,7 +234,7 @@ TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) 
 TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOver) {
   Make(true, FourThreadsWin(), 8);
   // Eight one-thread runtimes on all 8 CPUs (2.5 rows/s at b=1 each) at 10 rows/s: the
-  // estimator's step down to 2×⟨4,1⟩ (rule 2b: B = 2 gives up no capacity, and its p99 is
+  // estimator's step down to 2×⟨4,1⟩ (rule 2a: B = 2 gives up no capacity, and its p99 is
   // lower) must not start its runtimes beside the busy ones.
   sets_.Serve({{8, 1, 1}}, *optimizer_->SolveOnInstances(std::vector<int>(8, 1), 8));
   sets_.cpus_ = 8;
@@ -380,17 +380,13 @@ TEST_F(ModelControllerTest, NothingHappensWhileTheModelDoesNotServe) {
   EXPECT_EQ(samples_.load(), 0);
 }
 
-TEST(AutoscalerOptionsForTest, TheBurstReserveIsAShareOfTheBatchLatencyLimitUnlessSet) {
+TEST(AutoscalerOptionsForTest, TheBurstReserveIsAShareOfTheBatchLatencyLimit) {
   ModelConfig config;
   config.batching.max_batch_latency_ms = 500;
   EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 25);
-  config.reconfiguration.burst_reserve_ms = 0;
-  EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 0);
-  config.reconfiguration.burst_reserve_ms.reset();
   config.batching.max_batch_latency_ms = 0;  // no limit: no share of it
   EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 0);
-  config.reconfiguration.burst_reserve_ms = 40;
-  EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 40);
+  config.batching.max_batch_latency_ms = 500;
   config.generation.enabled = true;  // a decoder's B is decode slots: no rate, no reserve
   EXPECT_DOUBLE_EQ(AutoscalerOptionsFor(config, 16, true).burst_reserve_ms, 0);
 }

@@ -17,31 +17,22 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST_F(AutoscalerTest, AMoveWithoutAHandoverWaitsWhileTheServingSetIsHalfBusy) {
-  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
+  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) { o->overload_window_ms = 0; });
   Serve(1);
   // The fat runtime holds both CPUs and cannot go while it serves the load: the thin plan's
   // runtimes could only start beside it, which at 6.5 of its 11.1 rows/s (59 % busy) it
   // cannot afford.
-  const std::optional<Decision> held = TickUntil(Rule::kNoHandover, 1, 6.5);
+  const std::optional<Decision> held = TickUntil(Rule::kNoHandover, 2, 6.5);
   ASSERT_TRUE(held.has_value());
   EXPECT_FALSE(held->move.has_value());
   EXPECT_NEAR(*held->hold->serving_capacity, 1000.0 / 90, 1e-6);
   // Busier than max_utilization but still within its capacity (no overload): held as well.
-  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
+  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) { o->overload_window_ms = 0; });
   Serve(1);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 10).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 2, 10).has_value());
   // Three CPUs: a thin runtime starts on the free one first, then the fat one goes and the
   // others start on its CPUs: that hands the CPUs over.
-  SetUpModel(3, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
+  SetUpModel(3, ThinAtModerateRates, [](AutoscalerOptions* o) { o->overload_window_ms = 0; });
   Serve(1);
   ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
   EXPECT_TRUE(autoscaler_->HandsOver({2}, *optimizer_->SolveOnInstances({1, 1, 1}, 3), 6.5,
@@ -67,7 +58,6 @@ TEST_F(AutoscalerTest, AStageIsEstimatedAtTheBatchSizesOfTheMovesEnds) {
 TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
   const auto set_up = [this](double first_start_s, double last_start_s) {
     SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-      o->plan_at_rate = true;
       o->overload_window_ms = 0;
       o->scale_down_delay_ms = 30'000;
       o->window = 1000;  // a 10-s rate: 6.5 rows/s is judged at 4.9 (less two deviations)
@@ -75,20 +65,23 @@ TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
     Serve(1);
     view_.first_start_s = first_start_s;
     view_.last_start_s = last_start_s;
+    // One row at a time until the rate is known (rule 3 weighs a start at the rate); then two
+    // rows in the system move the estimator to B = 2, the thin plan.
+    for (int i = 0; i < 1100; ++i) ASSERT_FALSE(Tick(1, 6.5).move.has_value());
   };
   // Starts of 0.1 s: at 6.5 rows/s the fat set (11.1) queues 0.2 row while the thin one starts,
   // and the thin plan's lower latency over 30 s saves far more.
   set_up(0.1, 0);
-  const std::optional<Decision> taken = TickUntil(Rule::kPlanAtRate, 1, 6.5, 3000);
+  const std::optional<Decision> taken = TickUntil(Rule::kEstimatorStepUp, 2, 6.5, 3000);
   ASSERT_TRUE(taken.has_value());
   EXPECT_EQ(taken->move->plan.groups[0].threads, 1);
   // A switch under load took 100 s: 95 rows queue, about 5000 row-seconds of waiting.
   set_up(0.1, 100);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5, 3000).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 2, 6.5, 3000).has_value());
   // Twice the first start counts where the switches measured were shorter: both sets' threads
   // share the CPUs.
   set_up(50, 0.1);
-  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 1, 6.5, 3000).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kNoHandover, 2, 6.5, 3000).has_value());
 }
 
 // A move that repays its start in mean latency is still held where the serving plan meets the
@@ -98,7 +91,6 @@ TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesIsTakenWhereItRepaysItsStart) {
 TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesKeepsAP99TargetTheServingPlanMeets) {
   const auto set_up = [this](double p99_target_ms) {
     SetUpModel(2, ThinAtModerateRates, [p99_target_ms](AutoscalerOptions* o) {
-      o->plan_at_rate = true;
       o->overload_window_ms = 0;
       o->scale_down_delay_ms = 30'000;
       o->window = 1000;
@@ -106,6 +98,7 @@ TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesKeepsAP99TargetTheServingPlanMe
     });
     Serve(1);
     view_.first_start_s = 0.1;
+    for (int i = 0; i < 1100; ++i) ASSERT_FALSE(Tick(1, 6.5).move.has_value());
   };
   // The fat set's p99 at 6.5 rows/s, as the autoscaler simulates it.
   set_up(0);
@@ -115,17 +108,17 @@ TEST_F(AutoscalerTest, AMoveBesideTheBusyRuntimesKeepsAP99TargetTheServingPlanMe
   ASSERT_GT(serving_p99, 0);
   // Met by the serving plan, not through a start at half speed: held.
   set_up(1.5 * serving_p99);
-  const std::optional<Decision> held = TickUntil(Rule::kNoHandover, 1, 6.5, 3000);
+  const std::optional<Decision> held = TickUntil(Rule::kNoHandover, 2, 6.5, 3000);
   ASSERT_TRUE(held.has_value());
   EXPECT_FALSE(held->move.has_value());
   // A target the start keeps too: taken, as without one.
   set_up(3 * serving_p99);
-  const std::optional<Decision> taken = TickUntil(Rule::kPlanAtRate, 1, 6.5, 3000);
+  const std::optional<Decision> taken = TickUntil(Rule::kEstimatorStepUp, 2, 6.5, 3000);
   ASSERT_TRUE(taken.has_value());
   EXPECT_EQ(taken->move->plan.groups[0].threads, 1);
   // A target the serving plan misses already: the start costs nothing worth keeping, taken.
   set_up(0.5 * serving_p99);
-  ASSERT_TRUE(TickUntil(Rule::kPlanAtRate, 1, 6.5, 3000).has_value());
+  ASSERT_TRUE(TickUntil(Rule::kEstimatorStepUp, 2, 6.5, 3000).has_value());
 }
 
 // Up to four threads; every thread count runs a row in 100 ms a thread (perfect scaling), so

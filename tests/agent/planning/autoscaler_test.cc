@@ -331,39 +331,6 @@ TEST_F(AutoscalerTest, ParkedShapesAreTakenWhateverTheRestartMargin) {
   EXPECT_FALSE(d->move->reason.passed_over.has_value());
 }
 
-TEST_F(AutoscalerTest, AtAKnownRatePlanAtRateTakesTheLowestSimulatedP99) {
-  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
-  Serve(1);
-  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{1, 2, 1}}));
-  view_.parked_threads = {1, 1};  // thin runtimes to go back to: the move starts none
-  // 6.5 rows/s, one row at a time in the system.
-  const std::optional<Decision> d = TickUntil(Rule::kPlanAtRate, 1, 6.5);
-  ASSERT_TRUE(d.has_value());
-  const Reason& r = d->move->reason;
-  EXPECT_LT(*r.target_p99_ms, *r.serving_p99_ms / (1 + autoscaler_->options().restart_margin));
-  for (const InstanceGroup& g : d->move->plan.groups) EXPECT_EQ(g.threads, 1);
-}
-
-TEST_F(AutoscalerTest, MovesAtARateWaitForTheScaleDownDelay) {
-  SetUpModel(2, ThinAtModerateRates, [](AutoscalerOptions* o) {
-    o->plan_at_rate = true;
-    o->overload_window_ms = 0;
-  });
-  Serve(1);
-  view_.parked_threads = {1, 1};
-  const std::optional<Decision> d = TickUntil(Rule::kPlanAtRate, 1, 6.5);
-  ASSERT_TRUE(d.has_value());
-  // Back on the fat plan by hand: the rate would move again, but not within the delay.
-  Serve(1);
-  view_.parked_threads = {1, 1};
-  const std::optional<Decision> held = TickUntil(Rule::kRateMoveHeld, 1, 6.5);
-  ASSERT_TRUE(held.has_value());
-  EXPECT_FALSE(held->move.has_value());
-}
-
 // On the profile the thin plan serves more; served, one-thread instances run 1.44x slower
 // (1389 rows/s) and the fat one as profiled (BERT-like on a real 16-core Xeon).
 std::optional<double> ThinOnlyOnTheProfile(int threads, int batch) {
@@ -420,6 +387,24 @@ TEST_F(AutoscalerTest, WhereBStaysThePlanForBMovesToALowerSimulatedP99AtTheRate)
   EXPECT_GE(after_burst->move->decided_at - burst_end, std::chrono::milliseconds(3000));
 }
 
+// A move at a rate is tried at most once per scale_down_delay_ms, whatever came of it: back on
+// the plan it left (by hand here), the same move waits for the delay.
+TEST_F(AutoscalerTest, MovesAtARateWaitForTheScaleDownDelay) {
+  SetUpModel(2, FatAtLowRates, [](AutoscalerOptions* o) { o->scale_down_delay_ms = 3000; });
+  Serve(1);
+  ASSERT_TRUE(TickUntil(Rule::kOverload, 8, 40).has_value());
+  const std::vector<InstanceGroup> left = view_.groups;
+  view_.parked_threads = {2};
+  const std::optional<Decision> re = TickUntil(Rule::kReplanAtRate, 8, 1.5, 2000);
+  ASSERT_TRUE(re.has_value());
+  ServePlan(*optimizer_->SolveOnInstances({1, 1}, 8));
+  ASSERT_EQ(view_.groups, left);
+  view_.parked_threads = {2};
+  const std::optional<Decision> again = TickUntil(Rule::kReplanAtRate, 8, 1.5, 2000);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_GE(again->move->decided_at - re->move->decided_at, std::chrono::milliseconds(3000));
+}
+
 // One thread: 10 ms a row; two threads: 5.5 ms a row (0.5 ms more than half).
 std::optional<double> TwoThreadsNearlyTwiceAsFast(int threads, int batch) {
   return (threads == 1 ? 10.0 : 5.5) * batch;
@@ -456,7 +441,7 @@ TEST_F(AutoscalerTest, AShapeNotYetServedPromisesNoCapacityTheServedOnesHaveNotS
 
 // Where no plan for B serves the rate (not even max_utilization busy), the plans for B are not
 // compared by their simulated p99: those are of queues that grow for as long as the simulation
-// runs. An overload is rule 1's, which may change B; rule 2c keeps to plans that serve the rate.
+// runs. An overload is rule 1's, which may change B; rule 2b keeps to plans that serve the rate.
 TEST_F(AutoscalerTest, WhereBStaysNoPlanThatCannotServeTheRateIsTakenForItsP99) {
   // Rows cost the same in any batch: ⟨1,1,1⟩ serves 10 rows/s, ⟨1,2,1⟩ 11.1, ⟨2,1,1⟩ (B = 2)
   // 20. At 15 rows/s both plans for B = 1 fall behind, the second a little slower, so its

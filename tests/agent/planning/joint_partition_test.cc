@@ -233,7 +233,7 @@ TEST(JointPartitionTest, AnOverloadedModelGetsTheSpareCpus) {
   EXPECT_EQ(r->models[1].cpus, 15);
   EXPECT_FALSE(r->models[1].sustained);
   ASSERT_TRUE(r->models[1].plan.has_value());
-  EXPECT_EQ(r->models[1].plan->batch, 8);  // max_batch: the most rows per second
+  EXPECT_EQ(r->models[1].plan->batch, 8);           // max_batch: the most rows per second
   EXPECT_LE(r->models[1].plan->ThreadsUsed(), 15);  // B = 8 rows: at most 8 instances here
   EXPECT_EQ(r->spare_cpus, 0);
   EXPECT_EQ(r->unsustained, 1);
@@ -348,15 +348,14 @@ TEST(JointPartitionTest, ExactAgainstBruteForceOnEightCpus) {
     std::optional<double> targets[3];
     double weights[3];
     int floors[3];
-    bool plan_at_rate;
   };
   const std::vector<Case> cases{
-      {{20, 15, 10}, {}, {1, 1, 1}, {1, 1, 1}, false},
-      {{40, 30, 25}, {}, {1, 2, 1}, {1, 1, 1}, false},
-      {{20, 15, 10}, {std::nullopt, 200.0, 300.0}, {1, 1, 1}, {1, 1, 2}, false},
-      {{60, 0, 30}, {80.0, std::nullopt, 100.0}, {1, 1, 3}, {1, 2, 1}, false},
-      {{80, 60, 50}, {}, {1, 1, 1}, {1, 1, 1}, false},  // more than 8 CPUs serve
-      {{20, 15, 10}, {100.0, std::nullopt, std::nullopt}, {1, 1, 1}, {1, 1, 1}, true},
+      {{20, 15, 10}, {}, {1, 1, 1}, {1, 1, 1}},
+      {{40, 30, 25}, {}, {1, 2, 1}, {1, 1, 1}},
+      {{20, 15, 10}, {std::nullopt, 200.0, 300.0}, {1, 1, 1}, {1, 1, 2}},
+      {{60, 0, 30}, {80.0, std::nullopt, 100.0}, {1, 1, 3}, {1, 2, 1}},
+      {{80, 60, 50}, {}, {1, 1, 1}, {1, 1, 1}},  // more than 8 CPUs serve
+      {{20, 15, 10}, {100.0, std::nullopt, std::nullopt}, {1, 1, 1}, {1, 1, 1}},
   };
   for (size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
@@ -367,7 +366,6 @@ TEST(JointPartitionTest, ExactAgainstBruteForceOnEightCpus) {
       models[i].p99_target_ms = c.targets[i];
       models[i].weight = c.weights[i];
       models[i].min_threads = c.floors[i];
-      models[i].plan_at_rate = c.plan_at_rate;
     }
     auto r = partition.Solve(models, 8);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -389,10 +387,9 @@ TEST(JointPartitionTest, TheEnvelopeIsTheBestOfTheRuleOnFewerCpus) {
   const auto resnet = Published("resnet50");
   const auto gpt2 = Published("gpt2");
   JointPartition partition;
-  for (bool plan_at_rate : {false, true}) {
+  {
     for (const auto& [optimizer, rate] : {std::pair{resnet.get(), 60.0}, {gpt2.get(), 25.0}}) {
       ModelDemand d = Demand("m", *optimizer, rate, 16);
-      d.plan_at_rate = plan_at_rate;
       d.min_threads = 2;
       auto envelope = partition.Envelope(d, 16);
       ASSERT_TRUE(envelope.ok()) << envelope.status().ToString();
@@ -408,46 +405,12 @@ TEST(JointPartitionTest, TheEnvelopeIsTheBestOfTheRuleOnFewerCpus) {
           EXPECT_EQ(e->cpus, c);
           EXPECT_EQ(e->plan, (*at)->plan);
         }
-        EXPECT_EQ(P99(e), best) << "c=" << c << " plan_at_rate=" << plan_at_rate;
+        EXPECT_EQ(P99(e), best) << "c=" << c;
         EXPECT_LE(P99(e), P99((*envelope)[static_cast<size_t>(c) - 1]));
         if (e) {
           EXPECT_LE(e->plan.ThreadsUsed(), c);
         }
       }
-    }
-  }
-}
-
-TEST(JointPartitionTest, PlanAtRateAgreesWithTheAutoscalersRule) {
-  const auto resnet = Published("resnet50");
-  const auto inception = Published("inception-v3");
-  JointPartition partition;
-  for (const auto& [optimizer, rate] :
-       {std::pair{resnet.get(), 45.0}, {inception.get(), 30.0}, {resnet.get(), 150.0}}) {
-    for (int c : {1, 3, 4, 8, 13, 16}) {
-      AutoscalerOptions o;
-      o.threads = c;
-      o.max_batch = 16;
-      o.plan_at_rate = true;
-      const Autoscaler autoscaler(o, optimizer);
-      const ServingView view;  // nothing serves: no runtime to keep
-      // PlanAtRate's choice: the lowest simulated p99 among the plans at most
-      // max_utilization busy.
-      std::optional<Autoscaler::PlanChoice> want;
-      for (int64_t b = 1; b <= 16; b *= 2) {
-        auto planned = autoscaler.PlanFor(b, view, rate);
-        if (!planned || rate > o.max_utilization * planned->capacity) continue;
-        if (!want || planned->simulated->p99_ms < want->simulated->p99_ms) want = planned;
-      }
-      ModelDemand d = Demand("m", *optimizer, rate, 16);
-      d.plan_at_rate = true;
-      auto got = partition.PolicyAt(d, c);
-      ASSERT_TRUE(got.ok());
-      ASSERT_EQ(got->has_value(), want.has_value()) << "c=" << c << " rate=" << rate;
-      if (!want) continue;
-      EXPECT_EQ((*got)->plan.groups, want->plan.groups) << "c=" << c << " rate=" << rate;
-      EXPECT_EQ((*got)->plan.batch, want->plan.batch);
-      EXPECT_EQ((*got)->simulated.p99_ms, want->simulated->p99_ms);
     }
   }
 }
@@ -522,21 +485,6 @@ TEST(JointPartitionTest, PublishedProfilesShareSixteenCores) {
   for (size_t i = 0; i < models.size(); ++i) {
     EXPECT_EQ(again->models[i].cpus, r->models[i].cpus);
     EXPECT_EQ(again->models[i].plan, r->models[i].plan);
-  }
-  // Plan-at-rate finds plans at least as fast on the same CPUs (no batch-latency limit): its
-  // B's include keep-up's, and FasterAtRate only ever lowers a B's p99. Both on the policy's
-  // simulator.
-  JointPartitionOptions policy_draws;
-  policy_draws.simulated_requests = 5000;
-  JointPartition same_draws(policy_draws);
-  for (ModelDemand& m : models) {
-    auto keep_up = same_draws.Envelope(m, 16);
-    m.plan_at_rate = true;
-    auto at_rate = same_draws.Envelope(m, 16);
-    ASSERT_TRUE(keep_up.ok() && at_rate.ok());
-    for (int c = 1; c <= 16; c += 5) {
-      EXPECT_LE(P99((*at_rate)[static_cast<size_t>(c)]), P99((*keep_up)[static_cast<size_t>(c)]));
-    }
   }
 }
 
