@@ -108,8 +108,8 @@ struct ControllerSnapshot {
 class ModelController {
  public:
   // The spans the arrival rate in Snapshot() is measured over (the node partition's input):
-  // a model whose load jumps gets its CPUs a decision after the jump (bench/partition.sh: the
-  // 5-s rate alone moved CPUs 7.9 s after a shift to 500 req/s), one whose load falls keeps
+  // a model whose load jumps gets its CPUs a decision after the jump (a 5-s rate alone would
+  // move them seconds late), one whose load falls keeps
   // them for kRateSpan.
   static constexpr std::chrono::seconds kRateSpan{5};
   static constexpr std::chrono::seconds kRiseSpan{1};

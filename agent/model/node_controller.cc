@@ -55,10 +55,9 @@ std::string CountsJson(const std::map<std::string, int>& counts) {
 // Arrivals are the rate that rises over 1 s and falls over 5 s (the model's own hysteresis),
 // except where they stepped beyond Poisson noise (ControllerSnapshot::rate_shift, 3σ): then
 // the rate since the step counts at once, up or down, within about 300 ms of it. An idle
-// model's noise (2 req/s, none in the last second) is no step. With the 5-s fall, a shift of
-// the load from one model to another moved the CPUs in two steps, two switches each; with 1-s
-// rises, the first move came up to a second late and planned for part of the new rate; and a
-// fall that counted only while another model's queue grew gave the CPUs back once it drained.
+// model's noise (a few req/s, none in the last second) is no step. Without the step, a shift
+// of the load from one model to another would move the CPUs in two steps (the 5-s fall), each
+// a switch, and plan the first for part of the new rate (the 1-s rise).
 constexpr double kBacklogDrainSeconds = 5.0;
 
 double PlannedRate(const ServedModel& model) {

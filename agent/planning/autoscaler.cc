@@ -406,9 +406,7 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
   const PlanChoice& target = *at_rate.At(*b);
   // Busy, not behind: capacity to spare is worth a move only where the requests fare better
   // for it. A plan of more capacity cuts larger batches, each longer: at 0.8 busy the serving
-  // set's queue may cost less than they do (Inception-v3 on 64 virtual CPUs at 865 rows/s: a
-  // simulated p99 of 110 ms on 16×⟨4,2⟩, 190 on 64×⟨1,16⟩ for B = 1024; the move's stages of
-  // 64-row batches put the load step's high phase at a p99 of 0.83 s).
+  // set's queue may cost less than they do, which the simulated p99s at the rate compare.
   if (busy_only && target.simulated &&
       ServingSimulation(*this, view).At(*rate).p99_ms <= target.simulated->p99_ms) {
     return false;

@@ -362,10 +362,9 @@ class Autoscaler {
   // What a hand-over stage towards `fresh` serves (NextMigrationStep's `estimate`): the rows/s
   // of the best plan on the stage's runtimes at `rate` for a B up to the larger of fresh's and
   // `serving_batch` (the serving set's), and its p99 there (PlanOnInstances): a stage of fewer
-  // runtimes at a larger B cuts a backlog into slices neither end runs (BERT-base at T = 64
-  // staged 11×⟨4,64⟩ for B = 704 between sets at B = 64: p99 502 ms at a 100-ms target);
-  // capacity 0 and an infinite p99 where none; overloaded where the capacity is at most `rate`.
-  // `serving_batch` 0: fresh's B alone. Refers to *this; call while it lives.
+  // runtimes at a larger B cuts a backlog into slices neither end runs, each longer than
+  // either end's batches; capacity 0 and an infinite p99 where none; overloaded where the capacity
+  // is at most `rate`. `serving_batch` 0: fresh's B alone. Refers to *this; call while it lives.
   StageEstimator StageEstimates(const Plan& fresh, std::optional<double> rate, SlowdownFn slowdown,
                                 int64_t serving_batch) const;
 

@@ -222,9 +222,8 @@ bool Autoscaler::SwitchRepays(const ServingView& view, const Plan& fresh, double
   const double cost = 0.5 * queued * (start_s + queued / drain);
   const ServingSimulation serving(*this, view);
   // Do no harm to a p99 target the serving plan meets: through the start its batches take
-  // twice as long, and the rows queued by its end wait for fresh to serve them (BERT-base and
-  // GPT-2 on 16 virtual CPUs: such a start put a 1-s target's probe at 1.4-1.7 s for a mean
-  // gain of 90 ms).
+  // twice as long (kSharedCpuSpeed), and the rows queued by its end wait for fresh to serve
+  // them: a mean gain does not pay for a p99 that breaks the target meanwhile.
   if (options_.p99_target_ms > 0) {
     const double serving_p99 = serving.At(rate).p99_ms;
     const double through_start_ms =

@@ -45,8 +45,8 @@ std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_
 // smallest b whose capacity is within kBatchForRateNearMost of the highest, if the highest
 // exceeds capacity(current_b) by kBatchForRateMinGain; nullopt (stay at current_b) otherwise.
 // The queue depth the estimate comes from grows with any backlog, and past the batch where a
-// model's throughput flattens (ResNet-50 on 2 cores: B = 4) a larger batch serves no more rows
-// per second but makes every row wait for a longer batch.
+// model's throughput flattens a larger batch serves no more rows per second but makes every
+// row wait for a longer batch.
 std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b, const CapacityFn& capacity);
 
 // Rows per second over stretches of `ms` milliseconds; nullopt before that much history. The
@@ -60,7 +60,7 @@ using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
 // times it, against `max_utilization` of its capacity). Rows in the system shrink once a plan
 // keeps up, and the rate drops between bursts: without this, a move that gives up capacity
 // would meet the next burst without it. The estimator's step down and the plan at a rate both
-// ask it (StepDownBatch, Autoscaler rule 2b).
+// ask it (StepDownBatch, Autoscaler rules 2a and 2b).
 bool PeakAllows(double capacity, double serving, int64_t window_ms, double max_utilization,
                 const RateOverFn& peak_over);
 
@@ -77,20 +77,15 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // up, and a step to a plan that a recent peak would have overloaded moves B straight back up;
 // the same bar keeps the step down from refusing what the overload path would have let
 // through. A candidate that serves at least the serving plan's capacity(current_b) passes
-// whatever the peak: the peak overloads the serving plan as much (ResNet-50 on 16 one-thread
-// instances serves 290 rows/s in slices of 4 rows, 215 in slices of 64; at a peak of 303
-// rows/s the plan for B = 1024 had stayed, though the one for B = 64 serves more). Among them, the
-// smallest b whose p99(b) is within kBatchForRateMinGain of the lowest of theirs and the serving
-// plan's, p99(current_b) (the smallest candidate where p99 knows any of them not); nullopt (stay at
-// current_b) where none passes, or where the serving plan's own p99 is within it: a step down
-// gives up capacity, and only a lower p99 pays for that (a step to plans that serve the rate
-// as well meets the next rise with less, and a move of its own costs). Where the estimate's own
-// plan fails the bar, a larger b's may not (Inception-v3 on 2 cores: the plan for B = 1, one
-// two-thread instance, serves 6.8 rows/s, the plan for B = 2, two one-thread instances, 7.8). And a
-// plan that passes may still queue its rows longer than a larger one's: at 4.5 rows/s the plan for
-// B = 1 runs one row at a time, 67% busy (a simulated p99 of 921 ms), the plan for B = 2 two rows
-// side by side (785 ms); the bench's probe at 4.2 req/s that served B = 1 failed its 1-s target
-// (p99 1.4 s).
+// whatever the peak: the peak overloads the serving plan as much (capacity is not monotone in b:
+// a smaller B's plan may serve more than a larger one's). Among them, the smallest b whose
+// p99(b) is within kNearLowestP99 of the lowest of theirs and the serving plan's, p99(current_b)
+// (the smallest candidate where p99 knows any of them not); nullopt (stay at current_b) where
+// none passes, or where the serving plan's own p99 is within it: a step down gives up capacity,
+// and only a lower p99 pays for that (a step to plans that serve the rate as well meets the
+// next rise with less, and a move of its own costs). Where the estimate's own plan fails the
+// bar, a larger b's may not (its instances may be thinner and serve more). And a plan that
+// passes may still queue its rows longer than a larger one's, which the p99 comparison sees.
 //
 // Capacity for a burst at a small latency price (`reserve`, AutoscalerOptions::burst_reserve_ms):
 // among the passing candidates and the serving plan, each b's plan of the most rows/s from a
@@ -102,12 +97,8 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // plan — the lowest p99 among those within kBatchForRateNearMost of the most. Runtimes that
 // absorb a burst by cutting larger batches need no switch, and a switch under a burst costs
 // seconds of queue. *for_burst (if given) says whether the reserve decided.
-// Inception-v3 on 16 cores at 25 rows/s: 2 x <8> (B = 2) p99 31 ms, 197 rows/s from a backlog;
-// 4 x <4> (B = 4) 36 ms, 273 rows/s; a step to 215 rows/s overloads the first, which must then
-// start runtimes beside busy ones (a p99 of 957 ms in that phase), and not the second.
 // A move for a burst's sake must absorb this much more: between plans that close, the
-// switch's own seconds weigh more (Inception-v3 on 16 cores, a ramp at 88 rows/s: 4 x <4>
-// serving 273 rows/s from a backlog, a move to 8 x <2>'s 288 put a 5-s stage in the ramp).
+// switch's own seconds weigh more (docs/configuration.md, "Policy keys and constants").
 inline constexpr double kBurstReserveMinGain = 1.15;
 struct BurstReserve {
   double slack_ms = 0;  // 0: no reserve
@@ -126,15 +117,14 @@ std::optional<int64_t> StepDownBatch(int64_t current_b, int64_t wanted_b, int64_
 // `current_b` up through larger sizes (below) and `max_b`, each step taken only while it
 // serves kBatchForRateMinGain more rows per second than the largest batch taken so far
 // (sizes without a known capacity are skipped). Each step doubles the wait of every row in
-// the batch and of every row queued behind it; capacity creeps up far slower: a one-thread
-// ResNet-50 instance on 2 vCPUs serves 6.3 rows/s at b = 1, 6.8 at 4, 7.1 at 16 and 7.3 at
-// 64 (slices of 0.16, 0.6, 2.3 and 8.8 s), so a "within 5% of the most" rule would cut 2.3-s
-// slices to gain 4%.
+// the batch and of every row queued behind it; capacity creeps up far slower (a fraction of a
+// percent per doubling near the top), so a "within 5% of the most" rule would cut slices many
+// times longer for a gain of a few percent.
 // Sizes are the powers of two and `current_b` doubled, redoubled, ...: where the instance
 // count is no power of two, a power of two covers the instances unevenly. The search ends at
 // a multiple of `current_b` that gains too little; any other size that does is passed over
-// (23 two-thread Inception-v3 instances on 64 virtual CPUs: 641 rows/s at B = 23, 530 at 32
-// rows, 762 at 46 and 836 at 92). `current_b` where nothing serves more.
+// (an uneven size may serve less than the even one below it). `current_b` where nothing serves
+// more.
 int64_t BacklogBatch(int64_t current_b, int64_t max_b, const CapacityFn& capacity);
 
 // How many standard deviations above a plan's capacity the arrivals of one window must be to

@@ -5,9 +5,9 @@
 // how a plan's requests fare at a rate below its capacity, where batches are partial and,
 // with several batches in flight, thin instances run their own small slices side by side.
 //
-// ResNet-50 and Inception-v3 on 2 cores (the bench's profiles), B = 8: at 10 rows/s ResNet-50
-// keeps its p99 lower on one two-thread instance than on two one-thread ones; at 5 rows/s
-// Inception-v3 the other way round, as the bench measured (docs/benchmarks.md).
+// Which plan's requests fare better at a rate depends on the profile: one fat instance runs a
+// partial batch at once, thin ones split it; the simulation, not the full-batch latency,
+// tells them apart (docs/architecture.md).
 //
 // Deterministic: the arrivals are drawn once, from a fixed seed, at construction, and every
 // Run scales the same draws to its rate, so two plans are compared on the same arrivals and a

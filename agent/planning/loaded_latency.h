@@ -4,10 +4,9 @@
 // them. Below that, batches are cut as the instances free up, and each carries the rows that
 // arrived while the one before ran: fewer than B, and shorter than the profile's L[t,B]. A row
 // waits for at most one such batch and then runs in the next, so a latency objective sees the
-// latency of these batches (ResNet-50 on 2 cores: the fat ⟨1,2,8⟩ runs 603-ms batches when
-// full, yet kept p99 at 743 ms at 10.2 rows/s). This closed form waits for each batch to end
-// before the next is cut; with two batches in flight they are shorter still, so the agent
-// judges its latency limit (batching.max_batch_latency_ms) at a rate on simulated batches
+// latency of these batches, well below L[t,B] at a moderate rate. This closed form waits for each
+// batch to end before the next is cut; with two batches in flight they are shorter still, so the
+// agent judges its latency limit (batching.max_batch_latency_ms) at a rate on simulated batches
 // (BatchingSimulator::Result::mean_batch_ms) for batch models, on these for decoders.
 #pragma once
 
@@ -34,9 +33,9 @@ double LoadedLatencyMs(const Plan& plan, const Profile& profile, double rate,
                        const std::function<double(int threads)>& slowdown);
 
 // The optimizer's plan for B is the best for B full rows; below capacity another plan for B
-// may serve the rows of a rate better (ResNet-50 on 2 cores, B = 8 at 10 rows/s: ⟨2,1,4⟩, 2%
-// faster than ⟨1,2,8⟩ full, runs the 3-row batches it cuts as 2 + 1 rows on one thread each in
-// 319 ms; ⟨1,2,8⟩ runs them in 218). Returns the plan for `batch` rows on identical instances
+// may serve the rows of a rate better (thin instances split the few rows of a partial batch
+// among them, each at its own slower speed, where one fat instance runs them all at once).
+// Returns the plan for `batch` rows on identical instances
 // (k of ⌊threads/k⌋ threads each, one candidate per distinct thread count;
 // Optimizer::SolveOnInstances) with the lowest `latency_at_rate` (what the caller judges a
 // plan by at `rate`: LoadedLatencyMs, or a simulation of its requests), lower than `best`'s,
@@ -55,7 +54,7 @@ std::optional<Plan> FasterAtRate(const Optimizer& optimizer, int threads, int ba
 // full-batch latency at `slowdown`) if that exceeds best's by more than `min_gain` (a factor);
 // nullopt otherwise. With one slowdown for every thread count the optimizer's plan has the most
 // capacity already; measured slowdowns that differ by thread count make another plan's larger
-// (BERT-like on 16 cores: one-thread instances 1.44x slower than profiled, the fat one as
+// (thin instances measured slower than profiled beside busy neighbours, a fat one as
 // profiled).
 std::optional<Plan> MoreCapacity(const Optimizer& optimizer, int threads, int batch,
                                  const Plan& best, double min_gain,

@@ -14,9 +14,8 @@
 //   - and while its requests' p99 at the rate stays within a bound set when the migration
 //     starts (StageP99BoundMs: kStageP99Slack above the worse of the serving runtimes' and
 //     the target's): a stage serves for about a runtime's start, long enough to decide a p99
-//     over seconds. A stage that keeps capacity by cutting batches of many more rows (GPT-2 at
-//     T = 64: four runtimes at b = 16 between sets at b = 8 and 4, a p99 of 232 ms against a
-//     100-ms target) drops fewer.
+//     over seconds. A stage that keeps capacity only by cutting batches of many more rows than
+//     either end's drops fewer.
 //   - A stage that starts nothing is worth its switch only where it frees the CPUs for the
 //     smallest missing runtime, which the next stage starts: where the bounded drops free
 //     fewer, it drops the fewest more that keep capacity (largest first), beyond the bound;
