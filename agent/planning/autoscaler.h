@@ -123,14 +123,14 @@ struct AutoscalerOptions {
   int64_t overload_window_ms = 2000;  // 0: no overload path
   int64_t scale_down_delay_ms = 30'000;
   // A plan that needs new runtimes where one on the serving runtimes predicts batches at most
-  // this fraction slower is passed over (docs/configuration.md, "Policy constants").
+  // this fraction slower is passed over (docs/configuration.md, "Policy keys and constants").
   double restart_margin = 0.1;
   // reconfiguration.min_capacity: rows/s a step down's plan (2a) and a plan for the same B (2b)
   // must run fully busy, unless it runs at least what the serving plan does (0: none).
   double min_capacity = 0;
   // The simulated p99 (ms) a step down (2a) gives up for runtimes that serve more from a
   // backlog (StepDownBatch's BurstReserve; 0: none): kBurstReserveShare of the batch-latency
-  // limit (docs/configuration.md, "Policy constants").
+  // limit (docs/configuration.md, "Policy keys and constants").
   double burst_reserve_ms = 0;
   static constexpr double kBurstReserveShare = 0.05;
   // batching.p99_target_ms: a move that starts runtimes beside busy ones is not taken where
