@@ -41,7 +41,7 @@ std::string_view RuleName(Rule rule) {
       "behind",           "overload",         "estimator_step_up", "estimator_step_down",
       "replan_at_rate",   "backlog_draining",  "backlog_drained",    "step_up_gains_too_little",
       "scale_down_delay", "peak_guard",        "serving_p99_lowest", "min_capacity",
-      "burst_reserve",    "no_plan",           "idle_decode_slots",  "rate_move_held",
+      "burst_reserve",    "no_plan",           "idle_decode_slots",
       "within_restart_margin",                 "behind_at_most_capacity",
       "within_target",    "no_handover"};
   // clang-format on

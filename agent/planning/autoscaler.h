@@ -181,7 +181,6 @@ enum class Rule {
                           // the lowest (burst_reserve_ms)
   kNoPlan,                // no plan for the estimate within the batch-latency limit
   kIdleDecodeSlots,       // a decoder's step down with the same thread counts changes nothing
-  kRateMoveHeld,          // a move at a rate within scale_down_delay_ms of the last one
   kWithinRestartMargin,   // a better plan at the rate, but not by more than restart_margin
   kBehindAtMostCapacity,  // behind (rule 0), but no plan runs more than the serving set
   kWithinTarget,          // a plan of less capacity, where the serving plan's simulated p99

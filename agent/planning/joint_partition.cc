@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "agent/planning/batch_for_rate.h"
-#include "agent/planning/batch_size_estimator.h"
 
 namespace packrat {
 namespace {
