@@ -54,13 +54,16 @@ std::vector<std::shared_ptr<InferenceRequest>> BatchAggregator::TakeExpired(Stea
   return expired;
 }
 
-std::optional<Batch> BatchAggregator::Poll(SteadyTime now) {
-  if (queue_.empty()) return std::nullopt;
-  if (queued_rows_ < options_.target_rows && now < *NextDeadline()) return std::nullopt;
+std::optional<Batch> BatchAggregator::Poll(SteadyTime now, int64_t room) {
+  if (queue_.empty() || room <= 0) return std::nullopt;
+  const int64_t target = options_.target_rows;
+  if (queued_rows_ < std::min(target, room) && now < *NextDeadline()) return std::nullopt;
   Batch batch;
   batch.id = next_batch_id_++;
   const InferenceRequest& first = *queue_.front();
-  const int64_t limit = std::max(options_.target_rows, options_.max_rows);
+  int64_t limit = std::max(target, options_.max_rows);
+  // Room for fewer than B rows: the same share of a backlog batch's max_rows (at least 1 row).
+  if (room < target) limit = std::max<int64_t>(1, limit * room / target);
   while (!queue_.empty()) {
     const auto& next = queue_.front();
     if (!batch.requests.empty() &&

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -42,11 +43,13 @@ class BatchAggregator {
   // kInvalidArgument if it alone has more rows than that (it could never be queued).
   Status Enqueue(std::shared_ptr<InferenceRequest> request);
 
-  // The next batch, if one is due at `now`: B rows are queued, or the oldest request arrived
-  // max_delay ago. A batch takes whole requests from the front while they fit in
-  // max(B, max_rows) and have the same non-batch dims as the first; a first request larger
-  // than that goes alone (the dispatcher cuts it across instances).
-  std::optional<Batch> Poll(SteadyTime now);
+  // The next batch, if one is due at `now` for instances with room for `room` rows at the
+  // plan's b (Dispatcher::Room; > 0): min(B, room) rows are queued, or the oldest request
+  // arrived max_delay ago. A batch takes whole requests from the front while they fit in
+  // max(B, max_rows), scaled by room / B where room is below B, and have the same non-batch
+  // dims as the first; a first request larger than that goes alone (the dispatcher cuts it
+  // across instances).
+  std::optional<Batch> Poll(SteadyTime now, int64_t room = std::numeric_limits<int64_t>::max());
 
   // When the front request's max_delay expires; nullopt when the queue is empty.
   std::optional<SteadyTime> NextDeadline() const;

@@ -16,7 +16,9 @@ Status BatchScheduler::Submit(std::shared_ptr<InferenceRequest> request) {
     MutexLock lock(&mu_);
     if (stop_ || draining_) return Unavailable("the model is shutting down");
     RETURN_IF_ERROR(aggregator_.Enqueue(std::move(request)));
-    if (dispatcher_->HasCapacity()) batch = aggregator_.Poll(std::chrono::steady_clock::now());
+    if (const int64_t room = dispatcher_->Room(); room > 0) {
+      batch = aggregator_.Poll(std::chrono::steady_clock::now(), room);
+    }
     if (queue_observer_) queue_observer_(aggregator_.queued_rows());
   }
   if (batch) {
@@ -106,9 +108,11 @@ void BatchScheduler::Loop() {
       mu_.Lock();
       continue;
     }
-    const bool capacity = dispatcher_->HasCapacity();
+    const int64_t room = dispatcher_->Room();
+    const bool capacity = room > 0;
     if (capacity) {
-      if (std::optional<Batch> batch = aggregator_.Poll(draining_ ? SteadyTime::max() : now)) {
+      if (std::optional<Batch> batch =
+              aggregator_.Poll(draining_ ? SteadyTime::max() : now, room)) {
         if (queue_observer_) queue_observer_(aggregator_.queued_rows());
         mu_.Unlock();
         {

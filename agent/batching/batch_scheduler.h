@@ -1,10 +1,13 @@
 // The thread that turns one model's queue into dispatched batches (Triton's dynamic batcher
 // shape): it sleeps until a batch is due and the instances have capacity, then dispatches.
 //
+// Batches are cut for the room the instances have (Dispatcher::Room): B rows, or fewer where
+// only some instances have room, so that an instance that frees up takes rows at once.
+//
 // Thread-safety: Submit() may be called from any thread (the HTTP I/O threads); it never blocks
-// beyond a short mutex. When the request completes a batch that is due at once (B rows, or no
-// batching delay) and the instances have capacity, Submit dispatches it on the caller's thread,
-// saving a thread hop; otherwise the scheduler thread dispatches when the batch is due.
+// beyond a short mutex. When the request completes a batch that is due at once (B rows, or
+// rows for all the room there is, or no batching delay), Submit dispatches it on the caller's
+// thread, saving a thread hop; otherwise the scheduler thread dispatches when the batch is due.
 // Stop() fails every request still queued with kUnavailable.
 //
 // The dispatcher can be swapped while serving (reconfiguration): batches cut after
@@ -29,7 +32,7 @@ class BatchScheduler {
 
   // Queues a request; kResourceExhausted when the queue is full, kUnavailable after Stop().
   Status Submit(std::shared_ptr<InferenceRequest> request);
-  // Wakes the thread: capacity may have been freed (called by the dispatcher's batch-done hook).
+  // Wakes the thread: room may have been freed (the dispatcher's on_room hook).
   void Notify();
   // Refuses new requests and dispatches every queued one at once (no waiting for B); returns
   // when the queue is empty or at `deadline`. Dispatched batches may still be running.

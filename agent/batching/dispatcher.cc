@@ -1,6 +1,7 @@
 #include "agent/batching/dispatcher.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -8,12 +9,13 @@
 
 namespace packrat {
 
-Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
-                       std::function<void()> on_batch_done, std::vector<int64_t> batch_sizes)
+Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight,
+                       std::function<void()> on_room, std::vector<int64_t> batch_sizes)
     : executors_(std::move(executors)),
       batch_sizes_(std::move(batch_sizes)),
-      max_inflight_(std::max(1, max_inflight_batches)) {
-  state_->on_batch_done = std::move(on_batch_done);
+      max_inflight_(std::max(1, max_inflight)),
+      state_(std::make_shared<CompletionState>(executors_.size())) {
+  state_->on_room = std::move(on_room);
   if (batch_sizes_.size() != executors_.size()) {
     batch_sizes_.clear();
     for (const InstanceExecutor* e : executors_) batch_sizes_.push_back(e->batch_size());
@@ -24,8 +26,26 @@ Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_infligh
   }
 }
 
-bool Dispatcher::HasCapacity() const {
-  return !executors_.empty() && state_->inflight.load(std::memory_order_acquire) < max_inflight_;
+int64_t Dispatcher::Room() const {
+  if (executors_.empty()) return 0;
+  if (whole_batches_) {
+    return state_->inflight.load(std::memory_order_acquire) < max_inflight_
+               ? std::numeric_limits<int64_t>::max()
+               : 0;
+  }
+  int64_t live = 0;
+  int64_t all = 0;
+  bool any_alive = false;
+  for (size_t i = 0; i < executors_.size(); ++i) {
+    const int held = state_->held[i].load(std::memory_order_acquire);
+    const int64_t rows = std::max(0, max_inflight_ - held) * batch_sizes_[i];
+    all += rows;
+    if (executors_[i]->alive()) {
+      any_alive = true;
+      live += rows;
+    }
+  }
+  return any_alive ? live : all;
 }
 
 bool Dispatcher::WaitIdle(SteadyTime deadline) {
@@ -38,33 +58,43 @@ bool Dispatcher::WaitIdle(SteadyTime deadline) {
 }
 
 void Dispatcher::Dispatch(Batch batch) {
+  const size_t n = executors_.size();
   std::vector<size_t> loads;
-  loads.reserve(executors_.size());
+  loads.reserve(n);
   for (const InstanceExecutor* e : executors_) loads.push_back(e->load());
   // A dead instance (its replacement starting) gets no rows while a live one is left: each of
   // its slices would fail. With none left, the slices fail as they would anyway.
-  std::vector<int64_t> sizes = batch_sizes_;
+  std::vector<bool> eligible(n);
   bool any_alive = false;
-  for (size_t i = 0; i < executors_.size(); ++i) {
-    if (executors_[i]->alive()) {
-      any_alive = true;
-    } else {
-      sizes[i] = 0;
-    }
+  for (size_t i = 0; i < n; ++i) {
+    eligible[i] = executors_[i]->alive();
+    any_alive = any_alive || eligible[i];
   }
-  if (!any_alive) sizes = batch_sizes_;
+  if (!any_alive) eligible.assign(n, true);
   const size_t rotation = rotation_.fetch_add(1);
-  std::vector<int64_t> counts;
+  std::vector<int64_t> counts(n, 0);
   if (whole_batches_) {
-    counts.assign(executors_.size(), 0);
     std::optional<size_t> pick;
-    for (size_t k = 0; k < executors_.size(); ++k) {
-      const size_t i = (rotation + k) % executors_.size();
-      if (sizes[i] > 0 && (!pick || loads[i] < loads[*pick])) pick = i;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (rotation + k) % n;
+      if (eligible[i] && (!pick || loads[i] < loads[*pick])) pick = i;
     }
-    counts[pick.value_or(rotation % executors_.size())] = batch.rows;
+    counts[pick.value_or(rotation % n)] = batch.rows;
   } else {
-    counts = PartitionRows(batch.rows, sizes, loads, rotation);
+    // Shares in proportion to each instance's room; where none has room (a caller that did not
+    // ask Room()), in proportion to b, as a full round.
+    std::vector<int64_t> shares(n, 0);
+    int64_t room = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!eligible[i]) continue;
+      const int held = state_->held[i].load(std::memory_order_acquire);
+      shares[i] = std::max(0, max_inflight_ - held) * batch_sizes_[i];
+      room += shares[i];
+    }
+    if (room == 0) {
+      for (size_t i = 0; i < n; ++i) shares[i] = eligible[i] ? batch_sizes_[i] : 0;
+    }
+    counts = PartitionRows(batch.rows, shares, loads, rotation);
   }
 
   // Cut the batch's rows, request by request, into slices of at most what each instance can
@@ -99,25 +129,31 @@ void Dispatcher::Dispatch(Batch batch) {
     }
   }
 
-  // Counts slices still running; the last one to finish frees the batch's capacity.
+  // Counts slices still running; the last one to finish ends the batch.
   auto remaining = std::make_shared<std::atomic<size_t>>(cuts.size());
   state_->inflight.fetch_add(1, std::memory_order_acq_rel);
+  for (const Cut& cut : cuts) state_->held[cut.executor].fetch_add(1, std::memory_order_acq_rel);
   {
     MutexLock lock(&state_->idle_mu);
-    ++state_->unfinished;
+    state_->unfinished += static_cast<int>(cuts.size());
   }
   const SteadyTime start = std::chrono::steady_clock::now();
   for (const auto& request : batch.requests) request->MarkDispatched(start);
   if (state_->observer.dispatched) state_->observer.dispatched(batch, start);
   // Captures no `this`: the dispatcher may be gone by the time a slice finishes.
-  auto slice_done = [state = state_, remaining, start, rows = batch.rows] {
-    if (remaining->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    // Capacity first, so that the scheduler woken by on_batch_done sees it.
-    state->inflight.fetch_sub(1, std::memory_order_acq_rel);
-    if (state->observer.finished) {
-      state->observer.finished(rows, std::chrono::steady_clock::now() - start);
+  auto slice_done = [state = state_, remaining, start, rows = batch.rows, whole = whole_batches_,
+                     limit = max_inflight_](size_t executor) {
+    // Room first, so that the scheduler woken by on_room sees it.
+    const int held = state->held[executor].fetch_sub(1, std::memory_order_acq_rel);
+    bool roomier = !whole && held >= limit;  // the instance was full
+    if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      state->inflight.fetch_sub(1, std::memory_order_acq_rel);
+      roomier = roomier || whole;
+      if (state->observer.finished) {
+        state->observer.finished(rows, std::chrono::steady_clock::now() - start);
+      }
     }
-    if (state->on_batch_done) state->on_batch_done();
+    if (roomier && state->on_room) state->on_room();
     MutexLock lock(&state->idle_mu);
     if (--state->unfinished == 0) state->idle_cv.NotifyAll();
   };
@@ -128,7 +164,7 @@ void Dispatcher::Dispatch(Batch batch) {
     WorkSlice slice;
     slice.batch_id = batch.id;
     slice.rows = cut.rows;
-    slice.on_done = slice_done;
+    slice.on_done = [slice_done, executor = cut.executor] { slice_done(executor); };
     int64_t need = cut.rows;
     while (need > 0) {
       const auto& request = batch.requests[req];

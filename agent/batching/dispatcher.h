@@ -1,10 +1,16 @@
 // Cuts batches into per-instance slices following the active plan and hands them to the
 // instances' executors.
 //
+// Room: each instance holds at most `max_inflight` of this dispatcher's slices, running or
+// queued. A batch is cut while some instance has room, sized to the room (Room()), and its rows
+// go to the instances with room. So an instance that finishes early takes the next rows at once
+// instead of waiting for the slowest slice of its batch: under service-time jitter a plan
+// serves the capacity its slices' mean latencies give (docs/architecture.md, "Dispatch").
+//
 // Thread-safety: all methods may be called concurrently (the scheduler thread and I/O threads
-// dispatch; batch completions arrive on executor threads). The in-flight limit is advisory:
-// two callers that both saw capacity may exceed it by one batch each; executors queue the
-// extra slices, so nothing is lost.
+// dispatch; slice completions arrive on executor threads). The limit is advisory: two callers
+// that both saw room may exceed it by a slice each; executors queue the extra slices, so
+// nothing is lost.
 #pragma once
 
 #include <atomic>
@@ -30,13 +36,15 @@ struct DispatchObserver {
 
 class Dispatcher {
  public:
-  // `executors` are not owned and must outlive the Dispatcher. `on_batch_done` runs (on an
-  // executor thread) each time a batch has finished, i.e. capacity was freed. `batch_sizes`:
+  // `executors` are not owned and must outlive the Dispatcher. `max_inflight`: the slices an
+  // instance holds (whole batches: the batches running). `on_room` runs (on an executor
+  // thread, after the room is counted) each time a slice finishes that had kept its instance
+  // full, so that a scheduler waiting for room wakes; it must not block. `batch_sizes`:
   // each executor's b in the plan this dispatcher serves, at most its batch_size() (an instance
   // kept across a change of b runs the new b); empty: every executor's batch_size(). A batch is
   // shared in proportion to b (PartitionRows) and cut into slices of at most batch_size().
-  Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight_batches,
-             std::function<void()> on_batch_done, std::vector<int64_t> batch_sizes = {});
+  Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight,
+             std::function<void()> on_room, std::vector<int64_t> batch_sizes = {});
 
   // Installs metrics hooks; call before the first Dispatch().
   void set_observer(DispatchObserver observer) { state_->observer = std::move(observer); }
@@ -44,13 +52,18 @@ class Dispatcher {
   // its batch size) instead of being shared by all. Call before the first Dispatch().
   void set_whole_batches(bool whole) { whole_batches_ = whole; }
 
-  // True while fewer than max_inflight_batches batches are running.
-  bool HasCapacity() const;
-  // Splits `batch` into slices and enqueues them. Never blocks.
+  // The rows the instances have room for now, at the plan's b: Σ over live instances of
+  // (max_inflight − slices held) × b, counting every instance where none is live (their
+  // slices fail or are retried as they would anyway). Whole batches: unbounded while fewer
+  // than max_inflight batches run, else 0.
+  int64_t Room() const;
+  bool HasCapacity() const { return Room() > 0; }
+  // Splits `batch` into slices and enqueues them, its rows shared among the instances with
+  // room in proportion to it (all of them where none has room). Never blocks.
   void Dispatch(Batch batch);
 
   // Blocks until no batch is running or `deadline`; true if idle. Idle means every batch's
-  // completion hooks (observer, on_batch_done) have returned too. Callers make sure nothing
+  // completion hooks (observer, on_room) have returned too. Callers make sure nothing
   // dispatches meanwhile (BatchScheduler::SwapDispatcher), or the answer is stale at once.
   // The dispatcher may be destroyed whether or not it is idle: its slices hold what their
   // completion needs (a reconfiguration that kept an instance drops the old set's dispatcher
@@ -66,16 +79,18 @@ class Dispatcher {
   std::vector<int64_t> slice_limits_;  // the executors' batch_size(): the most rows of a slice
   const int max_inflight_;
   bool whole_batches_ = false;
-  // What finishing a batch touches, shared with every slice in flight.
+  // What finishing a slice touches, shared with every slice in flight.
   struct CompletionState {
-    std::function<void()> on_batch_done;
+    explicit CompletionState(size_t instances) : held(instances) {}
+    std::function<void()> on_room;
     DispatchObserver observer;
-    std::atomic<int> inflight{0};  // batches holding capacity (HasCapacity)
+    std::vector<std::atomic<int>> held;  // by executor: this dispatcher's slices it holds
+    std::atomic<int> inflight{0};        // batches not finished (whole batches: Room)
     Mutex idle_mu;
     CondVar idle_cv;
     int unfinished GUARDED_BY(idle_mu) = 0;  // batches whose hooks have not all returned
   };
-  const std::shared_ptr<CompletionState> state_ = std::make_shared<CompletionState>();
+  const std::shared_ptr<CompletionState> state_;
   std::atomic<size_t> rotation_{0};
 };
 

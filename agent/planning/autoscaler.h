@@ -458,8 +458,9 @@ class Autoscaler {
   // on an adaptive model with a profile (the grid advances as it is reached, acting or not).
   bool AtDecisionPoint(const Inputs& in, Decision* d) const;
   // Rule 0 (autoscaler_behind.cc). Its bound: twice the longest a queued row waits while the
-  // serving set keeps up — the batching delay and max_inflight_batches of its batches ahead (at the
-  // backlog batch where it cuts one) — or twice batching.p99_target_ms where that is longer.
+  // serving set keeps up — the batching delay and the max_inflight_batches slices an instance
+  // holds ahead of it, each as long as a batch of the plan (at the backlog batch where it cuts
+  // one) — or twice batching.p99_target_ms where that is longer.
   double BehindWaitMs(const ServingView& view) const;
   // Rule 0 (see the class comment): sets d->next.behind_since; true where it decided.
   bool CatchUp(const Inputs& in, Decision* d) const;

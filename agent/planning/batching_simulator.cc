@@ -29,16 +29,19 @@ BatchingSimulator::Result BatchingSimulator::Run(const std::vector<Instance>& in
   const int64_t target = std::max<int64_t>(1, options.target_rows);
   const int64_t max_rows = std::max(target, options.max_rows);
   const double max_delay_ms = std::chrono::duration<double, std::milli>(options.max_delay).count();
-  const size_t max_inflight = static_cast<size_t>(std::max(1, options.max_inflight_batches));
+  const size_t depth = static_cast<size_t>(std::max(1, options.max_inflight_batches));
 
   std::vector<int64_t> batch_sizes;
   for (const Instance& instance : instances)
     batch_sizes.push_back(std::max<int64_t>(1, instance.batch));
   // Each instance runs its slices in order: when it frees up, and when each queued or running
-  // slice ends (its load(), as the dispatcher sees it).
+  // slice ends (the slices it holds, as the dispatcher counts them).
   std::vector<double> free_at(instances.size(), 0.0);
   std::vector<std::deque<double>> slice_ends(instances.size());
-  std::priority_queue<double, std::vector<double>, std::greater<>> inflight;  // batch ends
+  using End = std::pair<double, size_t>;  // a slice's end and its instance
+  std::priority_queue<End, std::vector<End>, std::greater<>> ends;
+  int64_t room = 0;  // Dispatcher::Room: Σ (depth − slices held) × b
+  for (int64_t b : batch_sizes) room += static_cast<int64_t>(depth) * b;
   std::vector<double> latencies;
   latencies.reserve(n);
   size_t arrived = 0;  // rows [0, arrived) have arrived
@@ -49,31 +52,35 @@ BatchingSimulator::Result BatchingSimulator::Run(const std::vector<Instance>& in
   double now = 0;
   while (queued < n && !instances.empty()) {
     const double next_arrival = arrived < n ? arrival(arrived) : kNever;
-    const double next_end = inflight.empty() ? kNever : inflight.top();
+    const double next_end = ends.empty() ? kNever : ends.top().first;
     double due = kNever;
-    if (queued < arrived && inflight.size() < max_inflight) {
-      due = static_cast<int64_t>(arrived - queued) >= target
+    if (queued < arrived && room > 0) {  // BatchAggregator::Poll
+      due = static_cast<int64_t>(arrived - queued) >= std::min(target, room)
                 ? now
                 : std::max(now, arrival(queued) + max_delay_ms);
     }
     now = std::min({next_arrival, next_end, due});
-    if (next_end <= now) {  // capacity first, as on_batch_done wakes the scheduler
-      inflight.pop();
+    if (next_end <= now) {  // room first, as on_room wakes the scheduler
+      const size_t i = ends.top().second;
+      ends.pop();
+      slice_ends[i].pop_front();
+      if (slice_ends[i].size() < depth) room += batch_sizes[i];
       continue;
     }
     if (next_arrival <= now) {
       ++arrived;
       continue;
     }
-    // Cut a batch and share it as Dispatcher::Dispatch does.
-    const int64_t rows = std::min<int64_t>(static_cast<int64_t>(arrived - queued), max_rows);
+    // Cut a batch for the room and share it as Dispatcher::Dispatch does.
+    const int64_t limit = room < target ? std::max<int64_t>(1, max_rows * room / target) : max_rows;
+    const int64_t rows = std::min<int64_t>(static_cast<int64_t>(arrived - queued), limit);
     std::vector<size_t> loads(instances.size());
+    std::vector<int64_t> shares(instances.size());
     for (size_t i = 0; i < instances.size(); ++i) {
-      while (!slice_ends[i].empty() && slice_ends[i].front() <= now) slice_ends[i].pop_front();
       loads[i] = slice_ends[i].size();
+      shares[i] = static_cast<int64_t>(depth - std::min(depth, loads[i])) * batch_sizes[i];
     }
-    std::vector<int64_t> left = PartitionRows(rows, batch_sizes, loads, rotation++);
-    double batch_end = now;
+    std::vector<int64_t> left = PartitionRows(rows, shares, loads, rotation++);
     double longest_slice = 0;
     for (bool more = true; more;) {  // round-robin slices, rows in arrival order
       more = false;
@@ -84,14 +91,14 @@ BatchingSimulator::Result BatchingSimulator::Run(const std::vector<Instance>& in
         const double end = std::max(free_at[i], now) + took;
         longest_slice = std::max(longest_slice, took);
         free_at[i] = end;
+        if (slice_ends[i].size() < depth) room -= batch_sizes[i];
         slice_ends[i].push_back(end);
+        ends.push({end, i});
         for (int64_t r = 0; r < slice; ++r) latencies.push_back(end - arrival(queued++));
-        batch_end = std::max(batch_end, end);
         left[i] -= slice;
         more = more || left[i] > 0;
       }
     }
-    inflight.push(batch_end);
     batch_ms_sum += longest_slice;
     ++batches;
   }

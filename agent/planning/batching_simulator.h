@@ -1,9 +1,10 @@
 // A model of this directory's batching pipeline (BatchAggregator, BatchScheduler, Dispatcher)
 // run on simulated time: single-row requests arrive as a Poisson process, batches are cut as
-// the scheduler cuts them and shared between the instances as the dispatcher shares them, and
-// each slice runs for the latency the caller gives. It answers what a closed-form model cannot:
-// how a plan's requests fare at a rate below its capacity, where batches are partial and,
-// with several batches in flight, thin instances run their own small slices side by side.
+// the scheduler cuts them, for the room the instances have, and shared between the instances
+// with room as the dispatcher shares them, and each slice runs for the latency the caller
+// gives. It answers what a closed-form model cannot: how a plan's requests fare at a rate
+// below its capacity, where batches are partial and thin instances run their own small slices
+// side by side.
 //
 // Which plan's requests fare better at a rate depends on the profile: one fat instance runs a
 // partial batch at once, thin ones split it; the simulation, not the full-batch latency,
@@ -33,7 +34,7 @@ class BatchingSimulator {
     int64_t target_rows = 1;                 // B: a batch is cut once B rows wait...
     std::chrono::microseconds max_delay{0};  // ...or the oldest row has waited this long
     int64_t max_rows = 0;                    // most rows of a batch; B where smaller
-    int max_inflight_batches = 2;            // batches dispatched and not finished
+    int max_inflight_batches = 2;            // slices an instance holds (Dispatcher::Room)
   };
   // Request latencies, arrival to answer (queueing included), in ms.
   struct Result {
@@ -55,7 +56,7 @@ class BatchingSimulator {
   // Serves the arrivals at `rate` rows/s (> 0) on `instances` (not empty). A rate beyond the
   // instances' capacity builds a queue that grows over the run: the latencies then grow with
   // `requests` and are only good for telling that the plan falls behind. O(requests ×
-  // (instances + log max_inflight_batches)).
+  // instances).
   Result Run(const std::vector<Instance>& instances, const Options& options, double rate,
              const SliceLatency& slice_ms) const;
 

@@ -132,7 +132,7 @@ TEST_F(BatchSchedulerTest, PartialBatchIsDispatchedAfterMaxDelay) {
 }
 
 TEST_F(BatchSchedulerTest, StopFailsQueuedRequestsExactlyOnce) {
-  Start(Mode::kInline, {4}, 1, /*target_rows=*/100, kLong);
+  Start(Mode::kInline, {128}, 1, /*target_rows=*/100, kLong);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(Submit(1 + i).ok());
   EXPECT_EQ(scheduler_->queued_rows(), 15);
   scheduler_->Stop();
@@ -175,8 +175,31 @@ TEST_F(BatchSchedulerTest, StopLeavesDispatchedBatchesToTheirInstances) {
   EXPECT_EQ(submitted_[2].completion->calls(), 1);
 }
 
+// An instance that frees up takes the rows waiting at once, as many as its b, although B
+// rows never gather and the batching delay never expires: the slice that gave its room back
+// wakes the scheduler thread (the dispatcher's on_room hook).
+TEST_F(BatchSchedulerTest, AFreedInstanceTakesTheRowsWaiting) {
+  Start(Mode::kDeferred, {2, 2}, /*max_inflight=*/1, /*target_rows=*/4, kLong);
+  ASSERT_TRUE(Submit(4).ok());
+  ASSERT_TRUE(executors_[0]->WaitForPending(1));
+  ASSERT_TRUE(executors_[1]->WaitForPending(1));
+  ASSERT_TRUE(Submit(1).ok());
+  ASSERT_TRUE(Submit(1).ok());
+  EXPECT_EQ(scheduler_->queued_rows(), 2);
+  EXPECT_EQ(executors_[1]->RunAll(), 1u);
+  ASSERT_TRUE(executors_[1]->WaitForPending(1));
+  EXPECT_EQ(scheduler_->queued_rows(), 0);
+  EXPECT_EQ(executors_[0]->slices(), 1u);
+  EXPECT_EQ(executors_[1]->slices(), 2u);
+  for (auto& e : executors_) e->RunAll();
+  for (const auto& s : submitted_) {
+    ASSERT_TRUE(s.completion->Wait());
+    EXPECT_TRUE(s.completion->HasCorrectOutputs(s.id, s.rows));
+  }
+}
+
 TEST_F(BatchSchedulerTest, QueueFullIsResourceExhausted) {
-  Start(Mode::kInline, {4}, 1, /*target_rows=*/100, kLong, /*max_queue_rows=*/4);
+  Start(Mode::kInline, {128}, 1, /*target_rows=*/100, kLong, /*max_queue_rows=*/4);
   ASSERT_TRUE(Submit(3).ok());
   EXPECT_EQ(Submit(2).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(submitted_[1].completion->calls(), 0);

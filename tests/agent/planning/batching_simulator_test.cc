@@ -43,6 +43,18 @@ TEST(BatchingSimulatorTest, OneRowAtATimeQueuesAsTheQueueingFormulaSays) {
   EXPECT_GT(r.p99_ms, r.p50_ms);
 }
 
+// Each instance has room of its own (Dispatcher::Room): four one-row instances at half their
+// capacity queue as four servers, not as the two that two batches in flight would keep busy
+// (which 20 rows/s of 100-ms rows would saturate).
+TEST(BatchingSimulatorTest, EveryInstanceWithRoomTakesRows) {
+  const BatchingSimulator sim(20000);
+  const auto r = sim.Run({{1, 1}, {1, 1}, {1, 1}, {1, 1}}, Batching(4), 20,
+                         [](int, int64_t) { return 100.0; });
+  EXPECT_LT(r.mean_ms, 125);
+  EXPECT_LT(r.p99_ms, 300);
+  EXPECT_DOUBLE_EQ(r.mean_batch_ms, 100);
+}
+
 TEST(BatchingSimulatorTest, BeyondCapacityEveryBatchIsFull) {
   const BatchingSimulator sim;
   // 8 rows in 200 ms (4 an instance) serve 40 rows/s; at 80 the queue grows over the run.
