@@ -484,38 +484,33 @@ bool Autoscaler::ReplanAtRate(const Inputs& in, Decision* d) const {
   if (RateMoveHeld(in.state, in.now)) return false;
   const std::optional<PlanChoice>& planned = in.candidates.At(view.batch);
   if (!planned || planned->plan.groups == view.groups) return false;
-  // The move is for a lower p99 alone, so both plans are judged alike, with no thread count
-  // not yet served promising more than the served ones have shown (CautiousEvaluator): the
-  // profile may flatter a shape not yet served as much as the served ones' measurements say
-  // it flattered them, and a gain that rests on the difference is not one.
-  const PlanEvaluator cautious = CautiousEvaluator(view);
-  const double planned_capacity = cautious.Capacity(planned->plan);
   // A plan that cannot serve the rate max_utilization busy has the simulated p99 of a queue
   // that grows for as long as the simulation runs: it does not compare. Such a load is rule
   // 1's, whose move may change B.
-  if (*arriving > options_.max_utilization * planned_capacity) return false;
+  if (*arriving > options_.max_utilization * planned->capacity) return false;
   // Nor is capacity that the recent peak needed given up for a lower p99 between bursts: such
   // a move waits, as the step down does, for scale_down_delay_ms after an overload move (whose
   // arrivals were forgotten) and for the recent peak; and, as the step down, it is not taken
-  // where the serving plan meets the p99 target.
-  const double serving_capacity = cautious.Capacity(ServingPlan(view));
+  // where the serving plan meets the p99 target. Whether it gives up capacity is judged with
+  // no thread count not yet served promising more than the served ones have shown.
+  const double serving_capacity = Evaluator(view).Capacity(ServingPlan(view));
   // The guards first: GivesUpCapacity simulates (CapacityToKeep).
   if ((WithinScaleDownDelay(in) || ServingMeetsTarget(in) ||
-       !PeakAllows(planned_capacity, serving_capacity, PeakWindowMs(in), options_.max_utilization,
+       !PeakAllows(planned->capacity, serving_capacity, PeakWindowMs(in), options_.max_utilization,
                    RecentPeak(in))) &&
       GivesUpCapacity(planned->plan, view)) {
     return false;
   }
-  if (GivesUpReserve(planned_capacity, serving_capacity)) return false;
-  const double serving_ms = cautious.SimulatedP99Ms(ServingPlan(view), *arriving);
-  const double next_ms = cautious.SimulatedP99Ms(planned->plan, *arriving);
+  if (GivesUpReserve(planned->capacity, serving_capacity)) return false;
+  const double serving_ms = Evaluator(view).SimulatedP99Ms(ServingPlan(view), *arriving);
+  const double next_ms = planned->simulated->p99_ms;
   Reason r;
   r.from_batch = view.batch;
   r.to_batch = view.batch;
   r.rate = *arriving;
   r.serving_p99_ms = serving_ms;
   r.target_p99_ms = next_ms;
-  r.target_capacity = planned_capacity;
+  r.target_capacity = planned->capacity;
   if ((1 + options_.restart_margin) * next_ms >= serving_ms) {
     r.rule = Rule::kWithinRestartMargin;
     r.quiet = true;

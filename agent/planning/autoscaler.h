@@ -48,10 +48,7 @@
 //         whose runtimes serve the most from a backlog: a burst they absorb by cutting larger
 //         batches needs no switch;
 //      b. where B stays, the plan for B at the rate arriving, where its simulated p99 is more
-//         than the restart margin below the serving plan's, both judged with no thread count
-//         not yet served promising more than the served ones have shown (CautiousEvaluator: a
-//         gain that rests on the profile flattering a shape not yet served is none), at most
-//         once per scale_down_delay_ms,
+//         than the restart margin below the serving plan's (at most once per scale_down_delay_ms)
 //         and it runs min_capacity or what the serving plan does; only a plan that serves the
 //         rate max_utilization busy (another's p99 is of a growing queue, and an overload is
 //         rule 1's), and one that gives up capacity (GivesUpCapacity) only as a step down would
