@@ -26,6 +26,11 @@ Dispatcher::Dispatcher(std::vector<InstanceExecutor*> executors, int max_infligh
   }
 }
 
+int64_t Dispatcher::RoomOf(size_t i) const {
+  const int held = state_->held[i].load(std::memory_order_acquire);
+  return std::max(0, max_inflight_ - held) * batch_sizes_[i];
+}
+
 int64_t Dispatcher::Room() const {
   if (executors_.empty()) return 0;
   if (whole_batches_) {
@@ -37,8 +42,7 @@ int64_t Dispatcher::Room() const {
   int64_t all = 0;
   bool any_alive = false;
   for (size_t i = 0; i < executors_.size(); ++i) {
-    const int held = state_->held[i].load(std::memory_order_acquire);
-    const int64_t rows = std::max(0, max_inflight_ - held) * batch_sizes_[i];
+    const int64_t rows = RoomOf(i);
     all += rows;
     if (executors_[i]->alive()) {
       any_alive = true;
@@ -87,8 +91,7 @@ void Dispatcher::Dispatch(Batch batch) {
     int64_t room = 0;
     for (size_t i = 0; i < n; ++i) {
       if (!eligible[i]) continue;
-      const int held = state_->held[i].load(std::memory_order_acquire);
-      shares[i] = std::max(0, max_inflight_ - held) * batch_sizes_[i];
+      shares[i] = RoomOf(i);
       room += shares[i];
     }
     if (room == 0) {

@@ -5,7 +5,7 @@
 // queued. A batch is cut while some instance has room, sized to the room (Room()), and its rows
 // go to the instances with room. So an instance that finishes early takes the next rows at once
 // instead of waiting for the slowest slice of its batch: under service-time jitter a plan
-// serves the capacity its slices' mean latencies give (docs/architecture.md, "Dispatch").
+// serves the capacity its slices' mean latencies give (docs/architecture.md, "Room per instance").
 //
 // Thread-safety: all methods may be called concurrently (the scheduler thread and I/O threads
 // dispatch; slice completions arrive on executor threads). The limit is advisory: two callers
@@ -74,6 +74,10 @@ class Dispatcher {
   const std::vector<InstanceExecutor*>& executors() const { return executors_; }
 
  private:
+  // Rows executor i has room for at its b: (max_inflight − this dispatcher's slices it holds)
+  // × b, at least 0.
+  int64_t RoomOf(size_t i) const;
+
   std::vector<InstanceExecutor*> executors_;
   std::vector<int64_t> batch_sizes_;   // the plan's b, by executor: shares of a batch
   std::vector<int64_t> slice_limits_;  // the executors' batch_size(): the most rows of a slice
