@@ -42,7 +42,8 @@ class Dispatcher {
   // full, so that a scheduler waiting for room wakes; it must not block. `batch_sizes`:
   // each executor's b in the plan this dispatcher serves, at most its batch_size() (an instance
   // kept across a change of b runs the new b); empty: every executor's batch_size(). A batch is
-  // shared in proportion to b (PartitionRows) and cut into slices of at most batch_size().
+  // shared in proportion to each instance's room at that b (PartitionRows) and cut into slices
+  // of at most batch_size().
   Dispatcher(std::vector<InstanceExecutor*> executors, int max_inflight,
              std::function<void()> on_room, std::vector<int64_t> batch_sizes = {});
 
@@ -92,7 +93,7 @@ class Dispatcher {
     std::atomic<int> inflight{0};        // batches not finished (whole batches: Room)
     Mutex idle_mu;
     CondVar idle_cv;
-    int unfinished GUARDED_BY(idle_mu) = 0;  // batches whose hooks have not all returned
+    int unfinished GUARDED_BY(idle_mu) = 0;  // slices whose completion hooks have not returned
   };
   const std::shared_ptr<CompletionState> state_;
   std::atomic<size_t> rotation_{0};
