@@ -133,7 +133,7 @@ void InstanceSets::Install(std::shared_ptr<InstanceSet> set) {
 
 Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
                             const std::optional<Plan>& plan, const std::string& reason,
-                            bool restart) {
+                            bool restart, const std::function<void()>& serving) {
   const auto began = std::chrono::steady_clock::now();
   // Slices computed until this returns are left out of the slowdowns.
   struct SwitchBracket {
@@ -207,6 +207,7 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   hooks_.switched(*next);
   Changed();
   NoteSwitched(*next, began, fresh, unparked.size(), restart);
+  if (serving) serving();
   Retire(old, kept);
   return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
 }

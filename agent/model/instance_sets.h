@@ -79,9 +79,11 @@ class InstanceSets final : public SetSwitcher {
 
   // Serves `groups` as the next generation (class comment). `restart`: replacing dead runtimes,
   // counted as restarts, not as a reconfiguration. `reason` is for the log. Blocks for the
-  // starts and the drain. FailedPrecondition before Install.
+  // starts and the drain; `serving` (may be empty) runs between them, once the new set serves.
+  // FailedPrecondition before Install.
   Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
-                const std::string& reason, bool restart) override;
+                const std::string& reason, bool restart,
+                const std::function<void()>& serving) override;
 
   // A batch runtime died: each of its slices not retried before goes once to the live instance
   // of the active set with the least load that can take it; the rest fail with kUnavailable.

@@ -181,8 +181,8 @@ void ModelController::Tick(SteadyTime now) {
   // Dead runtimes are replaced (again, after a failed attempt, once the backoff has passed).
   if (options_.sets->ActiveHasDeadRuntime() && now - last_restart_ >= options_.restart_backoff) {
     last_restart_ = now;
-    if (Status s =
-            options_.sets->Switch(active->groups, active->plan, "restarting dead runtimes", true);
+    if (Status s = options_.sets->Switch(active->groups, active->plan, "restarting dead runtimes",
+                                         true, nullptr);
         !s.ok()) {
       PACKRAT_LOG(ERROR) << "model '" << options_.model_name
                          << "': restart failed: " << s.message();
@@ -243,7 +243,7 @@ void ModelController::Tick(SteadyTime now) {
 Status ModelController::SwitchForMove(const Move& move) {
   const AutoscalerOptions& o = autoscaler_.options();
   if (!o.resizable_runtimes || o.generative) {
-    return options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false);
+    return options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false, nullptr);
   }
   std::optional<double> rate = move.reason.rate;
   if (!rate) {
@@ -252,7 +252,7 @@ Status ModelController::SwitchForMove(const Move& move) {
   }
   const SlowdownFn slowdown = Slowdowns();
   const double need = autoscaler_.NeededCapacity(move.plan, rate, slowdown);
-  return Migrate(move.plan, rate, need, slowdown, std::nullopt, move.reason.text);
+  return Migrate(move.plan, rate, need, slowdown, std::nullopt, move.reason.text, nullptr);
 }
 
 Status ModelController::Resize(const ResizeRequest& request) {
@@ -267,7 +267,7 @@ Status ModelController::Resize(const ResizeRequest& request) {
     next = std::move(solved).value();
   }
   Status status;
-  if (next) status = SwitchForResize(*next, request.rate, request.at_once, why);
+  if (next) status = SwitchForResize(*next, request.rate, request.at_once, why, request.serving);
   if (status.ok()) autoscaler_.Reset();  // its holds and timers were for the old budget
   Changed();
   return status;
@@ -280,7 +280,8 @@ SlowdownFn ModelController::Slowdowns() const {
 }
 
 Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool at_once,
-                                        const std::string& why) {
+                                        const std::string& why,
+                                        const std::function<void()>& on_serving) {
   if (planned <= 0) {
     MutexLock lock(&mu_);
     planned = rate_;
@@ -289,7 +290,7 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   const SlowdownFn slowdown = Slowdowns();
   // Keeping runtimes at another b needs resizable ones (SetDiff); others switch as planned.
   if (!autoscaler_.options().resizable_runtimes) {
-    return options_.sets->Switch(fresh.groups, fresh, why, false);
+    return options_.sets->Switch(fresh.groups, fresh, why, false, on_serving);
   }
   const double need = autoscaler_.NeededCapacity(fresh, rate, slowdown);
   // 0. A shrink another model waits for: the runtimes inside the smaller share alone, where
@@ -300,7 +301,7 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
             autoscaler_.PlanOnInstances(kept, fresh.batch, rate, slowdown, need)) {
       return options_.sets->Switch(
           alone->plan.groups, alone->plan,
-          why + ", " + std::string(ResizeStepName(ResizeStep::kInsideAtOnce)), false);
+          why + ", " + std::string(ResizeStepName(ResizeStep::kInsideAtOnce)), false, on_serving);
     }
   }
   // 1. Keep the serving runtimes where that costs little: the new set then starts only on the
@@ -315,7 +316,8 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
   const bool behind =
       active && options_.rows_in_system() > 2 * std::max<int64_t>(1, active->target_rows);
-  return Migrate(fresh, rate, need, slowdown, behind ? kBehindResizeMargin : kResizeMargin, why);
+  return Migrate(fresh, rate, need, slowdown, behind ? kBehindResizeMargin : kResizeMargin, why,
+                 on_serving);
 }
 
 std::string_view ModelController::ResizeStepName(ResizeStep step) {
@@ -332,7 +334,7 @@ std::string_view ModelController::ResizeStepName(ResizeStep step) {
 
 Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, double need,
                                 const SlowdownFn& slowdown, std::optional<double> keep_margin,
-                                const std::string& why) {
+                                const std::string& why, const std::function<void()>& on_serving) {
   const std::vector<int> target = ThreadCounts(fresh.groups);
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
   const int64_t serving_batch = active ? active->target_rows : 0;
@@ -346,7 +348,7 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
       return options_.sets->Switch(kept->groups, *kept,
                                    why + ", " + std::string(ResizeStepName(ResizeStep::kKeeping)) +
                                        " (passed over " + fresh.ConfigString() + ")",
-                                   false);
+                                   false, on_serving);
     }
     const int free = options_.sets->FreeCpus();
     if (stage > kMaxResizeStages || free < 0 || serving.empty()) break;
@@ -364,9 +366,9 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
             " towards " + fresh.ConfigString() + " (starting " +
             std::to_string(step->started.size()) + " on free CPUs, dropping " +
             std::to_string(step->dropped.size()) + ")",
-        false));
+        false, nullptr));
   }
-  return options_.sets->Switch(fresh.groups, fresh, why, false);
+  return options_.sets->Switch(fresh.groups, fresh, why, false, on_serving);
 }
 
 Status ModelController::ApplyChange(const PlanChange& change) {
@@ -374,13 +376,14 @@ Status ModelController::ApplyChange(const PlanChange& change) {
       change.adaptive.value_or(!change.instances && !change.batch && optimizer_ != nullptr);
   Status status;
   if (change.instances) {
-    status = options_.sets->Switch(*change.instances, std::nullopt, "management API", false);
+    status =
+        options_.sets->Switch(*change.instances, std::nullopt, "management API", false, nullptr);
   } else if (change.batch) {
     if (optimizer_ == nullptr) return FailedPrecondition("no profile to plan B from");
     auto plan = optimizer_->Solve(autoscaler_.options().threads, static_cast<int>(*change.batch));
     if (!plan.ok()) return plan.status();
-    status = options_.sets->Switch(plan->groups, *plan,
-                                   "management API: B=" + std::to_string(*change.batch), false);
+    status = options_.sets->Switch(
+        plan->groups, *plan, "management API: B=" + std::to_string(*change.batch), false, nullptr);
   }
   if (status.ok()) {
     // What the estimator saw under the old plan (one request of 64 rows, say) is stale.

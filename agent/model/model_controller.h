@@ -53,6 +53,11 @@ struct ResizeRequest {
   // A shrink that another model's growth waits for: serve on the runtimes inside the smaller
   // share alone where they keep up, starting nothing; the switch to `plan` is asked for next.
   bool at_once = false;
+  // Runs on the control thread once the resize's last set serves, before the set it replaced
+  // drains (may be empty): a growth is done for the partition then, while runtimes of the old
+  // set, on CPUs the model keeps, still finish the slices they hold. Not run where the resize
+  // fails or changes nothing.
+  std::function<void()> serving;
 };
 
 struct ModelControllerOptions {
@@ -172,8 +177,9 @@ class ModelController {
   // with `at_once`, the runtimes inside the share alone where they keep up; else a plan keeping
   // the serving runtimes where it is within kResizeMargin of fresh's p99; else fresh, reached in
   // stages that start runtimes only on free CPUs (migration.h; at most kMaxResizeStages).
-  Status SwitchForResize(const Plan& fresh, double rate, bool at_once, const std::string& why)
-      EXCLUDES(mu_);
+  // `on_serving` as ResizeRequest::serving.
+  Status SwitchForResize(const Plan& fresh, double rate, bool at_once, const std::string& why,
+                         const std::function<void()>& on_serving) EXCLUDES(mu_);
   // The switch to `fresh` in stages (migration.h), each starting runtimes only on the model's
   // free CPUs and dropping old ones only while the rest serves min(`need` rows/s, what it served
   // before the drop) within the p99 bound set at the first stage (StageP99BoundMs; a stage that
@@ -182,10 +188,11 @@ class ModelController {
   // keeping the serving runtimes within that margin of fresh's p99 at `rate` ends it instead
   // (Autoscaler::KeepingPlan). Where nothing is free to start on and nothing can go (an
   // overloaded model), fresh at once: its new runtimes start beside the busy ones. Stages are
-  // judged at `slowdown`. Blocks while each stage's set starts.
+  // judged at `slowdown`. Blocks while each stage's set starts. `on_serving` (may be empty)
+  // runs once the last set serves (SetSwitcher::Switch), not after a stage.
   Status Migrate(const Plan& fresh, std::optional<double> rate, double need,
                  const SlowdownFn& slowdown, std::optional<double> keep_margin,
-                 const std::string& why) EXCLUDES(mu_);
+                 const std::string& why, const std::function<void()>& on_serving) EXCLUDES(mu_);
   // Tick's switch for the autoscaler's `move`: a batch model with resizable runtimes migrates
   // (Migrate, no keeping plan: the policy chose the plan), so that a move on a model holding
   // all its CPUs hands them over instead of starting the new set beside the busy one; others

@@ -3,6 +3,7 @@
 // InstanceSets is the implementation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,8 +41,11 @@ class SetSwitcher {
   };
   virtual StartTimes start_times() const = 0;
   // Serves `groups` as the next set (InstanceSets::Switch). One thread at a time; blocking.
+  // `serving` (may be empty) runs on this thread once the new set serves, before the old one
+  // drains; not where the switch fails, nor where it changes nothing.
   virtual Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
-                        const std::string& reason, bool restart) = 0;
+                        const std::string& reason, bool restart,
+                        const std::function<void()>& serving) = 0;
 };
 
 }  // namespace packrat

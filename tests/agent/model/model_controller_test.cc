@@ -4,6 +4,7 @@
 #include "agent/model/model_controller.h"
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,7 @@ class FakeSwitcher final : public SetSwitcher {
     std::vector<InstanceGroup> groups;
     std::string reason;
     bool restart;
+    bool serving;  // whether the caller asked to hear when the set serves
   };
 
   void Serve(std::vector<InstanceGroup> groups, std::optional<Plan> plan = std::nullopt) {
@@ -64,13 +66,16 @@ class FakeSwitcher final : public SetSwitcher {
     return threads;
   }
   Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
-                const std::string& reason, bool restart) override {
+                const std::string& reason, bool restart,
+                const std::function<void()>& serving) override {
     {
       MutexLock lock(&mu_);
-      calls_.push_back({groups, reason, restart});
+      calls_.push_back({groups, reason, restart, static_cast<bool>(serving)});
     }
-    if (!fail_.load()) Serve(groups, plan);
-    return fail_.load() ? Unavailable("no room") : Status::Ok();
+    if (fail_.load()) return Unavailable("no room");
+    Serve(groups, plan);
+    if (serving) serving();
+    return Status::Ok();
   }
 
   // The next KeepableThreads() answers `threads` (runtimes outside a smaller share).
@@ -218,6 +223,8 @@ TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) 
   r.threads = 8;
   r.plan = *optimizer_->Solve(8, 8);
   ASSERT_EQ(r.plan->groups, (std::vector<InstanceGroup>{{2, 4, 4}}));
+  int served = 0;
+  r.serving = [&served] { ++served; };
   ASSERT_TRUE(controller_->Resize(r).ok());
   const std::vector<FakeSwitcher::Call> calls = sets_.calls();
   ASSERT_EQ(calls.size(), 2u);
@@ -229,6 +236,11 @@ TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) 
   EXPECT_EQ(calls[1].groups, (std::vector<InstanceGroup>{{2, 4, 4}}));
   EXPECT_NE(calls[1].reason.find("keeping the serving runtimes"), std::string::npos)
       << calls[1].reason;
+  // The partition hears once, when the last set serves: a stage's drain frees the CPUs the next
+  // stage starts on, and is waited for; the last set's is not.
+  EXPECT_FALSE(calls[0].serving);
+  EXPECT_TRUE(calls[1].serving);
+  EXPECT_EQ(served, 1);
 }
 
 TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOver) {
