@@ -331,6 +331,7 @@ NodeController::Proposal NodeController::Propose(
     p.target_cpus = share.cpus;
     p.rate = demands[i].rate;
     p.min_threads = demands[i].min_threads;
+    p.slo_ms = demands[i].p99_target_ms;
     p.p99_target_ms = share.p99_ms;
     p.ratio_target = share.ratio;
     if (p.rate > 0 && p.current_cpus > 0) {

@@ -24,13 +24,33 @@ int Unsustained(const std::vector<PartitionModel>& models, bool target) {
   return n;
 }
 
+// Whether every model with traffic has a p99 target and meets it now, and the target shrinks
+// one of them.
+bool WithinTargetsShrinking(const std::vector<PartitionModel>& models) {
+  bool shrinks = false;
+  for (const PartitionModel& m : models) {
+    if (m.rate <= 0) continue;
+    if (!m.slo_ms || !(m.p99_now_ms <= *m.slo_ms)) return false;
+    shrinks = shrinks || m.target_cpus < m.current_cpus;
+  }
+  return shrinks;
+}
+
 }  // namespace
 
 std::string_view PartitionReasonName(PartitionReason reason) {
-  static constexpr std::string_view kNames[] = {
-      "floor",       "unsustained", "overloaded",          "gain",
-      "no change",   "starves",     "gain below min_gain", "cost exceeds gain",
-      "unconfirmed", "cooldown",    "shrink restarts"};
+  static constexpr std::string_view kNames[] = {"floor",
+                                                "unsustained",
+                                                "overloaded",
+                                                "gain",
+                                                "no change",
+                                                "starves",
+                                                "within targets",
+                                                "gain below min_gain",
+                                                "cost exceeds gain",
+                                                "unconfirmed",
+                                                "cooldown",
+                                                "shrink restarts"};
   static_assert(std::size(kNames) == static_cast<size_t>(PartitionReason::kShrinkRestarts) + 1);
   return kNames[static_cast<size_t>(reason)];
 }
@@ -109,6 +129,7 @@ PartitionDecision PartitionPolicy::Decide(const std::vector<PartitionModel>& mod
       return held(PartitionReason::kStarves, m.name);
     }
   }
+  if (WithinTargetsShrinking(models)) return held(PartitionReason::kWithinTargets);
   if (!(d.worst_target <= (1 - options_.min_gain) * d.worst_now)) {
     return held(PartitionReason::kBelowMinGain);  // 2a
   }

@@ -13,7 +13,11 @@
 //      (an overload: JointPartition hands such a model the CPUs no one else needs, and each
 //      adds capacity), unless that leaves more models unsustained.
 //   2. Otherwise move only if no model it shrinks would then fall behind (sustain its rate
-//      on the target CPUs: a move for gain never costs another model its rate), and all of:
+//      on the target CPUs: a move for gain never costs another model its rate), nor where
+//      every model with traffic has a p99 target (batching.p99_target_ms) and meets it now and
+//      the move shrinks one of them (a lower p99 than the targets ask for does not pay for the
+//      capacity a shrunk model gives up: its next burst finds it gone; the autoscaler's step
+//      down holds so too), and all of:
 //      a. the target's worst ratio is at most (1 − min_gain) × the current one's (noise in the
 //         measured rates moves a ratio by a few percent; min_gain = 10% keeps that still);
 //      b. the gain over the horizon exceeds the switch's cost, in request-milliseconds:
@@ -61,6 +65,7 @@ struct PartitionModel {
   double ratio_now = 0;      // weighted ratio on current_cpus, as JointPartition defines it
   double ratio_target = 0;
   int min_threads = 1;
+  std::optional<double> slo_ms;  // batching.p99_target_ms, where set
 };
 
 enum class PartitionReason {
@@ -72,6 +77,7 @@ enum class PartitionReason {
   // Holds, by the condition that held the move.
   kNoChange,         // the target is the current partition
   kStarves,          // 2: a shrunk model would not sustain its rate (`model`)
+  kWithinTargets,    // 2: every model meets its p99 target now, and the move shrinks one
   kBelowMinGain,     // 2a
   kCostExceedsGain,  // 2b
   kUnconfirmed,      // 2c

@@ -15,8 +15,8 @@ Time At(int ms) { return Time(std::chrono::milliseconds(ms)); }
 // Two models: `a` would go from 8 to 12 CPUs, `b` from 8 to 4.
 std::vector<PartitionModel> Shift(double a_now, double a_target, double b_now, double b_target,
                                   double rate = 100) {
-  PartitionModel a{"a", 8, 12, rate, a_now, a_target, a_now / 10, a_target / 10, 1};
-  PartitionModel b{"b", 8, 4, rate, b_now, b_target, b_now / 10, b_target / 10, 1};
+  PartitionModel a{"a", 8, 12, rate, a_now, a_target, a_now / 10, a_target / 10, 1, {}};
+  PartitionModel b{"b", 8, 4, rate, b_now, b_target, b_now / 10, b_target / 10, 1, {}};
   return {a, b};
 }
 
@@ -44,6 +44,25 @@ TEST(PartitionPolicyTest, AClearGainMovesOnceConfirmed) {
   d = policy.Decide(Shift(50, 20, 20, 25), At(1000));
   EXPECT_TRUE(d.move);
   EXPECT_EQ(d.reason, PartitionReason::kGain);
+}
+
+// Both models meet their p99 targets now: a's lower p99 on 12 CPUs does not pay for the 4
+// CPUs b gives up, which its next burst would find gone. Without a target on b, the gain moves.
+TEST(PartitionPolicyTest, AGainWhereEveryModelMeetsItsTargetHolds) {
+  PartitionPolicy policy;
+  std::vector<PartitionModel> models = Shift(50, 20, 20, 25);
+  models[0].slo_ms = 100;
+  models[1].slo_ms = 100;
+  for (int i = 0; i < 3; ++i) {
+    const PartitionDecision d = policy.Decide(models, At(i * 1000));
+    EXPECT_FALSE(d.move);
+    EXPECT_EQ(d.reason, PartitionReason::kWithinTargets);
+  }
+  // a misses its target now: the move is for a p99 the target asks for.
+  models[0].slo_ms = 40;
+  PartitionPolicy other;
+  EXPECT_EQ(other.Decide(models, At(0)).reason, PartitionReason::kUnconfirmed);
+  EXPECT_TRUE(other.Decide(models, At(1000)).move);
 }
 
 TEST(PartitionPolicyTest, NoiseBelowMinGainHolds) {
