@@ -12,7 +12,8 @@
 // the vetoes then weigh its move.
 //   0. Behind, observed (above every cost model): the oldest request still waiting for a batch
 //      has waited longer than BehindWaitMs() at every sample for overload_window_ms: move at
-//      once to the plan of most capacity the CPUs allow (MostCapacity), where it runs more
+//      once to the plan of most capacity the CPUs allow (MostCapacity: the smallest B near
+//      the most), where it runs more
 //      than the serving set. It is never held: a start cost is no reason to stay behind, and
 //      the move is staged as any other (no capacity is dropped before its replacement
 //      serves). The wait sees what the arrival rate cannot: clients with a bounded
@@ -464,9 +465,12 @@ class Autoscaler {
   double BehindWaitMs(const ServingView& view) const;
   // Rule 0 (see the class comment): sets d->next.behind_since; true where it decided.
   bool CatchUp(const Inputs& in, Decision* d) const;
-  // The plan of most capacity over every B up to max_batch (the smallest such B), whatever its
-  // batches take: behind, latency is already lost, and a limit measured slowdowns push every
-  // plan past must not leave the model where it falls behind. Nullopt where no B has a plan.
+  // The plan of most capacity over every B up to max_batch — the smallest B whose plan runs
+  // within kBatchForRateNearMost of the most (a larger B is worth its longer batches only while
+  // it serves more, BatchForRate's rule) — whatever its batches take: behind, latency is
+  // already lost, and a limit measured slowdowns push every plan past must not leave the model
+  // where it falls behind; but a row in a batch waits for all of it, whatever comes next (more
+  // CPUs, a lighter load). Nullopt where no B has a plan.
   std::optional<PlanChoice> MostCapacity(const ServingView& view) const;
   // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
   // (as the overload rule counts it).

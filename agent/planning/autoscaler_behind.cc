@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <sstream>
+#include <vector>
 
 #include "agent/planning/autoscaler.h"
 
@@ -26,13 +27,16 @@ double Autoscaler::BehindWaitMs(const ServingView& view) const {
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView& view) const {
   const Candidates candidates(*this, view, std::nullopt, /*bounded=*/false);
-  std::optional<PlanChoice> best;
-  for (int64_t p = 1;; p *= 2) {
-    const int64_t b = std::min(p, options_.max_batch);
+  std::vector<int64_t> batches;  // the powers of two below max_batch, and max_batch
+  for (int64_t p = 1; p < options_.max_batch; p *= 2) batches.push_back(p);
+  batches.push_back(options_.max_batch);
+  double most = 0;
+  for (int64_t b : batches) most = std::max(most, candidates.Capacity(b).value_or(0));
+  for (int64_t b : batches) {
     const std::optional<PlanChoice>& choice = candidates.At(b);
-    if (choice && (!best || choice->capacity > best->capacity)) best = choice;
-    if (b == options_.max_batch) return best;
+    if (choice && most > 0 && choice->capacity >= kBatchForRateNearMost * most) return choice;
   }
+  return std::nullopt;
 }
 
 bool Autoscaler::CatchUp(const Inputs& in, Decision* d) const {

@@ -118,6 +118,20 @@ TEST_F(AutoscalerBehindTest, ABatchLatencyLimitDoesNotKeepAModelBehind) {
   EXPECT_GT(*d->move->reason.target_capacity, 2 * *d->move->reason.serving_capacity);
 }
 
+// Behind on a profile whose capacity creeps up with B (2 ms a batch, 10 ms a row: 83, 91, 95
+// and 98 rows/s at B = 1, 2, 4, 8): the smallest B within 5 % of the most capacity, not the
+// largest, since a row waits for its whole batch whatever comes next.
+TEST_F(AutoscalerBehindTest, ItTakesTheSmallestBatchNearTheMostCapacity) {
+  SetUpModel(
+      1, [](int, int b) -> std::optional<double> { return 2.0 + 10.0 * b; },
+      [](AutoscalerOptions* o) { o->p99_target_ms = 100; });
+  Serve(1);
+  view_.oldest_wait_ms = 3000;
+  std::optional<Decision> d = TickUntil(Rule::kBehind, 64, 20, 100);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->move->reason.to_batch, 4) << d->move->reason.text;
+}
+
 // A static plan is never moved.
 TEST_F(AutoscalerBehindTest, AStaticPlanIsNotMoved) {
   view_.adaptive = false;
