@@ -467,7 +467,7 @@ class Autoscaler {
   bool CatchUp(const Inputs& in, Decision* d) const;
   // The plan of most capacity over every B up to max_batch — the smallest B whose plan runs
   // within kBatchForRateNearMost of the most (a larger B is worth its longer batches only while
-  // it serves more, BatchForRate's rule) — whatever its batches take: behind, latency is
+  // it serves more: StepUpBatch from no batch) — whatever its batches take: behind, latency is
   // already lost, and a limit measured slowdowns push every plan past must not leave the model
   // where it falls behind; but a row in a batch waits for all of it, whatever comes next (more
   // CPUs, a lighter load). Nullopt where no B has a plan.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <sstream>
-#include <vector>
 
 #include "agent/planning/autoscaler.h"
 
@@ -27,16 +26,11 @@ double Autoscaler::BehindWaitMs(const ServingView& view) const {
 
 std::optional<Autoscaler::PlanChoice> Autoscaler::MostCapacity(const ServingView& view) const {
   const Candidates candidates(*this, view, std::nullopt, /*bounded=*/false);
-  std::vector<int64_t> batches;  // the powers of two below max_batch, and max_batch
-  for (int64_t p = 1; p < options_.max_batch; p *= 2) batches.push_back(p);
-  batches.push_back(options_.max_batch);
-  double most = 0;
-  for (int64_t b : batches) most = std::max(most, candidates.Capacity(b).value_or(0));
-  for (int64_t b : batches) {
-    const std::optional<PlanChoice>& choice = candidates.At(b);
-    if (choice && most > 0 && choice->capacity >= kBatchForRateNearMost * most) return choice;
-  }
-  return std::nullopt;
+  // From no batch at all up to max_batch: the smallest B near the most capacity.
+  const std::optional<int64_t> b = StepUpBatch(
+      0, options_.max_batch, [&candidates](int64_t b) { return candidates.Capacity(b); });
+  if (!b) return std::nullopt;
+  return candidates.At(*b);
 }
 
 bool Autoscaler::CatchUp(const Inputs& in, Decision* d) const {

@@ -47,7 +47,7 @@ TEST(PartitionPolicyTest, AClearGainMovesOnceConfirmed) {
 }
 
 // Both models meet their p99 targets now: a's lower p99 on 12 CPUs does not pay for the 4
-// CPUs b gives up, which its next burst would find gone. Without a target on b, the gain moves.
+// CPUs b gives up, which its next burst would find gone. Once a misses its target, it moves.
 TEST(PartitionPolicyTest, AGainWhereEveryModelMeetsItsTargetHolds) {
   PartitionPolicy policy;
   std::vector<PartitionModel> models = Shift(50, 20, 20, 25);
