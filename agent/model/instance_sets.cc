@@ -33,6 +33,24 @@ bool InShare(const Worker& w, const std::optional<std::vector<int>>& share) {
   });
 }
 
+// A switch in the slowdown tracker: slices computed until the old set is retired (or until the
+// switch returns, where nothing was switched) are left out of the slowdowns.
+class SwitchBracket {
+ public:
+  explicit SwitchBracket(SlowdownTracker* slowdowns) : slowdowns_(slowdowns) {
+    if (slowdowns_) slowdowns_->BeginSwitch();
+  }
+  ~SwitchBracket() {
+    if (slowdowns_) slowdowns_->EndSwitch(std::chrono::steady_clock::now());
+  }
+  SwitchBracket(const SwitchBracket&) = delete;
+  SwitchBracket& operator=(const SwitchBracket&) = delete;
+  void HandOver() { slowdowns_ = nullptr; }  // the retiring thread ends it
+
+ private:
+  SlowdownTracker* slowdowns_;
+};
+
 }  // namespace
 
 std::string GroupsString(const std::vector<InstanceGroup>& groups) {
@@ -47,7 +65,44 @@ std::string GroupsString(const std::vector<InstanceGroup>& groups) {
 
 InstanceSets::InstanceSets(InstanceSetsOptions options, const WorkerStarter* starter,
                            SetHooks hooks)
-    : options_(std::move(options)), starter_(starter), hooks_(std::move(hooks)) {}
+    : options_(std::move(options)), starter_(starter), hooks_(std::move(hooks)) {
+  retirer_ = std::thread([this] { RetireLoop(); });
+}
+
+InstanceSets::~InstanceSets() {
+  {
+    MutexLock lock(&mu_);
+    stop_retiring_ = true;
+  }
+  retired_cv_.NotifyAll();
+  if (retirer_.joinable()) retirer_.join();
+}
+
+void InstanceSets::WaitRetired() const {
+  MutexLock lock(&mu_);
+  while (!to_retire_.empty() || retiring_) retired_cv_.Wait(&mu_);
+}
+
+void InstanceSets::RetireLoop() {
+  const LogScope log_scope(options_.model_name);
+  MutexLock lock(&mu_);
+  for (;;) {
+    if (to_retire_.empty()) {
+      if (stop_retiring_) return;
+      retired_cv_.Wait(&mu_);
+      continue;
+    }
+    const Replaced replaced = std::move(to_retire_.front());
+    to_retire_.pop_front();
+    retiring_ = true;
+    mu_.Unlock();
+    Retire(replaced);
+    if (options_.slowdowns) options_.slowdowns->EndSwitch(std::chrono::steady_clock::now());
+    mu_.Lock();
+    retiring_ = false;
+    retired_cv_.NotifyAll();
+  }
+}
 
 std::shared_ptr<InstanceSet> InstanceSets::active() const {
   MutexLock lock(&mu_);
@@ -133,18 +188,10 @@ void InstanceSets::Install(std::shared_ptr<InstanceSet> set) {
 
 Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
                             const std::optional<Plan>& plan, const std::string& reason,
-                            bool restart, const std::function<void()>& serving) {
+                            bool restart) {
+  MutexLock switching(&switch_mu_);
   const auto began = std::chrono::steady_clock::now();
-  // Slices computed until this returns are left out of the slowdowns.
-  struct SwitchBracket {
-    SlowdownTracker* slowdowns;
-    explicit SwitchBracket(SlowdownTracker* s) : slowdowns(s) {
-      if (slowdowns) slowdowns->BeginSwitch();
-    }
-    ~SwitchBracket() {
-      if (slowdowns) slowdowns->EndSwitch(std::chrono::steady_clock::now());
-    }
-  } bracket(options_.slowdowns);
+  SwitchBracket bracket(options_.slowdowns);
   const std::shared_ptr<InstanceSet> old = active();
   if (!old) return FailedPrecondition("model '" + options_.model_name + "' is not serving");
   RETURN_IF_ERROR(hooks_.prepare(groups));
@@ -197,19 +244,20 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   std::shared_ptr<InstanceSet> next =
       hooks_.make_set(generation, groups, plan, std::move(workers), std::move(batches));
 
-  // Switch: batches cut from now on go to the new set.
+  // Switch: batches cut from now on go to the new set; the old one is retired in order.
   {
     MutexLock lock(&mu_);
     draining_.push_back(old);
     active_ = next;
     PublishInstancesLocked();
+    to_retire_.push_back({old, kept});
+    bracket.HandOver();
   }
+  retired_cv_.NotifyAll();
   hooks_.switched(*next);
   Changed();
   NoteSwitched(*next, began, fresh, unparked.size(), restart);
-  if (serving) serving();
-  Retire(old, kept);
-  return Status::Ok();  // `old` goes: stopped workers leave their cgroups and CPUs
+  return Status::Ok();
 }
 
 SetDiff InstanceSets::DiffFor(const InstanceSet& old, const std::vector<InstanceGroup>& groups,
@@ -291,8 +339,9 @@ void InstanceSets::Repark(const std::vector<std::shared_ptr<Worker>>& unparked,
   parked_ = std::move(order);
 }
 
-void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
-                          const std::vector<std::shared_ptr<Worker>>& kept) {
+void InstanceSets::Retire(const Replaced& r) {
+  const std::shared_ptr<InstanceSet>& old = r.old;
+  const std::vector<std::shared_ptr<Worker>>& kept = r.kept;
   // Drain: the old set's running batches finish; then its instances that were not kept are
   // parked (live ones, once the set is idle) or stop.
   const auto deadline = std::chrono::steady_clock::now() + options_.drain_timeout;
@@ -324,6 +373,8 @@ void InstanceSets::Retire(const std::shared_ptr<InstanceSet>& old,
   for (const auto& w : stopping) w->Stop(options_.drain_timeout);
   std::vector<std::shared_ptr<Worker>> evicted;
   {
+    // Not between a switch's diff and its taking back the parked runtimes it was made on.
+    MutexLock switching(&switch_mu_);
     MutexLock lock(&mu_);
     parked_.insert(parked_.end(), parking.begin(), parking.end());
     // Dead parked runtimes and those outside the share go first, then the oldest beyond the
@@ -398,9 +449,21 @@ void InstanceSets::RetryOrphans(std::vector<WorkSlice> orphans, const std::strin
 }
 
 void InstanceSets::StopAll(std::chrono::steady_clock::time_point deadline) {
+  {
+    MutexLock lock(&mu_);
+    stop_retiring_ = true;
+  }
+  retired_cv_.NotifyAll();
+  if (retirer_.joinable()) retirer_.join();  // the sets replaced so far drain as before
   std::vector<std::shared_ptr<Worker>> workers;
   {
     MutexLock lock(&mu_);
+    // A switch racing with the stop queued its old set after the retiring thread ended: its
+    // runtimes are in draining_ and stop below.
+    for (size_t i = 0; i < to_retire_.size(); ++i) {
+      if (options_.slowdowns) options_.slowdowns->EndSwitch(std::chrono::steady_clock::now());
+    }
+    to_retire_.clear();
     workers = std::move(parked_);  // idle: they stop at once
     parked_.clear();
     if (active_) workers.insert(workers.end(), active_->workers.begin(), active_->workers.end());

@@ -11,20 +11,26 @@
 // are kept (their shape, or — resizable runtimes — their thread count at another b), which
 // parked ones are taken back and which start (beside the serving set, on its own CPUs where free
 // ones exist; WorkerStarter). Only when every new runtime has warmed up does the scheduler switch
-// to the new set (SetHooks::switched); the old set then finishes its running batches and its
-// runtimes that were not kept are parked (live ones, once the set is idle, up to the limit: the
-// oldest are evicted) or stop. A failed start leaves the old set serving and the parked ones
+// to the new set (SetHooks::switched), and Switch returns. The old set is retired on this
+// object's own thread, in the order the switches happened: it finishes its running batches, and
+// its runtimes that were not kept are parked (live ones, once the set is idle, up to the limit:
+// the oldest are evicted) or stop. So the control thread decides again while an old set drains
+// (its slices may take tens of seconds behind a backlog); WaitRetired waits for the retires where
+// the caller needs their CPUs. A failed start leaves the old set serving and the parked ones
 // parked. No request fails or is answered twice because of a switch.
 //
 // Thread-safety: Switch, StartFirst and Install run on one thread at a time (the model's
 // control thread, and Load before it starts); everything else may be called from any thread.
+// The retiring thread changes parked_ only while no Switch runs (switch_mu_).
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/metrics/agent_metrics.h"
@@ -70,6 +76,7 @@ class InstanceSets final : public SetSwitcher {
  public:
   // `starter` is not owned and outlives this.
   InstanceSets(InstanceSetsOptions options, const WorkerStarter* starter, SetHooks hooks);
+  ~InstanceSets() override;  // finishes the retires begun (WaitRetired), then ends their thread
 
   // The first set: prepares and starts `groups` and builds the set, without serving it
   // (Install does). Blocking.
@@ -79,18 +86,21 @@ class InstanceSets final : public SetSwitcher {
 
   // Serves `groups` as the next generation (class comment). `restart`: replacing dead runtimes,
   // counted as restarts, not as a reconfiguration. `reason` is for the log. Blocks for the
-  // starts and the drain; `serving` (may be empty) runs between them, once the new set serves.
+  // starts; returns once the new set serves, and the old one is retired on the retiring thread.
   // FailedPrecondition before Install.
   Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
-                const std::string& reason, bool restart,
-                const std::function<void()>& serving) override;
+                const std::string& reason, bool restart) override;
+  // Blocks until every set replaced so far has drained (up to drain_timeout each) and its
+  // runtimes are parked or stopped.
+  void WaitRetired() const override EXCLUDES(mu_);
 
   // A batch runtime died: each of its slices not retried before goes once to the live instance
   // of the active set with the least load that can take it; the rest fail with kUnavailable.
   void RetryOrphans(std::vector<WorkSlice> orphans, const std::string& why) const;
 
-  // Stops every runtime: parked ones at once, then the others, each with the time left until
-  // `deadline` to finish its work. Afterwards there is no active set.
+  // Finishes the retires begun (their sets drain as they would have), then stops every
+  // runtime: parked ones at once, then the others, each with the time left until `deadline` to
+  // finish its work. Afterwards there is no active set, and nothing is retired any more.
   void StopAll(std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<InstanceSet> active() const override;
@@ -122,10 +132,17 @@ class InstanceSets final : public SetSwitcher {
       const SetDiff& diff, const std::vector<std::shared_ptr<Worker>>& parked_before);
   void Repark(const std::vector<std::shared_ptr<Worker>>& unparked,
               const std::vector<std::shared_ptr<Worker>>& parked_before);
-  // Moves `old`'s runtimes that the new set did not keep to parked or stopped (class comment),
-  // once its batches finished (up to drain_timeout).
-  void Retire(const std::shared_ptr<InstanceSet>& old,
-              const std::vector<std::shared_ptr<Worker>>& kept);
+  // A set replaced by a switch, and the runtimes the next set kept of it.
+  struct Replaced {
+    std::shared_ptr<InstanceSet> old;
+    std::vector<std::shared_ptr<Worker>> kept;
+  };
+  // The retiring thread: Retire()s each replaced set in the order queued, then ends the switch's
+  // bracket in the slowdown tracker (its slices ran beside the draining runtimes).
+  void RetireLoop() EXCLUDES(mu_);
+  // Moves `r.old`'s runtimes that the next set did not keep to parked or stopped (class
+  // comment), once its batches finished (up to drain_timeout). The retiring thread only.
+  void Retire(const Replaced& r) EXCLUDES(mu_, switch_mu_);
   // Stops the parked runtimes outside `share` (the node partition gave their CPUs to another
   // model), before a switch decides anything: even a switch that changes nothing then leaves
   // no runtime of this model on those CPUs. The switching thread only.
@@ -140,7 +157,15 @@ class InstanceSets final : public SetSwitcher {
   const SetHooks hooks_;
   uint64_t next_generation_ = 1;  // the switching thread only
 
+  // Held by Switch throughout and by Retire while it parks and stops runtimes: a switch's diff
+  // is made on the parked runtimes it then takes back.
+  Mutex switch_mu_;
   mutable Mutex mu_;
+  mutable CondVar retired_cv_;  // a retire finished, or one was queued, or stopping
+  std::deque<Replaced> to_retire_ GUARDED_BY(mu_);
+  bool retiring_ GUARDED_BY(mu_) = false;  // the retiring thread runs one
+  bool stop_retiring_ GUARDED_BY(mu_) = false;
+  std::thread retirer_;
   std::shared_ptr<InstanceSet> active_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<InstanceSet>> draining_ GUARDED_BY(mu_);
   // Parked runtimes, oldest first; changed by the switching thread (and StopAll) only.

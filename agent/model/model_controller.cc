@@ -181,8 +181,8 @@ void ModelController::Tick(SteadyTime now) {
   // Dead runtimes are replaced (again, after a failed attempt, once the backoff has passed).
   if (options_.sets->ActiveHasDeadRuntime() && now - last_restart_ >= options_.restart_backoff) {
     last_restart_ = now;
-    if (Status s = options_.sets->Switch(active->groups, active->plan, "restarting dead runtimes",
-                                         true, nullptr);
+    if (Status s =
+            options_.sets->Switch(active->groups, active->plan, "restarting dead runtimes", true);
         !s.ok()) {
       PACKRAT_LOG(ERROR) << "model '" << options_.model_name
                          << "': restart failed: " << s.message();
@@ -205,16 +205,7 @@ void ModelController::Tick(SteadyTime now) {
   if (options_.metrics) {
     options_.metrics->estimated_batch().Set(static_cast<double>(load_.estimator().Estimate()));
   }
-  ServingView view;
-  view.batch = active->target_rows;
-  view.backlog_batch = active->backlog_rows;
-  view.groups = active->groups;
-  if (active->plan) view.plan_latency_ms = active->plan->latency_ms;
-  view.parked_threads = options_.sets->LiveParkedThreads();
-  view.slowdown = Slowdowns();
-  if (const SlowdownTracker* slowdowns = options_.slowdowns) {
-    view.measured = [slowdowns](int threads) { return slowdowns->Measured(threads); };
-  }
+  ServingView view = ViewOf(*active);
   if (options_.oldest_queued) {
     if (const std::optional<SteadyTime> oldest = options_.oldest_queued()) {
       view.oldest_wait_ms = std::chrono::duration<double, std::milli>(now - *oldest).count();
@@ -243,7 +234,7 @@ void ModelController::Tick(SteadyTime now) {
 Status ModelController::SwitchForMove(const Move& move) {
   const AutoscalerOptions& o = autoscaler_.options();
   if (!o.resizable_runtimes || o.generative) {
-    return options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false, nullptr);
+    return options_.sets->Switch(move.plan.groups, move.plan, move.reason.text, false);
   }
   std::optional<double> rate = move.reason.rate;
   if (!rate) {
@@ -252,7 +243,7 @@ Status ModelController::SwitchForMove(const Move& move) {
   }
   const SlowdownFn slowdown = Slowdowns();
   const double need = autoscaler_.NeededCapacity(move.plan, rate, slowdown);
-  return Migrate(move.plan, rate, need, slowdown, std::nullopt, move.reason.text, nullptr);
+  return Migrate(move.plan, rate, need, slowdown, std::nullopt, move.reason.text);
 }
 
 Status ModelController::Resize(const ResizeRequest& request) {
@@ -261,16 +252,39 @@ Status ModelController::Resize(const ResizeRequest& request) {
   const std::string why = "node partition: " + std::to_string(request.threads) + " CPU(s)";
   std::optional<Plan> next = request.plan;
   if (!next && optimizer_ != nullptr && active) {
-    auto solved = optimizer_->Solve(request.threads,
-                                    static_cast<int>(std::max<int64_t>(1, active->target_rows)));
-    if (!solved.ok()) return solved.status();
-    next = std::move(solved).value();
+    // No plan on these CPUs serves the model's rate (JointPartition): the plan of most capacity
+    // they allow, as rule 0 takes behind; the optimizer's for the serving B where none has any.
+    if (std::optional<Autoscaler::PlanChoice> most = autoscaler_.MostCapacity(ViewOf(*active))) {
+      next = std::move(most->plan);
+    } else {
+      auto solved = optimizer_->Solve(request.threads,
+                                      static_cast<int>(std::max<int64_t>(1, active->target_rows)));
+      if (!solved.ok()) return solved.status();
+      next = std::move(solved).value();
+    }
   }
   Status status;
-  if (next) status = SwitchForResize(*next, request.rate, request.at_once, why, request.serving);
+  if (next) status = SwitchForResize(*next, request.rate, request.at_once, why);
+  // A shrink another model waits for is done once the runtimes outside the smaller share have
+  // drained and stopped (or parked inside it): their CPUs are the other model's.
+  if (request.at_once) options_.sets->WaitRetired();
   if (status.ok()) autoscaler_.Reset();  // its holds and timers were for the old budget
   Changed();
   return status;
+}
+
+ServingView ModelController::ViewOf(const InstanceSet& active) const {
+  ServingView view;
+  view.batch = active.target_rows;
+  view.backlog_batch = active.backlog_rows;
+  view.groups = active.groups;
+  if (active.plan) view.plan_latency_ms = active.plan->latency_ms;
+  view.parked_threads = options_.sets->LiveParkedThreads();
+  view.slowdown = Slowdowns();
+  if (const SlowdownTracker* slowdowns = options_.slowdowns) {
+    view.measured = [slowdowns](int threads) { return slowdowns->Measured(threads); };
+  }
+  return view;
 }
 
 SlowdownFn ModelController::Slowdowns() const {
@@ -280,8 +294,7 @@ SlowdownFn ModelController::Slowdowns() const {
 }
 
 Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool at_once,
-                                        const std::string& why,
-                                        const std::function<void()>& on_serving) {
+                                        const std::string& why) {
   if (planned <= 0) {
     MutexLock lock(&mu_);
     planned = rate_;
@@ -290,7 +303,7 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   const SlowdownFn slowdown = Slowdowns();
   // Keeping runtimes at another b needs resizable ones (SetDiff); others switch as planned.
   if (!autoscaler_.options().resizable_runtimes) {
-    return options_.sets->Switch(fresh.groups, fresh, why, false, on_serving);
+    return options_.sets->Switch(fresh.groups, fresh, why, false);
   }
   const double need = autoscaler_.NeededCapacity(fresh, rate, slowdown);
   // 0. A shrink another model waits for: the runtimes inside the smaller share alone, where
@@ -301,7 +314,7 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
             autoscaler_.PlanOnInstances(kept, fresh.batch, rate, slowdown, need)) {
       return options_.sets->Switch(
           alone->plan.groups, alone->plan,
-          why + ", " + std::string(ResizeStepName(ResizeStep::kInsideAtOnce)), false, on_serving);
+          why + ", " + std::string(ResizeStepName(ResizeStep::kInsideAtOnce)), false);
     }
   }
   // 1. Keep the serving runtimes where that costs little: the new set then starts only on the
@@ -316,8 +329,7 @@ Status ModelController::SwitchForResize(const Plan& fresh, double planned, bool 
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
   const bool behind =
       active && options_.rows_in_system() > 2 * std::max<int64_t>(1, active->target_rows);
-  return Migrate(fresh, rate, need, slowdown, behind ? kBehindResizeMargin : kResizeMargin, why,
-                 on_serving);
+  return Migrate(fresh, rate, need, slowdown, behind ? kBehindResizeMargin : kResizeMargin, why);
 }
 
 std::string_view ModelController::ResizeStepName(ResizeStep step) {
@@ -334,7 +346,7 @@ std::string_view ModelController::ResizeStepName(ResizeStep step) {
 
 Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, double need,
                                 const SlowdownFn& slowdown, std::optional<double> keep_margin,
-                                const std::string& why, const std::function<void()>& on_serving) {
+                                const std::string& why) {
   const std::vector<int> target = ThreadCounts(fresh.groups);
   const std::shared_ptr<InstanceSet> active = options_.sets->active();
   const int64_t serving_batch = active ? active->target_rows : 0;
@@ -348,7 +360,7 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
       return options_.sets->Switch(kept->groups, *kept,
                                    why + ", " + std::string(ResizeStepName(ResizeStep::kKeeping)) +
                                        " (passed over " + fresh.ConfigString() + ")",
-                                   false, on_serving);
+                                   false);
     }
     const int free = options_.sets->FreeCpus();
     if (stage > kMaxResizeStages || free < 0 || serving.empty()) break;
@@ -366,9 +378,24 @@ Status ModelController::Migrate(const Plan& fresh, std::optional<double> rate, d
             " towards " + fresh.ConfigString() + " (starting " +
             std::to_string(step->started.size()) + " on free CPUs, dropping " +
             std::to_string(step->dropped.size()) + ")",
-        false, nullptr));
+        false));
+    // The runtimes the stage dropped free the CPUs the next stage starts on.
+    options_.sets->WaitRetired();
+    // A job posted meanwhile (the node partition's resize, a management change) changes the
+    // budget or the plan this migration heads for: it goes first, and the stage serves.
+    if (Superseded()) {
+      PACKRAT_LOG(INFO) << "model '" << options_.model_name << "': the migration towards "
+                        << fresh.ConfigString() << " stops after stage " << stage
+                        << ": a later change waits";
+      return Status::Ok();
+    }
   }
-  return options_.sets->Switch(fresh.groups, fresh, why, false, on_serving);
+  return options_.sets->Switch(fresh.groups, fresh, why, false);
+}
+
+bool ModelController::Superseded() const {
+  MutexLock lock(&mu_);
+  return stop_ || !jobs_.empty();
 }
 
 Status ModelController::ApplyChange(const PlanChange& change) {
@@ -376,15 +403,16 @@ Status ModelController::ApplyChange(const PlanChange& change) {
       change.adaptive.value_or(!change.instances && !change.batch && optimizer_ != nullptr);
   Status status;
   if (change.instances) {
-    status =
-        options_.sets->Switch(*change.instances, std::nullopt, "management API", false, nullptr);
+    status = options_.sets->Switch(*change.instances, std::nullopt, "management API", false);
   } else if (change.batch) {
     if (optimizer_ == nullptr) return FailedPrecondition("no profile to plan B from");
     auto plan = optimizer_->Solve(autoscaler_.options().threads, static_cast<int>(*change.batch));
     if (!plan.ok()) return plan.status();
-    status = options_.sets->Switch(
-        plan->groups, *plan, "management API: B=" + std::to_string(*change.batch), false, nullptr);
+    status = options_.sets->Switch(plan->groups, *plan,
+                                   "management API: B=" + std::to_string(*change.batch), false);
   }
+  // The answer reports the change done: the old set drained and its runtimes parked or stopped.
+  options_.sets->WaitRetired();
   if (status.ok()) {
     // What the estimator saw under the old plan (one request of 64 rows, say) is stale.
     load_.Restart();

@@ -52,12 +52,10 @@ struct ResizeRequest {
   double rate = 0;           // rows/s it was planned for (arrivals, backlog); 0: the model's own
   // A shrink that another model's growth waits for: serve on the runtimes inside the smaller
   // share alone where they keep up, starting nothing; the switch to `plan` is asked for next.
+  // Resize returns once the runtimes outside the share have drained. Otherwise (a growth, or a
+  // switch inside the model's own CPUs) it returns once the new set serves, while the set it
+  // replaced still finishes the slices it holds on CPUs the model keeps.
   bool at_once = false;
-  // Runs on the control thread once the resize's last set serves, before the set it replaced
-  // drains (may be empty): a growth is done for the partition then, while runtimes of the old
-  // set, on CPUs the model keeps, still finish the slices they hold. Not run where the resize
-  // fails or changes nothing.
-  std::function<void()> serving;
 };
 
 struct ModelControllerOptions {
@@ -138,15 +136,17 @@ class ModelController {
   void RestartSoon();
 
   // Control thread: serves `change` (the management API's; validated by the caller). Blocks
-  // while the new set starts.
+  // while the new set starts and the old one drains.
   Status ApplyChange(const PlanChange& change);
   // Control thread: one sample of the load and what follows from it (see the class comment).
   void Tick(SteadyTime now);
   // Control thread: the node partition gave the model `request.threads` CPUs. Plans are for
   // that budget from now on; the model switches to `request.plan` (the partition's plan for
-  // it), or to the optimizer's plan for its current B on the new budget — keeping its serving
+  // it), or, where the partition has none (none serves the rate there), to the plan of most
+  // capacity on the new budget (Autoscaler::MostCapacity) — keeping its serving
   // runtimes, or in stages, where that avoids starting runtimes beside busy ones
-  // (SwitchForResize). Stays adaptive. Blocks while the new set starts.
+  // (SwitchForResize). Stays adaptive. Blocks while the new set starts (and, for a shrink
+  // `at_once`, while the old one drains: ResizeRequest).
   Status Resize(const ResizeRequest& request);
 
   // How much slower (p99, a fraction) than the partition's plan a resize may serve to keep its
@@ -173,13 +173,15 @@ class ModelController {
   void Loop() EXCLUDES(mu_);
   // The measured slowdowns as the policy takes them (empty without a tracker: 1).
   SlowdownFn Slowdowns() const;
+  // What the policy sees of `active`: its plan, the parked runtimes and the slowdowns (not the
+  // load, the queue or the start times, which Tick adds).
+  ServingView ViewOf(const InstanceSet& active) const;
   // Resize's switch to `fresh` (the partition's plan for the new budget) at `rate` rows/s:
   // with `at_once`, the runtimes inside the share alone where they keep up; else a plan keeping
   // the serving runtimes where it is within kResizeMargin of fresh's p99; else fresh, reached in
   // stages that start runtimes only on free CPUs (migration.h; at most kMaxResizeStages).
-  // `on_serving` as ResizeRequest::serving.
-  Status SwitchForResize(const Plan& fresh, double rate, bool at_once, const std::string& why,
-                         const std::function<void()>& on_serving) EXCLUDES(mu_);
+  Status SwitchForResize(const Plan& fresh, double rate, bool at_once, const std::string& why)
+      EXCLUDES(mu_);
   // The switch to `fresh` in stages (migration.h), each starting runtimes only on the model's
   // free CPUs and dropping old ones only while the rest serves min(`need` rows/s, what it served
   // before the drop) within the p99 bound set at the first stage (StageP99BoundMs; a stage that
@@ -188,11 +190,15 @@ class ModelController {
   // keeping the serving runtimes within that margin of fresh's p99 at `rate` ends it instead
   // (Autoscaler::KeepingPlan). Where nothing is free to start on and nothing can go (an
   // overloaded model), fresh at once: its new runtimes start beside the busy ones. Stages are
-  // judged at `slowdown`. Blocks while each stage's set starts. `on_serving` (may be empty)
-  // runs once the last set serves (SetSwitcher::Switch), not after a stage.
+  // judged at `slowdown`. Blocks while each stage's set starts and, but for the last, while
+  // the set it replaced drains (its dropped runtimes free the next stage's CPUs). Ends after a
+  // stage, that stage serving, where a job is waiting (Superseded): a resize or management
+  // change then runs without waiting for the stages left, which head for the old budget or plan.
   Status Migrate(const Plan& fresh, std::optional<double> rate, double need,
                  const SlowdownFn& slowdown, std::optional<double> keep_margin,
-                 const std::string& why, const std::function<void()>& on_serving) EXCLUDES(mu_);
+                 const std::string& why) EXCLUDES(mu_);
+  // Whether a job is waiting behind the one running (or the controller stops).
+  bool Superseded() const EXCLUDES(mu_);
   // Tick's switch for the autoscaler's `move`: a batch model with resizable runtimes migrates
   // (Migrate, no keeping plan: the policy chose the plan), so that a move on a model holding
   // all its CPUs hands them over instead of starting the new set beside the busy one; others

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <future>
 #include <limits>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -83,23 +82,13 @@ ModelDemand DemandOf(const ServedModel& model) {
   return d;
 }
 
-// Resizes `model`; the future holds the outcome. `until_serving`: it is ready once the
-// model's new set serves (ResizeRequest::serving), before the set it replaced drains: a growth
-// waits for no slices the old runtimes still run on CPUs the model keeps; a shrink, which
-// frees CPUs for another model, waits for the drain.
-std::future<Status> ResizeAsync(const std::shared_ptr<ServedModel>& model, ResizeRequest request,
-                                bool until_serving) {
-  struct Outcome {
-    std::promise<Status> promise;
-    std::once_flag once;
-    void Set(Status s) {
-      std::call_once(once, [&] { promise.set_value(std::move(s)); });
-    }
-  };
-  auto outcome = std::make_shared<Outcome>();
-  std::future<Status> done = outcome->promise.get_future();
-  if (until_serving) request.serving = [outcome] { outcome->Set(Status::Ok()); };
-  model->Resize(std::move(request), [outcome](Status s) { outcome->Set(std::move(s)); });
+// Resizes `model`; the future holds the outcome: ready once the model's new set serves (a
+// growth waits for no slices that the old runtimes still run on CPUs the model keeps), or, for a
+// shrink `at_once`, which frees CPUs for another model, once those runtimes have drained.
+std::future<Status> ResizeAsync(const std::shared_ptr<ServedModel>& model, ResizeRequest request) {
+  auto outcome = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = outcome->get_future();
+  model->Resize(std::move(request), [outcome](Status s) { outcome->set_value(std::move(s)); });
   return done;
 }
 
@@ -474,8 +463,7 @@ std::chrono::milliseconds NodeController::Move(
       PACKRAT_LOG(ERROR) << "node partition: " << s.message();
       continue;
     }
-    shrinking.emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/true),
-                                          /*until_serving=*/false));
+    shrinking.emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/true)));
   }
   // The shrunk models' switches to their own plans run beside the growth (their CPUs are
   // their own): only the shrinks themselves are on the growing models' path.
@@ -488,8 +476,7 @@ std::chrono::milliseconds NodeController::Move(
       (void)allocator->SetShare(m->name(), before[m->name()]);
       continue;
     }
-    growing.emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/false),
-                                        /*until_serving=*/true));
+    growing.emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/false)));
   }
   Grow(models, proposal, pool, &growing);  // 2.
   for (auto& [m, done] : growing) {
@@ -536,8 +523,7 @@ void NodeController::Grow(const std::vector<std::shared_ptr<ServedModel>>& model
       PACKRAT_LOG(ERROR) << "node partition: " << s.message();
       continue;
     }
-    growing->emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/false),
-                                         /*until_serving=*/true));
+    growing->emplace_back(m, ResizeAsync(m, RequestFor(proposal, m->name(), /*at_once=*/false)));
   }
 }
 

@@ -40,12 +40,13 @@ class SetSwitcher {
     double last = 0;
   };
   virtual StartTimes start_times() const = 0;
-  // Serves `groups` as the next set (InstanceSets::Switch). One thread at a time; blocking.
-  // `serving` (may be empty) runs on this thread once the new set serves, before the old one
-  // drains; not where the switch fails, nor where it changes nothing.
+  // Serves `groups` as the next set (InstanceSets::Switch). One thread at a time; blocks while
+  // the new set starts and returns once it serves; the set it replaced drains afterwards.
   virtual Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
-                        const std::string& reason, bool restart,
-                        const std::function<void()>& serving) = 0;
+                        const std::string& reason, bool restart) = 0;
+  // Blocks until every set replaced so far has drained and its runtimes not kept are parked or
+  // stopped (their CPUs free). Any thread.
+  virtual void WaitRetired() const = 0;
 };
 
 }  // namespace packrat

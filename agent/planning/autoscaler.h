@@ -372,6 +372,15 @@ class Autoscaler {
   // The node partition gave the model a new CPU budget: plans from now on are for `threads`.
   void set_threads(int threads) { options_.threads = threads; }
 
+  // Rule 0's plan, also the node partition's for a share where none serves the rate
+  // (ModelController::Resize). The plan of most capacity over every B up to max_batch — the
+  // smallest B whose plan runs within kBatchForRateNearMost of the most (a larger B is worth its
+  // longer batches only while it serves more: StepUpBatch from no batch) — whatever its batches
+  // take: behind, latency is already lost, and a limit measured slowdowns push every plan past must
+  // not leave the model where it falls behind; but a row in a batch waits for all of it, whatever
+  // comes next (more CPUs, a lighter load). Nullopt where no B has a plan.
+  std::optional<PlanChoice> MostCapacity(const ServingView& view) const;
+
  private:
   // For a reason's text: why a plan on the serving runtimes was taken instead of the
   // optimizer's; "" if it was not.
@@ -465,13 +474,6 @@ class Autoscaler {
   double BehindWaitMs(const ServingView& view) const;
   // Rule 0 (see the class comment): sets d->next.behind_since; true where it decided.
   bool CatchUp(const Inputs& in, Decision* d) const;
-  // The plan of most capacity over every B up to max_batch — the smallest B whose plan runs
-  // within kBatchForRateNearMost of the most (a larger B is worth its longer batches only while
-  // it serves more: StepUpBatch from no batch) — whatever its batches take: behind, latency is
-  // already lost, and a limit measured slowdowns push every plan past must not leave the model
-  // where it falls behind; but a row in a batch waits for all of it, whatever comes next (more
-  // CPUs, a lighter load). Nullopt where no B has a plan.
-  std::optional<PlanChoice> MostCapacity(const ServingView& view) const;
   // What the serving set runs fully busy, in the batches it cuts from a backlog where larger
   // (as the overload rule counts it).
   double ServingCapacity(const ServingView& view) const;

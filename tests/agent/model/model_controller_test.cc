@@ -15,14 +15,14 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Serves whatever it is told; records every switch.
+// Serves whatever it is told; records every switch and every wait for the sets it replaced.
 class FakeSwitcher final : public SetSwitcher {
  public:
   struct Call {
     std::vector<InstanceGroup> groups;
     std::string reason;
     bool restart;
-    bool serving;  // whether the caller asked to hear when the set serves
+    int waits_before;  // WaitRetired calls before this switch
   };
 
   void Serve(std::vector<InstanceGroup> groups, std::optional<Plan> plan = std::nullopt) {
@@ -66,17 +66,17 @@ class FakeSwitcher final : public SetSwitcher {
     return threads;
   }
   Status Switch(const std::vector<InstanceGroup>& groups, const std::optional<Plan>& plan,
-                const std::string& reason, bool restart,
-                const std::function<void()>& serving) override {
+                const std::string& reason, bool restart) override {
     {
       MutexLock lock(&mu_);
-      calls_.push_back({groups, reason, restart, static_cast<bool>(serving)});
+      calls_.push_back({groups, reason, restart, waits_.load()});
     }
+    if (on_switch) on_switch();
     if (fail_.load()) return Unavailable("no room");
     Serve(groups, plan);
-    if (serving) serving();
     return Status::Ok();
   }
+  void WaitRetired() const override { ++waits_; }
 
   // The next KeepableThreads() answers `threads` (runtimes outside a smaller share).
   void KeepableOnce(std::vector<int> threads) {
@@ -92,6 +92,8 @@ class FakeSwitcher final : public SetSwitcher {
   std::atomic<bool> dead_{false};
   std::atomic<bool> fail_{false};
   std::atomic<int> cpus_{-1};
+  mutable std::atomic<int> waits_{0};  // WaitRetired calls
+  std::function<void()> on_switch;     // run by every Switch, on its caller's thread
 
  private:
   mutable Mutex mu_;
@@ -151,6 +153,17 @@ class ModelControllerTest : public ::testing::Test {
         o, Autoscaler(a, optimizer_.get()), LoadTracker(e, milliseconds(10'000)), optimizer_.get());
   }
 
+  // Ticks every 10 ms from now, for at most `ticks` ticks, until `switches` switches have been
+  // asked for; at tick i, 1 row arrives where i % period < burst (burst / period of 100 rows/s).
+  void TickUntil(size_t switches, int ticks, int period, int burst) {
+    SteadyTime now = clock_.Now();
+    for (int i = 0; i < ticks && sets_.calls().size() < switches; ++i) {
+      now += milliseconds(10);
+      arrived_ += i % period < burst ? 1 : 0;
+      controller_->Tick(now);
+    }
+  }
+
   FakeClock clock_;
   FakeSwitcher sets_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -180,12 +193,7 @@ TEST_F(ModelControllerTest, AnOverloadMoveIsCarriedOutAndReported) {
   Make(true);
   sets_.Serve({{1, 1, 1}}, *optimizer_->Solve(1, 1));
   in_system_ = 6;
-  SteadyTime now = clock_.Now();
-  for (int i = 0; i < 200 && sets_.calls().empty(); ++i) {
-    now += milliseconds(10);
-    arrived_ += i % 10 < 3 ? 1 : 0;  // 30 rows/s
-    controller_->Tick(now);
-  }
+  TickUntil(1, 200, 10, 3);  // 30 rows/s
   const std::vector<FakeSwitcher::Call> calls = sets_.calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{1, 1, 8}}));
@@ -223,8 +231,6 @@ TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) 
   r.threads = 8;
   r.plan = *optimizer_->Solve(8, 8);
   ASSERT_EQ(r.plan->groups, (std::vector<InstanceGroup>{{2, 4, 4}}));
-  int served = 0;
-  r.serving = [&served] { ++served; };
   ASSERT_TRUE(controller_->Resize(r).ok());
   const std::vector<FakeSwitcher::Call> calls = sets_.calls();
   ASSERT_EQ(calls.size(), 2u);
@@ -236,11 +242,11 @@ TEST_F(ModelControllerTest, AGrowthThatCannotKeepItsRuntimesMigratesOnFreeCpus) 
   EXPECT_EQ(calls[1].groups, (std::vector<InstanceGroup>{{2, 4, 4}}));
   EXPECT_NE(calls[1].reason.find("keeping the serving runtimes"), std::string::npos)
       << calls[1].reason;
-  // The partition hears once, when the last set serves: a stage's drain frees the CPUs the next
-  // stage starts on, and is waited for; the last set's is not.
-  EXPECT_FALSE(calls[0].serving);
-  EXPECT_TRUE(calls[1].serving);
-  EXPECT_EQ(served, 1);
+  // A stage's drain frees the CPUs the next stage starts on, and is waited for; the last set's
+  // is not: the growth is done for the partition once that set serves.
+  EXPECT_EQ(calls[0].waits_before, 0);
+  EXPECT_EQ(calls[1].waits_before, 1);
+  EXPECT_EQ(sets_.waits_.load(), 1);
 }
 
 TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOver) {
@@ -251,12 +257,7 @@ TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOv
   sets_.Serve({{8, 1, 1}}, *optimizer_->SolveOnInstances(std::vector<int>(8, 1), 8));
   sets_.cpus_ = 8;
   in_system_ = 3;
-  SteadyTime now = clock_.Now();
-  for (int i = 0; i < 400 && sets_.calls().empty(); ++i) {
-    now += milliseconds(10);
-    arrived_ += i % 20 < 1 ? 1 : 0;  // 5 rows/s
-    controller_->Tick(now);
-  }
+  TickUntil(1, 400, 20, 1);  // 5 rows/s
   const std::vector<FakeSwitcher::Call> calls = sets_.calls();
   const std::optional<Reason> hold = controller_->Snapshot().last_hold;
   ASSERT_EQ(calls.size(), 3u) << (hold ? hold->text : "no hold");
@@ -270,10 +271,39 @@ TEST_F(ModelControllerTest, AnAutoscalerMoveOnAModelHoldingAllItsCpusHandsThemOv
   EXPECT_NE(calls[1].reason.find("stage 2"), std::string::npos) << calls[1].reason;
   EXPECT_EQ(calls[2].groups, (std::vector<InstanceGroup>{{2, 4, 1}}));
   EXPECT_EQ(calls[2].reason.find("stage"), std::string::npos) << calls[2].reason;
+  // Each stage's drain is waited for; the last set's is not: the control thread decides again
+  // while it drains.
+  EXPECT_EQ(calls[1].waits_before, 1);
+  EXPECT_EQ(calls[2].waits_before, 2);
+  EXPECT_EQ(sets_.waits_.load(), 2);
   const ControllerSnapshot s = controller_->Snapshot();
   ASSERT_EQ(s.moves.size(), 1u);
   EXPECT_EQ(s.moves[0].reason.rule, Rule::kEstimatorStepDown) << s.moves[0].reason.text;
   EXPECT_EQ(s.moves[0].state, MoveRecord::State::kServing);
+}
+
+TEST_F(ModelControllerTest, AJobPostedDuringAMigrationGoesFirstAfterTheStage) {
+  Make(true, FourThreadsWin(), 8);
+  // The autoscaler's staged move of the test above; the node partition posts a resize while its
+  // first stage starts.
+  sets_.Serve({{8, 1, 1}}, *optimizer_->SolveOnInstances(std::vector<int>(8, 1), 8));
+  sets_.cpus_ = 8;
+  bool resized = false;
+  sets_.on_switch = [&] {
+    if (sets_.calls().size() == 1) controller_->Post([&resized] { resized = true; });
+  };
+  in_system_ = 3;
+  TickUntil(1, 400, 20, 1);  // 5 rows/s
+  // Stage 1 serves, and the migration ends there: the resize changes the budget its later
+  // stages were planned for.
+  const std::vector<FakeSwitcher::Call> calls = sets_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_NE(calls[0].reason.find("stage 1"), std::string::npos) << calls[0].reason;
+  const ControllerSnapshot s = controller_->Snapshot();
+  ASSERT_EQ(s.moves.size(), 1u);
+  EXPECT_EQ(s.moves[0].state, MoveRecord::State::kServing);
+  controller_->Stop();  // the job left runs
+  EXPECT_TRUE(resized);
 }
 
 TEST_F(ModelControllerTest, AShrinkAtOnceServesOnTheRuntimesLeftWithoutAStart) {
@@ -292,6 +322,26 @@ TEST_F(ModelControllerTest, AShrinkAtOnceServesOnTheRuntimesLeftWithoutAStart) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{1, 4, 8}}));
   EXPECT_NE(calls[0].reason.find("at once"), std::string::npos) << calls[0].reason;
+  // Done once the runtime outside the share has drained: its CPUs are another model's.
+  EXPECT_EQ(calls[0].waits_before, 0);
+  EXPECT_EQ(sets_.waits_.load(), 1);
+}
+
+TEST_F(ModelControllerTest, AResizeWithoutAPlanTakesTheMostCapacityOfTheNewBudget) {
+  Make(true, SlowProfile(), 2);
+  // B = 6 on two one-thread runtimes; the partition gives one CPU and no plan (none serves the
+  // rate there). One instance cannot run B = 6 (no profiled b is 6): the optimizer has no plan
+  // for the serving B, and the resize must not fail for it (the partition would try again and
+  // again).
+  sets_.Serve({{1, 1, 2}, {1, 1, 4}});
+  ASSERT_FALSE(optimizer_->Solve(1, 6).ok());
+  ResizeRequest r;
+  r.threads = 1;
+  ASSERT_TRUE(controller_->Resize(r).ok());
+  const std::vector<FakeSwitcher::Call> calls = sets_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  // b = 8 runs the most rows/s on one thread (20; b = 4 runs 13.3).
+  EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{1, 1, 8}}));
 }
 
 TEST_F(ModelControllerTest, AFailedMoveLeavesTheServingSetAndIsNotAHoldOff) {
@@ -299,12 +349,7 @@ TEST_F(ModelControllerTest, AFailedMoveLeavesTheServingSetAndIsNotAHoldOff) {
   sets_.Serve({{1, 1, 1}}, *optimizer_->Solve(1, 1));
   sets_.fail_ = true;
   in_system_ = 6;
-  SteadyTime now = clock_.Now();
-  for (int i = 0; i < 400 && sets_.calls().size() < 2; ++i) {
-    now += milliseconds(10);
-    arrived_ += i % 10 < 3 ? 1 : 0;
-    controller_->Tick(now);
-  }
+  TickUntil(2, 400, 10, 3);  // 30 rows/s
   // It tried, failed, and after a new overload window tried again.
   EXPECT_EQ(sets_.calls().size(), 2u);
   const ControllerSnapshot snapshot = controller_->Snapshot();
@@ -354,6 +399,8 @@ TEST_F(ModelControllerTest, AManagementBatchServesTheOptimizersPlanAndEndsAdapta
   ASSERT_EQ(sets_.calls().size(), 1u);
   EXPECT_EQ(sets_.calls()[0].groups, (std::vector<InstanceGroup>{{1, 1, 4}}));
   EXPECT_EQ(sets_.calls()[0].reason, "management API: B=4");
+  // Answered once the old set has drained: the answer reports the change done.
+  EXPECT_EQ(sets_.waits_.load(), 1);
   EXPECT_FALSE(controller_->Snapshot().adaptive);
   change.batch.reset();
   change.adaptive = true;
