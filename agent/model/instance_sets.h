@@ -168,7 +168,8 @@ class InstanceSets final : public SetSwitcher {
   std::thread retirer_;
   std::shared_ptr<InstanceSet> active_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<InstanceSet>> draining_ GUARDED_BY(mu_);
-  // Parked runtimes, oldest first; changed by the switching thread (and StopAll) only.
+  // Parked runtimes, oldest first; changed by the switching thread, the retiring thread (under
+  // switch_mu_) and StopAll only.
   std::vector<std::shared_ptr<Worker>> parked_ GUARDED_BY(mu_);
   StartTimes start_times_ GUARDED_BY(mu_);
 };
