@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/planning/instance_group.h"
 #include "agent/planning/migration.h"
 #include "agent/planning/plan_evaluator.h"
 #include "common/logging.h"
@@ -253,12 +254,18 @@ Status ModelController::Resize(const ResizeRequest& request) {
   std::optional<Plan> next = request.plan;
   if (!next && optimizer_ != nullptr && active) {
     // No plan on these CPUs serves the model's rate (JointPartition): the plan of most capacity
-    // they allow, as rule 0 takes behind; the optimizer's for the serving B where none has any.
-    if (std::optional<Autoscaler::PlanChoice> most = autoscaler_.MostCapacity(ViewOf(*active))) {
+    // they allow, as rule 0 takes behind (where it fits them: one on the serving runtimes may
+    // not); else the optimizer's for the largest B up to the serving one that it can split.
+    std::optional<Autoscaler::PlanChoice> most = autoscaler_.MostCapacity(ViewOf(*active));
+    if (most && ValidatePlanGroups(most->plan.groups, request.threads, "").ok()) {
       next = std::move(most->plan);
     } else {
       auto solved = optimizer_->Solve(request.threads,
                                       static_cast<int>(std::max<int64_t>(1, active->target_rows)));
+      for (int64_t b = FloorPowerOfTwo(std::max<int64_t>(1, active->target_rows));
+           !solved.ok() && b >= 1; b /= 2) {
+        solved = optimizer_->Solve(request.threads, static_cast<int>(b));
+      }
       if (!solved.ok()) return solved.status();
       next = std::move(solved).value();
     }

@@ -138,7 +138,7 @@ class ModelControllerTest : public ::testing::Test {
     e.reconfiguration_timeout = milliseconds(1000);
     e.max_batch = 8;
     ModelControllerOptions o;
-    o.model_name = "m";
+    o.model_name = std::string(1, 'm');  // "m" (GCC 12 reports a false -Wrestrict here)
     o.clock = &clock_;
     o.sets = &sets_;
     o.restart_backoff = milliseconds(5000);
@@ -342,6 +342,21 @@ TEST_F(ModelControllerTest, AResizeWithoutAPlanTakesTheMostCapacityOfTheNewBudge
   ASSERT_EQ(calls.size(), 1u);
   // b = 8 runs the most rows/s on one thread (20; b = 4 runs 13.3).
   EXPECT_EQ(calls[0].groups, (std::vector<InstanceGroup>{{1, 1, 8}}));
+}
+
+TEST_F(ModelControllerTest, AResizeWithoutAPlanFitsTheNewBudget) {
+  Make(true, FourThreadsWin(), 8);
+  // Two four-thread runtimes serve; the partition leaves one CPU and no plan. Whatever plan the
+  // model takes must fit that CPU: one the serving runtimes run does not.
+  sets_.Serve({{2, 4, 4}}, *optimizer_->Solve(8, 8));
+  ResizeRequest r;
+  r.threads = 1;
+  ASSERT_TRUE(controller_->Resize(r).ok());
+  const std::vector<FakeSwitcher::Call> calls = sets_.calls();
+  ASSERT_FALSE(calls.empty());
+  for (const InstanceGroup& g : calls.back().groups) EXPECT_EQ(g.threads, 1);
+  EXPECT_EQ(calls.back().groups.size(), 1u);
+  EXPECT_EQ(calls.back().groups[0].count, 1);
 }
 
 TEST_F(ModelControllerTest, AFailedMoveLeavesTheServingSetAndIsNotAHoldOff) {
