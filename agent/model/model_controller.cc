@@ -260,10 +260,9 @@ Status ModelController::Resize(const ResizeRequest& request) {
     if (most && ValidatePlanGroups(most->plan.groups, request.threads, "").ok()) {
       next = std::move(most->plan);
     } else {
-      auto solved = optimizer_->Solve(request.threads,
-                                      static_cast<int>(std::max<int64_t>(1, active->target_rows)));
-      for (int64_t b = FloorPowerOfTwo(std::max<int64_t>(1, active->target_rows));
-           !solved.ok() && b >= 1; b /= 2) {
+      const int64_t serving_b = std::max<int64_t>(1, active->target_rows);
+      auto solved = optimizer_->Solve(request.threads, static_cast<int>(serving_b));
+      for (int64_t b = FloorPowerOfTwo(serving_b); !solved.ok() && b >= 1; b /= 2) {
         solved = optimizer_->Solve(request.threads, static_cast<int>(b));
       }
       if (!solved.ok()) return solved.status();
