@@ -223,6 +223,12 @@ std::optional<double> Autoscaler::Candidates::Burst(int64_t b) const {
                  : std::nullopt;
 }
 
+std::optional<double> Autoscaler::Candidates::P99(int64_t b) const {
+  const std::optional<PlanChoice>& planned = At(b);
+  if (!planned || !planned->simulated) return std::nullopt;
+  return planned->simulated->p99_ms;
+}
+
 int64_t Autoscaler::BacklogRows(const std::vector<InstanceGroup>& groups, int64_t target,
                                 const SlowdownFn& slowdown) const {
   if (!options_.resizable_runtimes || options_.generative || optimizer_ == nullptr) return 0;
@@ -392,15 +398,14 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
   const std::optional<double> rate = OverloadRate(load.arrivals(), serving, &busy_only);
   if (!rate) return false;  // it keeps up, if barely: the estimator's call
   // Plans are judged at the rate, over every B: capacity is no monotone function of B once
-  // plans differ in shape and thread counts in measured slowdown (four 16-thread runtimes that
-  // gain from 128-row batches served 27 rows/s, B = 8's eight 8-thread ones 322). The smallest
-  // B whose plan keeps up, which then serves more than the serving set; else the smallest near
-  // the most capacity, where that serves kBatchForRateMinGain more than the serving set.
+  // plans differ in shape and thread counts in measured slowdown. Among the plans that serve
+  // kBatchForRateMinGain more than the serving set, of those that keep up the one of the
+  // lowest simulated p99 at the rate; else the smallest near the most capacity.
   const Candidates at_rate(*this, view, rate);
-  std::optional<int64_t> b =
-      BatchForRate(*rate, /*current_b=*/0, options_.max_batch, options_.max_utilization,
-                   [&at_rate](int64_t b) { return at_rate.Capacity(b); });
-  if (b && !(at_rate.Capacity(*b).value_or(0) > kBatchForRateMinGain * serving)) b.reset();
+  const std::optional<int64_t> b = OverloadBatch(
+      *rate, static_cast<double>(window_ms) / 1e3, options_.max_batch,
+      kBatchForRateMinGain * serving, [&at_rate](int64_t b) { return at_rate.Capacity(b); },
+      [&at_rate](int64_t b) { return at_rate.P99(b); });
   // Nothing serves more: the queue bounds what waits (429 beyond it).
   if (!b || at_rate.At(*b)->plan.groups == view.groups) return false;
   const PlanChoice& target = *at_rate.At(*b);

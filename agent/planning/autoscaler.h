@@ -25,10 +25,11 @@
 //      where the move starts no runtime beside the busy ones, only runtimes of thread counts
 //      already measured, and, for a batch model, its requests' simulated p99 at the rate is
 //      below the serving set's, at B or its backlog batch) while rows queue
-//      beyond B: move at once to the smallest B, of every B, whose plan keeps up
-//      (BatchForRate) — or, where none does, the smallest near the most capacity, where that
-//      serves kBatchForRateMinGain more than the serving set (PlanFor puts capacity first
-//      where a plan cannot serve the rate). Its backlog then drains before the estimator is
+//      beyond B: move at once, among the plans of every B that serve kBatchForRateMinGain
+//      more than the serving set, to the one of the lowest simulated p99 at the rate of those
+//      that keep up beyond chance — or, where none does, to the smallest near the most
+//      capacity (OverloadBatch; PlanFor puts capacity first where a plan cannot serve the
+//      rate). Its backlog then drains before the estimator is
 //      listened to again — unless a queue still stands once the estimator's window holds only
 //      samples taken since the move: that queue is the load (a bounded client pool refills it
 //      as fast as it is served) — and the estimator's steps down wait scale_down_delay_ms.
@@ -426,6 +427,8 @@ class Autoscaler {
     std::optional<double> Capacity(int64_t b) const;
     // Rows/s B's plan serves from a backlog (BurstCapacity); nullopt where B has no plan.
     std::optional<double> Burst(int64_t b) const;
+    // B's plan's simulated p99 (ms) at the rate; nullopt where B has no plan or no rate is set.
+    std::optional<double> P99(int64_t b) const;
     std::optional<double> rate() const { return rate_; }
 
    private:

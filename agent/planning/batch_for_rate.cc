@@ -50,6 +50,31 @@ std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_
   return SmallestNearMost(candidates, capacity(current_b).value_or(0));
 }
 
+std::optional<int64_t> OverloadBatch(double rate, double window_s, int64_t max_b, double floor,
+                                     const CapacityFn& capacity, const P99Fn& p99) {
+  std::vector<std::pair<int64_t, double>> more;     // ascending b: plans serving more than floor
+  std::vector<std::pair<int64_t, double>> keep_up;  // of those, b and p99 (unknown: infinite)
+  double lowest = std::numeric_limits<double>::infinity();
+  for (int64_t b : LargerBatches(0, max_b)) {
+    const std::optional<double> c = capacity(b);
+    if (!c || !(*c > floor)) continue;
+    more.emplace_back(b, *c);
+    if (!KeepsUpBeyondChance(rate, window_s, *c)) continue;
+    const double ms = p99(b).value_or(std::numeric_limits<double>::infinity());
+    keep_up.emplace_back(b, ms);
+    lowest = std::min(lowest, ms);
+  }
+  for (const auto& [b, ms] : keep_up) {
+    if (ms <= kNearLowestP99 * lowest) return b;
+  }
+  return SmallestNearMost(more, 0);
+}
+
+bool KeepsUpBeyondChance(double rate, double window_s, double capacity) {
+  const double s = std::max(window_s, 1e-3);
+  return AbovePoissonNoise(capacity * s, rate * s, kOverloadSigmas);
+}
+
 std::optional<int64_t> StepUpBatch(int64_t current_b, int64_t wanted_b,
                                    const CapacityFn& capacity) {
   std::vector<std::pair<int64_t, double>> candidates;  // ascending b

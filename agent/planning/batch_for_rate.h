@@ -40,6 +40,28 @@ inline constexpr double kBatchForRateNearMost = 0.95;
 std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_b,
                                     double max_utilization, const CapacityFn& capacity);
 
+// The simulated p99 (ms) of single-row requests on the plan for batch size b at the rate
+// arriving now (BatchingSimulator), for the current b the serving plan's; nullopt where there
+// is no plan for b or no known rate.
+using P99Fn = std::function<std::optional<double>(int64_t b)>;
+
+// The overload path's batch size (Autoscaler rule 1): among the powers of two up to `max_b`,
+// and `max_b` itself, the plans that serve more than `floor` rows/s. Of those that keep up with
+// `rate` beyond chance (KeepsUpBeyondChance over `window_s`), the smallest b whose simulated p99
+// at the rate, `p99(b)`, is within kNearLowestP99 of the lowest of theirs (an unknown p99 ranks
+// last); where none keeps up, the smallest within kBatchForRateNearMost of the most capacity.
+// Nullopt where none serves more than `floor`.
+// The simulation weighs a queue near capacity against longer batches, which a utilisation bar
+// cannot: where capacity is flat in b, the smallest b run 0.8 busy may be the largest one,
+// chosen for a fraction of a percent of capacity, and every row then waits for its whole batch.
+std::optional<int64_t> OverloadBatch(double rate, double window_s, int64_t max_b, double floor,
+                                     const CapacityFn& capacity, const P99Fn& p99);
+
+// Whether a plan serving `capacity` rows/s keeps up with `rate` rows/s measured over `window_s`
+// seconds beyond chance: its count over the span exceeds the arrivals' by kOverloadSigmas
+// Poisson deviations (AbovePoissonNoise), so that the rate's own noise does not overload it.
+bool KeepsUpBeyondChance(double rate, double window_s, double capacity);
+
 // The estimator's step up from `current_b` towards its estimate `wanted_b`, only as far as
 // capacity still grows: among the powers of two above `current_b`, and `wanted_b` itself, the
 // smallest b whose capacity is within kBatchForRateNearMost of the highest, if the highest
@@ -63,11 +85,6 @@ using RateOverFn = std::function<std::optional<double>(int64_t ms)>;
 // ask it (StepDownBatch, Autoscaler rules 2a and 2b).
 bool PeakAllows(double capacity, double serving, int64_t window_ms, double max_utilization,
                 const RateOverFn& peak_over);
-
-// The simulated p99 (ms) of single-row requests on the plan for batch size b at the rate
-// arriving now (BatchingSimulator), for the current b the serving plan's; nullopt where there
-// is no plan for b or no known rate.
-using P99Fn = std::function<std::optional<double>(int64_t b)>;
 
 // The estimator's step down from `current_b` towards its estimate `wanted_b`, only as far as the
 // recent arrivals allow. The candidates are `wanted_b` and the powers of two above it, below

@@ -218,10 +218,27 @@ TEST_F(AutoscalerTest, AfterAnOverloadMoveTheBacklogDrainsBeforeTheEstimatorIsHe
   EXPECT_EQ(load_->estimator().samples(), 0);
 }
 
+// One thread: 100 rows/s at b = 1 and 2, 160 at b = 4 (25 ms), 182 at b = 8 (44 ms).
+std::optional<double> QuickerFourRows(int threads, int batch) {
+  if (threads != 1) return std::nullopt;
+  switch (batch) {
+    case 1:
+      return 10.0;
+    case 2:
+      return 20.0;
+    case 4:
+      return 25.0;
+    case 8:
+      return 44.0;
+    default:
+      return std::nullopt;
+  }
+}
+
 TEST_F(AutoscalerTest, AQueueThatStillStandsAWindowAfterAnOverloadMoveIsHeardAsTheLoad) {
-  SetUpModel(1, FastLatency);
+  SetUpModel(1, QuickerFourRows);
   Serve(1);
-  // 105 rows/s against B = 1's 100: B = 4 (133 rows/s) keeps up at 0.8 busy.
+  // 105 rows/s against B = 1's 100: B = 4 keeps up, at a lower simulated p99 than B = 8.
   const std::optional<Decision> moved = TickUntil(Rule::kOverload, 12, 105, 99);
   ASSERT_TRUE(moved.has_value());
   ASSERT_EQ(moved->move->reason.to_batch, 4);
@@ -485,6 +502,38 @@ TEST_F(AutoscalerTest, AnOverloadMovesToTheSmallestBThatKeepsUpEvenBelowTheServi
   EXPECT_EQ(d->move->reason.to_batch, 2);
   EXPECT_EQ(d->move->plan.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
   EXPECT_NEAR(*d->move->reason.target_capacity, 20, 1e-9);
+}
+
+// Memory-bound: one thread runs b rows in ~3.7·b ms, whatever b (250 rows/s at b = 1, 276 at
+// b = 8); no other thread count.
+std::optional<double> FlatInB(int threads, int batch) {
+  if (threads != 1) return std::nullopt;
+  switch (batch) {
+    case 1:
+      return 4.0;
+    case 2:
+      return 7.6;
+    case 4:
+      return 14.8;
+    case 8:
+      return 29.0;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Where capacity is flat in b, a utilisation bar would take the largest b for a few percent
+// more (820 rows/s is more than 0.8 of B = 4's 1000, not of B = 8's 1053, whose batches take
+// twice as long); rule 1 takes the plan of the lowest simulated p99 among those that keep up.
+TEST_F(AutoscalerTest, AnOverloadWhereCapacityIsFlatInBTakesTheLowestP99ThatKeepsUp) {
+  SetUpModel(4, FlatInB);
+  Serve(2);
+  ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
+  const std::optional<Decision> d = TickUntil(Rule::kOverload, 20, 820, 99);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->move->reason.busy_only);
+  EXPECT_EQ(d->move->reason.to_batch, 4);
+  EXPECT_EQ(d->move->plan.groups, (std::vector<InstanceGroup>{{4, 1, 1}}));
 }
 
 TEST_F(AutoscalerTest, AStepDownGoesOnlyAsFarAsTheRecentPeakAllows) {

@@ -54,6 +54,38 @@ TEST(BatchForRateTest, SkipsBatchesWithoutAPlanAndEndsAtMaxBatch) {
   EXPECT_EQ(asked, candidates);
 }
 
+// A memory-bound model's plans: capacity flat in b (rows/s), each b's batch twice as long.
+const std::map<int64_t, double> kFlat = {{1, 250}, {2, 263}, {4, 270}, {8, 274}, {16, 276}};
+
+TEST(BatchForRateTest, AnOverloadTakesTheLowestP99AmongThePlansThatKeepUp) {
+  // 220 rows/s over 2 s: a plan keeps up beyond chance above 220 + 2·√440 / 2 = 241 rows/s,
+  // so every b serves it, most only 0.8–0.84 busy. The p99 at the rate ranks them.
+  const std::map<int64_t, double> p99 = {{1, 400}, {2, 180}, {4, 175}, {8, 300}, {16, 560}};
+  EXPECT_EQ(OverloadBatch(220, 2, 16, 0, Table(kFlat), Table(p99)), 2);  // 180 ≤ 1.05 × 175
+  const std::map<int64_t, double> p99_4 = {{1, 400}, {2, 190}, {4, 175}, {8, 300}, {16, 560}};
+  EXPECT_EQ(OverloadBatch(220, 2, 16, 0, Table(kFlat), Table(p99_4)), 4);
+  // A p99 not known ranks last.
+  EXPECT_EQ(OverloadBatch(220, 2, 16, 0, Table(kFlat), Table({{16, 560}})), 16);
+}
+
+TEST(BatchForRateTest, AnOverloadCountsOnlyPlansThatServeMoreThanTheFloor) {
+  const std::map<int64_t, double> p99 = {{1, 400}, {2, 180}, {4, 175}, {8, 300}, {16, 560}};
+  // The serving set runs 255 rows/s; a move must serve 5% more (267.75): b = 2 is out.
+  EXPECT_EQ(OverloadBatch(220, 2, 16, 267.75, Table(kFlat), Table(p99)), 4);
+  EXPECT_EQ(OverloadBatch(220, 2, 16, 276, Table(kFlat), Table(p99)), std::nullopt);
+}
+
+TEST(BatchForRateTest, APlanWithinChanceOfTheRateDoesNotKeepUp) {
+  // 262 rows/s over 2 s: keeping up takes more than 262 + 2·√524 / 2 = 285 rows/s, which no
+  // plan serves: the smallest b within 5% of the most (276 · 0.95 = 262.2), whatever its p99.
+  const std::map<int64_t, double> p99 = {{1, 900}, {2, 500}, {4, 600}, {8, 700}, {16, 800}};
+  EXPECT_EQ(OverloadBatch(262, 2, 16, 0, Table(kFlat), Table(p99)), 2);
+  EXPECT_FALSE(KeepsUpBeyondChance(262, 2, 276));
+  EXPECT_TRUE(KeepsUpBeyondChance(262, 2, 286));
+  // Over a longer span the same rate is told from the capacity sooner.
+  EXPECT_TRUE(KeepsUpBeyondChance(262, 8, 276));
+}
+
 TEST(BatchForRateTest, StepUpStopsWhereCapacityStopsGrowing) {
   // The estimate is 64: B = 8 serves 18.6 rows/s, within 5% of B = 64's 19.1, in batches an
   // eighth as long.
