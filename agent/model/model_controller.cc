@@ -125,10 +125,19 @@ void ModelController::Loop() {
   }
 }
 
+std::optional<double> ModelController::RecentPeak() const {
+  const AutoscalerOptions& o = autoscaler_.options();
+  if (o.scale_down_delay_ms <= 0) return std::nullopt;
+  const std::chrono::milliseconds stretch =
+      o.overload_window_ms > 0 ? std::chrono::milliseconds(o.overload_window_ms) : kRiseSpan;
+  return load_.arrivals().PeakOver(stretch, std::chrono::milliseconds(o.scale_down_delay_ms));
+}
+
 ControllerSnapshot ModelController::Snapshot() const {
   MutexLock lock(&mu_);
-  return {rate_,     rate_measured_, rate_shift_, ewma_,
-          estimate_, adaptive_,      last_hold_,  {moves_.begin(), moves_.end()}};
+  return {rate_,        rate_measured_, rate_shift_,
+          recent_peak_, ewma_,          estimate_,
+          adaptive_,    last_hold_,     {moves_.begin(), moves_.end()}};
 }
 
 std::string_view MoveStateName(MoveRecord::State state) {
@@ -199,6 +208,7 @@ void ModelController::Tick(SteadyTime now) {
     if (slow || fast) rate_ = std::max(slow.value_or(0.0), fast.value_or(0.0));
     rate_measured_ = rate_measured_ || slow.has_value();
     rate_shift_ = load_.arrivals().Shift(rate_, kShiftMinSpan, kRiseSpan, kShiftSigmas);
+    recent_peak_ = RecentPeak();
     ewma_ = load_.estimator().ewma();
     estimate_ = load_.estimator().Estimate();
     adaptive = adaptive_;

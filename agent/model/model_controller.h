@@ -101,6 +101,11 @@ struct ControllerSnapshot {
   // (ArrivalRate::Shift over kShiftMinSpan to kRiseSpan): a step up or down shows within
   // kShiftMinSpan at nearly its full size. Nullopt: no step.
   std::optional<double> rate_shift;
+  // The highest rate over stretches of reconfiguration.overload_window_ms (1 s where 0) within
+  // the last scale_down_delay_ms (ArrivalRate::PeakOver; nullopt before a stretch fits, after
+  // the arrivals restart, and where scale_down_delay_ms is 0): the peak that a move to less
+  // capacity must respect, as the autoscaler's step down does (PeakAllows).
+  std::optional<double> recent_peak;
   double ewma = 0;
   int64_t estimate = 0;
   bool adaptive = false;
@@ -205,6 +210,8 @@ class ModelController {
   // switch at once.
   Status SwitchForMove(const Move& move) EXCLUDES(mu_);
   static constexpr int kMaxResizeStages = Autoscaler::kMaxHandoverStages;
+  // ControllerSnapshot::recent_peak, from the arrivals (the control thread).
+  std::optional<double> RecentPeak() const;
   // Records `r` as the last hold and logs it (a quiet hold is not logged).
   void NoteHold(const Reason& r) EXCLUDES(mu_);
   // Records a move as switching, then (Done) how its switch ended.
@@ -229,6 +236,7 @@ class ModelController {
   double rate_ GUARDED_BY(mu_) = 0;
   bool rate_measured_ GUARDED_BY(mu_) = false;
   std::optional<double> rate_shift_ GUARDED_BY(mu_);
+  std::optional<double> recent_peak_ GUARDED_BY(mu_);
   double ewma_ GUARDED_BY(mu_) = 0;
   int64_t estimate_ GUARDED_BY(mu_) = 0;
   static constexpr size_t kRecentMoves = 16;

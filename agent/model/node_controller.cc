@@ -58,11 +58,19 @@ std::string CountsJson(const std::map<std::string, int>& counts) {
 // model's noise (a few req/s, none in the last second) is no step. Without the step, a shift
 // of the load from one model to another would move the CPUs in two steps (the 5-s fall), each
 // a switch, and plan the first for part of the new rate (the 1-s rise).
+// And never below the model's recent peak (ControllerSnapshot::recent_peak: its busiest
+// overload window within its scale_down_delay_ms), as the autoscaler never steps down below
+// it: the partition would otherwise strip a model between its bursts, and each burst would find
+// its CPUs gone and wait out a move to get them back (seconds of queue), where a static split
+// holds them by construction. A load that has moved away for good is released a span later.
 constexpr double kBacklogDrainSeconds = 5.0;
 
 double PlannedRate(const ServedModel& model) {
-  const double arrivals = model.arrival_rate_shift().value_or(model.arrival_rate());
-  return arrivals + static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
+  const std::optional<ControllerSnapshot> c = model.controller_snapshot();
+  if (!c) return 0;
+  const double arrivals = c->rate_shift.value_or(c->rate) +
+                          static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
+  return std::max(arrivals, c->recent_peak.value_or(0.0));
 }
 
 ModelDemand DemandOf(const ServedModel& model) {
@@ -152,7 +160,8 @@ bool NodeController::Stepped() const {
   // step before its size is known.
   std::vector<std::tuple<std::string, bool, double>> rates;
   for (const auto& m : models) {
-    rates.emplace_back(m->name(), m->arrival_rate_shift().has_value(), PlannedRate(*m));
+    const std::optional<ControllerSnapshot> c = m->controller_snapshot();
+    rates.emplace_back(m->name(), c && c->rate_shift.has_value(), PlannedRate(*m));
   }
   MutexLock lock(&mu_);
   for (const auto& [name, shifted, rate] : rates) {
@@ -264,7 +273,8 @@ void NodeController::Decide(SteadyTime now) {
   // plan for none and be left its floor: wait for it (its share holds meanwhile). Deciding on
   // a first second without arrivals once left an idle model 1 CPU for its burst.
   for (const auto& m : models) {
-    if (!m->arrival_rate_measured()) return;
+    const std::optional<ControllerSnapshot> c = m->controller_snapshot();
+    if (!c || !c->rate_measured) return;
   }
   // The pool: every CPU no other model's share holds.
   const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();

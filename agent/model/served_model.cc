@@ -440,17 +440,9 @@ bool ServedModel::PartitionCandidate() const {
          config_.batching.mode == BatchingMode::kBatched;
 }
 
-double ServedModel::arrival_rate() const {
-  return state() == ModelState::kReady && controller_ ? controller_->Snapshot().rate : 0.0;
-}
-
-bool ServedModel::arrival_rate_measured() const {
-  return state() == ModelState::kReady && controller_ && controller_->Snapshot().rate_measured;
-}
-
-std::optional<double> ServedModel::arrival_rate_shift() const {
+std::optional<ControllerSnapshot> ServedModel::controller_snapshot() const {
   if (state() != ModelState::kReady || !controller_) return std::nullopt;
-  return controller_->Snapshot().rate_shift;
+  return controller_->Snapshot();
 }
 
 int64_t ServedModel::backlog_rows() const {

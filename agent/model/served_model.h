@@ -139,13 +139,9 @@ class ServedModel {
   const Optimizer* optimizer() const {
     return state() == ModelState::kReady ? optimizer_.get() : nullptr;
   }
-  // Rows/s arriving: ControllerSnapshot::rate (1-s rises, 5-s falls; 0 until measured).
-  double arrival_rate() const;
-  // Whether arrival_rate() is measured yet (ControllerSnapshot::rate_measured): false for the
-  // first ModelController::kRateSpan after the model became ready.
-  bool arrival_rate_measured() const;
-  // Where the arrivals stepped, the rate since the step (ControllerSnapshot::rate_shift).
-  std::optional<double> arrival_rate_shift() const;
+  // What its control loop measures (ModelController::Snapshot: the arrival rate, whether it is
+  // measured yet, its step, its recent peak); nullopt until the model is ready.
+  std::optional<ControllerSnapshot> controller_snapshot() const;
   // Rows queued beyond two batches of the serving set (one running, one cut): a queue that
   // grows because the plan cannot keep up shows here at once, in its rate only over a second.
   // 0 for a decoder.

@@ -132,6 +132,7 @@ class ModelControllerTest : public ::testing::Test {
     a.window = 100;
     a.sample_period_ms = 10;
     a.overload_window_ms = 200;
+    a.scale_down_delay_ms = scale_down_delay_ms_;
     BatchSizeEstimator::Options e;
     e.window = 100;
     e.sample_period = milliseconds(10);
@@ -164,6 +165,7 @@ class ModelControllerTest : public ::testing::Test {
     }
   }
 
+  int64_t scale_down_delay_ms_ = 30'000;
   FakeClock clock_;
   FakeSwitcher sets_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -187,6 +189,33 @@ TEST_F(ModelControllerTest, TheLoopSamplesOncePerSamplePeriodOfItsClock) {
   ASSERT_TRUE(clock_.AwaitSleeps(3));
   EXPECT_EQ(samples_.load(), 2);
   controller_->Stop();
+}
+
+// The node partition plans a model for no less than its recent peak: a second at 100 rows/s
+// stays its peak for scale_down_delay_ms after the arrivals stop, while its rate falls.
+TEST_F(ModelControllerTest, TheSnapshotHoldsTheRecentPeakForTheScaleDownDelay) {
+  scale_down_delay_ms_ = 2000;
+  Make(false);
+  sets_.Serve({{1, 1, 1}});
+  EXPECT_FALSE(controller_->Snapshot().recent_peak.has_value());
+  SteadyTime now = clock_.Now();
+  const auto run = [&](int ticks, int rows_per_tick) {
+    for (int i = 0; i < ticks; ++i) {
+      now += milliseconds(10);
+      arrived_ += rows_per_tick;
+      controller_->Tick(now);
+    }
+  };
+  run(100, 1);  // 1 s at 100 rows/s
+  run(150, 0);  // 1.5 s idle
+  ControllerSnapshot s = controller_->Snapshot();
+  ASSERT_TRUE(s.recent_peak.has_value());
+  EXPECT_NEAR(*s.recent_peak, 100, 5);
+  EXPECT_LT(s.rate, 50);  // its 5-s mean: the arrivals are no longer at the peak
+  run(100, 0);            // 2.5 s after the last row, no stretch within the span holds one
+  s = controller_->Snapshot();
+  ASSERT_TRUE(s.recent_peak.has_value());
+  EXPECT_EQ(*s.recent_peak, 0);
 }
 
 TEST_F(ModelControllerTest, AnOverloadMoveIsCarriedOutAndReported) {
