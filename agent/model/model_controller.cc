@@ -52,7 +52,11 @@ ModelController::ModelController(ModelControllerOptions options, Autoscaler auto
     : options_(std::move(options)),
       optimizer_(optimizer),
       autoscaler_(std::move(autoscaler)),
-      load_(std::move(load)) {
+      load_(std::move(load)),
+      observed_(std::chrono::milliseconds(
+                    std::max<int64_t>(autoscaler_.options().scale_down_delay_ms, 0) +
+                    std::max<int64_t>(autoscaler_.options().overload_window_ms, 0)) +
+                kRiseSpan) {
   MutexLock lock(&mu_);
   adaptive_ = options_.adaptive;
 }
@@ -130,7 +134,7 @@ std::optional<double> ModelController::RecentPeak() const {
   if (o.scale_down_delay_ms <= 0) return std::nullopt;
   const std::chrono::milliseconds stretch =
       o.overload_window_ms > 0 ? std::chrono::milliseconds(o.overload_window_ms) : kRiseSpan;
-  return load_.arrivals().PeakOver(stretch, std::chrono::milliseconds(o.scale_down_delay_ms));
+  return observed_.PeakOver(stretch, std::chrono::milliseconds(o.scale_down_delay_ms));
 }
 
 ControllerSnapshot ModelController::Snapshot() const {
@@ -199,7 +203,9 @@ void ModelController::Tick(SteadyTime now) {
     }
     return;
   }
-  if (!load_.Sample(now, options_.rows_in_system(), options_.rows_arrived())) return;
+  const int64_t arrived = options_.rows_arrived();
+  if (!load_.Sample(now, options_.rows_in_system(), arrived)) return;
+  observed_.Sample(now, arrived);
   bool adaptive;
   {
     MutexLock lock(&mu_);

@@ -226,6 +226,10 @@ class ModelController {
   // The policy and its inputs: the control thread only.
   Autoscaler autoscaler_;
   LoadTracker load_;
+  // The arrivals again, never restarted: the autoscaler restarts load_'s after a move of rule 0
+  // or 1 (its next decision waits for a window of its own), but the peak a share must respect
+  // (RecentPeak) is what arrived, the burst that caused the move included.
+  ArrivalRate observed_;
   SteadyTime last_restart_{};
 
   mutable Mutex mu_;

@@ -58,19 +58,13 @@ std::string CountsJson(const std::map<std::string, int>& counts) {
 // model's noise (a few req/s, none in the last second) is no step. Without the step, a shift
 // of the load from one model to another would move the CPUs in two steps (the 5-s fall), each
 // a switch, and plan the first for part of the new rate (the 1-s rise).
-// And never below the model's recent peak (ControllerSnapshot::recent_peak: its busiest
-// overload window within its scale_down_delay_ms), as the autoscaler never steps down below
-// it: the partition would otherwise strip a model between its bursts, and each burst would find
-// its CPUs gone and wait out a move to get them back (seconds of queue), where a static split
-// holds them by construction. A load that has moved away for good is released a span later.
 constexpr double kBacklogDrainSeconds = 5.0;
 
 double PlannedRate(const ServedModel& model) {
   const std::optional<ControllerSnapshot> c = model.controller_snapshot();
   if (!c) return 0;
-  const double arrivals = c->rate_shift.value_or(c->rate) +
-                          static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
-  return std::max(arrivals, c->recent_peak.value_or(0.0));
+  return c->rate_shift.value_or(c->rate) +
+         static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
 }
 
 ModelDemand DemandOf(const ServedModel& model) {
@@ -80,6 +74,8 @@ ModelDemand DemandOf(const ServedModel& model) {
   d.name = c.name;
   d.optimizer = model.optimizer();
   d.rate = PlannedRate(model);
+  const std::optional<ControllerSnapshot> snapshot = model.controller_snapshot();
+  if (snapshot) d.peak = snapshot->recent_peak.value_or(0.0);
   if (c.batching.p99_target_ms > 0) d.p99_target_ms = c.batching.p99_target_ms;
   d.weight = c.weight;
   d.min_threads = c.min_threads;
@@ -288,7 +284,7 @@ void NodeController::Decide(SteadyTime now) {
     MutexLock lock(&mu_);
     for (const ModelDemand& d : demands) planned_[d.name] = d.rate;  // what this decision saw
   }
-  StatusOr<PartitionResult> result = partition_.Solve(demands, total);
+  StatusOr<PartitionResult> result = partition_.SolveWithReserve(&demands, total);
   if (!result.ok()) {
     PACKRAT_LOG(WARNING) << "node partition: " << result.status().message();
     MutexLock lock(&mu_);

@@ -493,6 +493,28 @@ void Summarize(int total, PartitionResult* result) {
 
 }  // namespace
 
+StatusOr<PartitionResult> JointPartition::SolveWithReserve(std::vector<ModelDemand>* models,
+                                                           int total_cpus) {
+  StatusOr<PartitionResult> at_rates = Solve(*models, total_cpus);
+  if (!at_rates.ok()) return at_rates;
+  for (const double share : kReserveShares) {
+    std::vector<ModelDemand> reserved = *models;
+    bool any = false;
+    for (ModelDemand& d : reserved) {
+      const double reserve = std::max(0.0, d.peak - d.rate);
+      any = any || reserve > 0;
+      d.rate += share * reserve;
+    }
+    if (!any) break;
+    StatusOr<PartitionResult> result = Solve(reserved, total_cpus);
+    if (result.ok() && result->unsustained <= at_rates->unsustained) {
+      *models = std::move(reserved);
+      return result;
+    }
+  }
+  return at_rates;
+}
+
 StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& models,
                                                 int total_cpus) {
   RETURN_IF_ERROR(CheckCpus(total_cpus, "total_cpus"));

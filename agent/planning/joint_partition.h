@@ -92,7 +92,10 @@ struct ModelDemand {
   // The model's profile and plan cache. Not owned; must outlive the Solve() call. A
   // JointPartition caches plans per Optimizer address and checks the profile on each use.
   const Optimizer* optimizer = nullptr;
-  double rate = 0;                      // single-row requests/s arriving, ≥ 0; 0 = no traffic
+  double rate = 0;  // single-row requests/s arriving, ≥ 0; 0 = no traffic
+  // Rows/s of its recent peak (ControllerSnapshot::recent_peak); SolveWithReserve plans for a
+  // share of what it exceeds `rate` by. Solve ignores it.
+  double peak = 0;
   std::optional<double> p99_target_ms;  // batching.p99_target_ms (> 0); nullopt = none
   double weight = 1;                    // > 0: scales the model's ratio
   int min_threads = 1;                  // ≥ 1: the fewest CPUs the model keeps
@@ -168,6 +171,16 @@ class JointPartition {
   // more than T. Cost: see the file comment; blocks for the simulations, so callers on an I/O
   // thread hand it off.
   StatusOr<PartitionResult> Solve(const std::vector<ModelDemand>& models, int total_cpus);
+
+  // Solve for each model's rate plus a share of its burst reserve (peak − rate, where
+  // positive): the largest of kReserveShares that leaves no more models unsustained than the
+  // rates alone do, else none; `models`' rates then hold the rates solved for. Between its
+  // bursts an on-off model keeps the CPUs its next burst needs, as a static split keeps them,
+  // where the node has room for them; without the reserve each burst finds them given away and
+  // waits out a move to get them back (seconds of queue). Where the node has no room for every
+  // reserve, the rates now win: a reserve never costs a model its rate. Up to three Solve()s.
+  static constexpr double kReserveShares[] = {1.0, 0.5};
+  StatusOr<PartitionResult> SolveWithReserve(std::vector<ModelDemand>* models, int total_cpus);
 
   // The model's keep-up plan on exactly `cpus` CPUs (no envelope),
   // or nullopt where none sustains the rate. For tests and diagnostics. kInvalidArgument for a bad

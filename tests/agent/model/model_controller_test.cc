@@ -234,6 +234,12 @@ TEST_F(ModelControllerTest, AnOverloadMoveIsCarriedOutAndReported) {
   EXPECT_EQ(s.moves[0].reason.to_batch, 8);
   EXPECT_EQ(s.moves[0].state, MoveRecord::State::kServing);
   EXPECT_GT(s.ewma, 1);
+  // The move restarted the autoscaler's arrivals; the peak a share must respect is still the
+  // burst's.
+  TickUntil(2, 10, 10, 0);
+  const std::optional<double> peak = controller_->Snapshot().recent_peak;
+  ASSERT_TRUE(peak.has_value());
+  EXPECT_NEAR(*peak, 30, 10);
 }
 
 // One thread: 300 ms + 100 ms a row; four threads: 50 ms a row.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -218,25 +219,20 @@ TEST_F(AutoscalerTest, AfterAnOverloadMoveTheBacklogDrainsBeforeTheEstimatorIsHe
   EXPECT_EQ(load_->estimator().samples(), 0);
 }
 
-// One thread: 100 rows/s at b = 1 and 2, 160 at b = 4 (25 ms), 182 at b = 8 (44 ms).
-std::optional<double> QuickerFourRows(int threads, int batch) {
-  if (threads != 1) return std::nullopt;
-  switch (batch) {
-    case 1:
-      return 10.0;
-    case 2:
-      return 20.0;
-    case 4:
-      return 25.0;
-    case 8:
-      return 44.0;
-    default:
-      return std::nullopt;
-  }
+// One thread only, at these latencies (ms) by batch size.
+LatencyFn OneThread(std::map<int, double> by_batch) {
+  return [by_batch = std::move(by_batch)](int threads, int batch) -> std::optional<double> {
+    const auto it = by_batch.find(batch);
+    if (threads != 1 || it == by_batch.end()) return std::nullopt;
+    return it->second;
+  };
 }
 
+// 100 rows/s at b = 1 and 2, 160 at b = 4 (25 ms), 182 at b = 8 (44 ms).
+const LatencyFn kQuickerFourRows = OneThread({{1, 10.0}, {2, 20.0}, {4, 25.0}, {8, 44.0}});
+
 TEST_F(AutoscalerTest, AQueueThatStillStandsAWindowAfterAnOverloadMoveIsHeardAsTheLoad) {
-  SetUpModel(1, QuickerFourRows);
+  SetUpModel(1, kQuickerFourRows);
   Serve(1);
   // 105 rows/s against B = 1's 100: B = 4 keeps up, at a lower simulated p99 than B = 8.
   const std::optional<Decision> moved = TickUntil(Rule::kOverload, 12, 105, 99);
@@ -506,27 +502,13 @@ TEST_F(AutoscalerTest, AnOverloadMovesToTheSmallestBThatKeepsUpEvenBelowTheServi
 
 // Memory-bound: one thread runs b rows in ~3.7·b ms, whatever b (250 rows/s at b = 1, 276 at
 // b = 8); no other thread count.
-std::optional<double> FlatInB(int threads, int batch) {
-  if (threads != 1) return std::nullopt;
-  switch (batch) {
-    case 1:
-      return 4.0;
-    case 2:
-      return 7.6;
-    case 4:
-      return 14.8;
-    case 8:
-      return 29.0;
-    default:
-      return std::nullopt;
-  }
-}
+const LatencyFn kFlatInB = OneThread({{1, 4.0}, {2, 7.6}, {4, 14.8}, {8, 29.0}});
 
 // Where capacity is flat in b, a utilisation bar would take the largest b for a few percent
 // more (820 rows/s is more than 0.8 of B = 4's 1000, not of B = 8's 1053, whose batches take
 // twice as long); rule 1 takes the plan of the lowest simulated p99 among those that keep up.
 TEST_F(AutoscalerTest, AnOverloadWhereCapacityIsFlatInBTakesTheLowestP99ThatKeepsUp) {
-  SetUpModel(4, FlatInB);
+  SetUpModel(4, kFlatInB);
   Serve(2);
   ASSERT_EQ(view_.groups, (std::vector<InstanceGroup>{{2, 1, 1}}));
   const std::optional<Decision> d = TickUntil(Rule::kOverload, 20, 820, 99);

@@ -256,6 +256,50 @@ TEST(JointPartitionTest, AnOverloadedModelGetsTheSpareCpus) {
   EXPECT_EQ(both->models[1].plan->batch, 8);
 }
 
+// An on-off model between bursts: 1 row/s now, 60 at its recent peak, beside a busy one.
+TEST(JointPartitionTest, AReserveForARecentPeakIsKeptWhereTheNodeHasRoom) {
+  const Optimizer optimizer(AmdahlProfile(1, 8, 5, 40, 0.05));  // one thread: a CPU each
+  JointPartition partition;
+  ModelDemand between = Demand("between", optimizer, 1);
+  between.peak = 60;
+  const ModelDemand busy = Demand("busy", optimizer, 60);
+  auto at_rates = partition.Solve({between, busy}, 16);
+  ASSERT_TRUE(at_rates.ok());
+  std::vector<ModelDemand> demands{between, busy};
+  auto reserved = partition.SolveWithReserve(&demands, 16);
+  ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
+  EXPECT_EQ(demands[0].rate, 60);  // the whole reserve: the node has room for both peaks
+  EXPECT_EQ(demands[1].rate, 60);
+  EXPECT_GT(reserved->models[0].cpus, at_rates->models[0].cpus);
+  EXPECT_EQ(reserved->models[0].cpus, reserved->models[1].cpus);  // two models alike
+  EXPECT_EQ(reserved->unsustained, 0);
+}
+
+TEST(JointPartitionTest, WhereTheNodeHasNoRoomForTheReserveTheRatesWin) {
+  const Optimizer optimizer(AmdahlProfile(1, 8, 5, 40, 0.05));
+  JointPartition partition;
+  ModelDemand between = Demand("between", optimizer, 1);
+  between.peak = 60;
+  const ModelDemand busy = Demand("busy", optimizer, 60);
+  auto envelope = partition.Envelope(busy, 16);
+  ASSERT_TRUE(envelope.ok());
+  int fewest = 1;  // the fewest CPUs that keep the busy model up
+  while (!(*envelope)[static_cast<size_t>(fewest)]) ++fewest;
+  // One CPU more than the rates need: no room for the between model's peak (it needs what the
+  // busy one does), nor for half of it.
+  std::vector<ModelDemand> demands{between, busy};
+  auto r = partition.SolveWithReserve(&demands, fewest + 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->unsustained, 0);
+  EXPECT_EQ(demands[0].rate, 1);
+  EXPECT_EQ(r->models[1].cpus, fewest);
+  // A model without a reserve changes nothing: one Solve at the rates.
+  std::vector<ModelDemand> plain{Demand("a", optimizer, 10), busy};
+  auto same = partition.SolveWithReserve(&plain, 16);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(plain[0].rate, 10);
+}
+
 TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
   const Optimizer a(AmdahlProfile(16, 8, 5, 40, 0.05));
   const Optimizer b(AmdahlProfile(16, 8, 10, 60, 0.1));
