@@ -284,7 +284,7 @@ void NodeController::Decide(SteadyTime now) {
     MutexLock lock(&mu_);
     for (const ModelDemand& d : demands) planned_[d.name] = d.rate;  // what this decision saw
   }
-  StatusOr<PartitionResult> result = partition_.SolveWithReserve(&demands, total);
+  StatusOr<PartitionResult> result = partition_.SolveWithReserve(demands, total);
   if (!result.ok()) {
     PACKRAT_LOG(WARNING) << "node partition: " << result.status().message();
     MutexLock lock(&mu_);
@@ -329,14 +329,23 @@ NodeController::Proposal NodeController::Propose(
     p.slo_ms = demands[i].p99_target_ms;
     p.p99_target_ms = share.p99_ms;
     p.ratio_target = share.ratio;
-    if (p.rate > 0 && p.current_cpus > 0) {
-      const int cpus = std::min(p.current_cpus, total);
+    // The policy weighs both partitions at the rate now: a share planned with a burst reserve
+    // (result.reserve_share) is judged by what it does for the model now, so a reserve shapes
+    // the target and never makes a model that keeps up look unsustained (rule 1 moves at once).
+    const auto at_rate = [&](int cpus) {
       const auto envelope = partition_.Envelope(demands[i], cpus);
       const std::optional<RatePlan>* at = envelope.ok() ? &(*envelope)[cpus] : nullptr;
-      p.p99_now_ms = at && *at ? (*at)->simulated.p99_ms : kInf;
-      p.ratio_now = std::isfinite(p.p99_now_ms) && share.reference_ms > 0
-                        ? demands[i].weight * p.p99_now_ms / share.reference_ms
-                        : kInf;
+      const double p99 = at && *at ? (*at)->simulated.p99_ms : kInf;
+      const double ratio = std::isfinite(p99) && share.reference_ms > 0
+                               ? demands[i].weight * p99 / share.reference_ms
+                               : kInf;
+      return std::make_pair(p99, ratio);
+    };
+    if (p.rate > 0 && p.current_cpus > 0) {
+      std::tie(p.p99_now_ms, p.ratio_now) = at_rate(std::min(p.current_cpus, total));
+    }
+    if (p.rate > 0 && result.reserve_share > 0 && share.cpus > 0) {
+      std::tie(p.p99_target_ms, p.ratio_target) = at_rate(std::min(share.cpus, total));
     }
     proposal.target[p.name] = share.cpus;
     proposal.plans[p.name] = share.plan;

@@ -493,12 +493,12 @@ void Summarize(int total, PartitionResult* result) {
 
 }  // namespace
 
-StatusOr<PartitionResult> JointPartition::SolveWithReserve(std::vector<ModelDemand>* models,
+StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<ModelDemand>& models,
                                                            int total_cpus) {
-  StatusOr<PartitionResult> at_rates = Solve(*models, total_cpus);
+  StatusOr<PartitionResult> at_rates = Solve(models, total_cpus);
   if (!at_rates.ok()) return at_rates;
   for (const double share : kReserveShares) {
-    std::vector<ModelDemand> reserved = *models;
+    std::vector<ModelDemand> reserved = models;
     bool any = false;
     for (ModelDemand& d : reserved) {
       const double reserve = std::max(0.0, d.peak - d.rate);
@@ -508,7 +508,7 @@ StatusOr<PartitionResult> JointPartition::SolveWithReserve(std::vector<ModelDema
     if (!any) break;
     StatusOr<PartitionResult> result = Solve(reserved, total_cpus);
     if (result.ok() && result->unsustained <= at_rates->unsustained) {
-      *models = std::move(reserved);
+      result->reserve_share = share;
       return result;
     }
   }

@@ -134,6 +134,7 @@ struct PartitionResult {
   bool all_met = true;             // every targeted model with traffic within its target
   int cpus_assigned = 0;           // Σ cpus
   int spare_cpus = 0;              // T − cpus_assigned: CPUs that lower no model's ratio
+  double reserve_share = 0;        // the share of each burst reserve solved for (SolveWithReserve)
   // What the call cost (for benchmarks and logs).
   struct Stats {
     int64_t rule_evaluations = 0;  // ⟨model, c⟩ pairs the rule was asked about
@@ -174,13 +175,16 @@ class JointPartition {
 
   // Solve for each model's rate plus a share of its burst reserve (peak − rate, where
   // positive): the largest of kReserveShares that leaves no more models unsustained than the
-  // rates alone do, else none; `models`' rates then hold the rates solved for. Between its
+  // rates alone do, else none (PartitionResult::reserve_share says which). Between its
   // bursts an on-off model keeps the CPUs its next burst needs, as a static split keeps them,
   // where the node has room for them; without the reserve each burst finds them given away and
   // waits out a move to get them back (seconds of queue). Where the node has no room for every
   // reserve, the rates now win: a reserve never costs a model its rate. Up to three Solve()s.
+  // The shares and plans are for the reserved rates; what a share does for a model now is its
+  // Envelope at its rate.
   static constexpr double kReserveShares[] = {1.0, 0.5};
-  StatusOr<PartitionResult> SolveWithReserve(std::vector<ModelDemand>* models, int total_cpus);
+  StatusOr<PartitionResult> SolveWithReserve(const std::vector<ModelDemand>& models,
+                                             int total_cpus);
 
   // The model's keep-up plan on exactly `cpus` CPUs (no envelope),
   // or nullopt where none sustains the rate. For tests and diagnostics. kInvalidArgument for a bad

@@ -265,11 +265,9 @@ TEST(JointPartitionTest, AReserveForARecentPeakIsKeptWhereTheNodeHasRoom) {
   const ModelDemand busy = Demand("busy", optimizer, 60);
   auto at_rates = partition.Solve({between, busy}, 16);
   ASSERT_TRUE(at_rates.ok());
-  std::vector<ModelDemand> demands{between, busy};
-  auto reserved = partition.SolveWithReserve(&demands, 16);
+  auto reserved = partition.SolveWithReserve({between, busy}, 16);
   ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
-  EXPECT_EQ(demands[0].rate, 60);  // the whole reserve: the node has room for both peaks
-  EXPECT_EQ(demands[1].rate, 60);
+  EXPECT_EQ(reserved->reserve_share, 1);  // the whole reserve: the node has room for both peaks
   EXPECT_GT(reserved->models[0].cpus, at_rates->models[0].cpus);
   EXPECT_EQ(reserved->models[0].cpus, reserved->models[1].cpus);  // two models alike
   EXPECT_EQ(reserved->unsustained, 0);
@@ -287,17 +285,15 @@ TEST(JointPartitionTest, WhereTheNodeHasNoRoomForTheReserveTheRatesWin) {
   while (!(*envelope)[static_cast<size_t>(fewest)]) ++fewest;
   // One CPU more than the rates need: no room for the between model's peak (it needs what the
   // busy one does), nor for half of it.
-  std::vector<ModelDemand> demands{between, busy};
-  auto r = partition.SolveWithReserve(&demands, fewest + 1);
+  auto r = partition.SolveWithReserve({between, busy}, fewest + 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->unsustained, 0);
-  EXPECT_EQ(demands[0].rate, 1);
+  EXPECT_EQ(r->reserve_share, 0);
   EXPECT_EQ(r->models[1].cpus, fewest);
-  // A model without a reserve changes nothing: one Solve at the rates.
-  std::vector<ModelDemand> plain{Demand("a", optimizer, 10), busy};
-  auto same = partition.SolveWithReserve(&plain, 16);
+  // Without a reserve: the rates alone.
+  auto same = partition.SolveWithReserve({Demand("a", optimizer, 10), busy}, 16);
   ASSERT_TRUE(same.ok());
-  EXPECT_EQ(plain[0].rate, 10);
+  EXPECT_EQ(same->reserve_share, 0);
 }
 
 TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
