@@ -497,6 +497,16 @@ StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<Mod
                                                            int total_cpus) {
   StatusOr<PartitionResult> at_rates = Solve(models, total_cpus);
   if (!at_rates.ok()) return at_rates;
+  // Every model that the rates alone sustain keeps its rate now on its share.
+  const auto costs_no_rate = [&](const PartitionResult& reserved) {
+    for (size_t i = 0; i < models.size(); ++i) {
+      const int cpus = reserved.models[i].cpus;
+      if (models[i].rate <= 0 || !at_rates->models[i].sustained || cpus <= 0) continue;
+      const auto envelope = Envelope(models[i], cpus);
+      if (!envelope.ok() || !(*envelope)[static_cast<size_t>(cpus)]) return false;
+    }
+    return true;
+  };
   for (const double share : kReserveShares) {
     std::vector<ModelDemand> reserved = models;
     bool any = false;
@@ -507,7 +517,7 @@ StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<Mod
     }
     if (!any) break;
     StatusOr<PartitionResult> result = Solve(reserved, total_cpus);
-    if (result.ok() && result->unsustained <= at_rates->unsustained) {
+    if (result.ok() && result->unsustained <= at_rates->unsustained && costs_no_rate(*result)) {
       result->reserve_share = share;
       return result;
     }

@@ -174,13 +174,14 @@ class JointPartition {
   StatusOr<PartitionResult> Solve(const std::vector<ModelDemand>& models, int total_cpus);
 
   // Solve for each model's rate plus a share of its burst reserve (peak − rate, where
-  // positive): the largest of kReserveShares that leaves no more models unsustained than the
-  // rates alone do, else none (PartitionResult::reserve_share says which). Between its
-  // bursts an on-off model keeps the CPUs its next burst needs, as a static split keeps them,
-  // where the node has room for them; without the reserve each burst finds them given away and
-  // waits out a move to get them back (seconds of queue). Where the node has no room for every
-  // reserve, the rates now win: a reserve never costs a model its rate. Up to three Solve()s.
-  // The shares and plans are for the reserved rates; what a share does for a model now is its
+  // positive): the largest of kReserveShares that the node has room for (no more models
+  // unsustained than at the rates alone) and whose shares still sustain, at its rate now, every
+  // model that the rates alone sustain; else none (PartitionResult::reserve_share says which).
+  // Between its bursts an on-off model keeps the CPUs its next burst needs, as a static split
+  // keeps them, where the node has room for them; without the reserve each burst finds them
+  // given away and waits out a move to get them back (seconds of queue). Where the node has no
+  // room, the rates now win: a reserve never costs a model its rate. Up to three Solve()s. The
+  // shares and plans are for the reserved rates; what a share does for a model now is its
   // Envelope at its rate.
   static constexpr double kReserveShares[] = {1.0, 0.5};
   StatusOr<PartitionResult> SolveWithReserve(const std::vector<ModelDemand>& models,
