@@ -52,14 +52,14 @@ std::optional<int64_t> BatchForRate(double rate, int64_t current_b, int64_t max_
 
 std::optional<int64_t> OverloadBatch(double rate, double window_s, int64_t max_b, double floor,
                                      const CapacityFn& capacity, const P99Fn& p99) {
-  std::vector<std::pair<int64_t, double>> more;     // ascending b: plans serving more than floor
-  std::vector<std::pair<int64_t, double>> keep_up;  // of those, b and p99 (unknown: infinite)
+  std::vector<std::pair<int64_t, double>> all;      // ascending b, with capacities
+  std::vector<std::pair<int64_t, double>> keep_up;  // above floor and keeping up: b and p99
   double lowest = std::numeric_limits<double>::infinity();
   for (int64_t b : LargerBatches(0, max_b)) {
     const std::optional<double> c = capacity(b);
-    if (!c || !(*c > floor)) continue;
-    more.emplace_back(b, *c);
-    if (!KeepsUpBeyondChance(rate, window_s, *c)) continue;
+    if (!c || *c <= 0) continue;
+    all.emplace_back(b, *c);
+    if (!(*c > floor) || !KeepsUpBeyondChance(rate, window_s, *c)) continue;
     const double ms = p99(b).value_or(std::numeric_limits<double>::infinity());
     keep_up.emplace_back(b, ms);
     lowest = std::min(lowest, ms);
@@ -67,7 +67,13 @@ std::optional<int64_t> OverloadBatch(double rate, double window_s, int64_t max_b
   for (const auto& [b, ms] : keep_up) {
     if (ms <= kNearLowestP99 * lowest) return b;
   }
-  return SmallestNearMost(more, 0);
+  // None keeps up: the smallest near the most capacity of every B, where it serves more than
+  // `floor` (a larger B that does would trade far longer batches for a few percent).
+  const std::optional<int64_t> near_most = SmallestNearMost(all, 0);
+  for (const auto& [b, c] : all) {
+    if (near_most && b == *near_most && c > floor) return b;
+  }
+  return std::nullopt;
 }
 
 bool KeepsUpBeyondChance(double rate, double window_s, double capacity) {

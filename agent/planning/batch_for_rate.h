@@ -49,8 +49,8 @@ using P99Fn = std::function<std::optional<double>(int64_t b)>;
 // and `max_b` itself, the plans that serve more than `floor` rows/s. Of those that keep up with
 // `rate` beyond chance (KeepsUpBeyondChance over `window_s`), the smallest b whose simulated p99
 // at the rate, `p99(b)`, is within kNearLowestP99 of the lowest of theirs (an unknown p99 ranks
-// last); where none keeps up, the smallest within kBatchForRateNearMost of the most capacity.
-// Nullopt where none serves more than `floor`.
+// last); where none keeps up, the smallest b within kBatchForRateNearMost of the most capacity
+// of every b, where that serves more than `floor`. Nullopt otherwise.
 // The simulation weighs a queue near capacity against longer batches, which a utilisation bar
 // cannot: where capacity is flat in b, the smallest b run 0.8 busy may be the largest one,
 // chosen for a fraction of a percent of capacity, and every row then waits for its whole batch.

@@ -80,6 +80,8 @@ TEST(BatchForRateTest, APlanWithinChanceOfTheRateDoesNotKeepUp) {
   // plan serves: the smallest b within 5% of the most (276 · 0.95 = 262.2), whatever its p99.
   const std::map<int64_t, double> p99 = {{1, 900}, {2, 500}, {4, 600}, {8, 700}, {16, 800}};
   EXPECT_EQ(OverloadBatch(262, 2, 16, 0, Table(kFlat), Table(p99)), 2);
+  // That b must serve more than the floor: no larger b is taken for the few percent it adds.
+  EXPECT_EQ(OverloadBatch(262, 2, 16, 265, Table(kFlat), Table(p99)), std::nullopt);
   EXPECT_FALSE(KeepsUpBeyondChance(262, 2, 276));
   EXPECT_TRUE(KeepsUpBeyondChance(262, 2, 286));
   // Over a longer span the same rate is told from the capacity sooner.
