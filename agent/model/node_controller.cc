@@ -332,8 +332,9 @@ NodeController::Proposal NodeController::Propose(
     // The policy weighs both partitions at the rate now: a share planned with a burst reserve
     // (result.reserve_share) is judged by what it does for the model now, so a reserve shapes
     // the target and never makes a model that keeps up look unsustained (rule 1 moves at once).
+    JointPartition* partition = &partition_;  // the lambda runs here, under decide_mu_
     const auto at_rate = [&](int cpus) {
-      const auto envelope = partition_.Envelope(demands[i], cpus);
+      const auto envelope = partition->Envelope(demands[i], cpus);
       const std::optional<RatePlan>* at = envelope.ok() ? &(*envelope)[cpus] : nullptr;
       const double p99 = at && *at ? (*at)->simulated.p99_ms : kInf;
       const double ratio = std::isfinite(p99) && share.reference_ms > 0
