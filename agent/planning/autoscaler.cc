@@ -400,7 +400,8 @@ bool Autoscaler::RelieveOverload(const Inputs& in, Decision* d) const {
   // Plans are judged at the rate, over every B: capacity is no monotone function of B once
   // plans differ in shape and thread counts in measured slowdown. Among the plans that serve
   // kBatchForRateMinGain more than the serving set, of those that keep up the one of the
-  // lowest simulated p99 at the rate; else the smallest near the most capacity.
+  // lowest simulated p99 at the rate; else the smallest near the most capacity, where that
+  // serves kBatchForRateMinGain more.
   const Candidates at_rate(*this, view, rate);
   const std::optional<int64_t> b = OverloadBatch(
       *rate, static_cast<double>(window_ms) / 1e3, options_.max_batch,

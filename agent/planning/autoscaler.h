@@ -28,8 +28,9 @@
 //      beyond B: move at once, among the plans of every B that serve kBatchForRateMinGain
 //      more than the serving set, to the one of the lowest simulated p99 at the rate of those
 //      that keep up beyond chance — or, where none does, to the smallest near the most
-//      capacity (OverloadBatch; PlanFor puts capacity first where a plan cannot serve the
-//      rate). Its backlog then drains before the estimator is
+//      capacity where that serves kBatchForRateMinGain more (OverloadBatch; PlanFor puts
+//      capacity first where a plan cannot serve the rate). Its backlog then drains before the
+//      estimator is
 //      listened to again — unless a queue still stands once the estimator's window holds only
 //      samples taken since the move: that queue is the load (a bounded client pool refills it
 //      as fast as it is served) — and the estimator's steps down wait scale_down_delay_ms.
