@@ -60,8 +60,8 @@ std::string CountsJson(const std::map<std::string, int>& counts) {
 // a switch, and plan the first for part of the new rate (the 1-s rise).
 constexpr double kBacklogDrainSeconds = 5.0;
 
-double PlannedRate(const ServedModel& model) {
-  const std::optional<ControllerSnapshot> c = model.controller_snapshot();
+// `c`: the model's controller_snapshot(), taken once by the caller.
+double PlannedRate(const ServedModel& model, const std::optional<ControllerSnapshot>& c) {
   if (!c) return 0;
   return c->rate_shift.value_or(c->rate) +
          static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
@@ -73,8 +73,8 @@ ModelDemand DemandOf(const ServedModel& model) {
   ModelDemand d;
   d.name = c.name;
   d.optimizer = model.optimizer();
-  d.rate = PlannedRate(model);
   const std::optional<ControllerSnapshot> snapshot = model.controller_snapshot();
+  d.rate = PlannedRate(model, snapshot);
   if (snapshot) d.peak = snapshot->recent_peak.value_or(0.0);
   if (c.batching.p99_target_ms > 0) d.p99_target_ms = c.batching.p99_target_ms;
   d.weight = c.weight;
@@ -157,7 +157,7 @@ bool NodeController::Stepped() const {
   std::vector<std::tuple<std::string, bool, double>> rates;
   for (const auto& m : models) {
     const std::optional<ControllerSnapshot> c = m->controller_snapshot();
-    rates.emplace_back(m->name(), c && c->rate_shift.has_value(), PlannedRate(*m));
+    rates.emplace_back(m->name(), c && c->rate_shift.has_value(), PlannedRate(*m, c));
   }
   MutexLock lock(&mu_);
   for (const auto& [name, shifted, rate] : rates) {
