@@ -84,4 +84,9 @@ void InferenceRequest::FinishRows(int64_t count) {
   done_(final_status, *this);
 }
 
+void InferenceRequest::ReleaseSharedMemory() {
+  decoded_.input_regions.clear();
+  for (RequestedOutput& output : decoded_.outputs) output.region.reset();
+}
+
 }  // namespace packrat

@@ -77,8 +77,14 @@ class InferenceRequest {
   // The outputs, complete once the callback ran with OK. Not thread-safe before that.
   const std::vector<Tensor>& outputs() const { return outputs_; }
 
+  // Lets go of the request's leases on its client's shared-memory regions (its inputs' and its
+  // outputs'), so that a client holding its answer may unregister them at once. Call from the
+  // completion callback, after the outputs were written, before the answer is sent; the inputs
+  // and the outputs' regions must not be read afterwards.
+  void ReleaseSharedMemory();
+
  private:
-  const DecodedRequest decoded_;
+  DecodedRequest decoded_;  // changed only by ReleaseSharedMemory, once every row is finished
   const Callback done_;
   const SteadyTime arrival_;
   std::optional<SteadyTime> deadline_;

@@ -239,8 +239,11 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
 
   auto done = [model, response, finish](const Status& status, InferenceRequest& req) {
-    if (!status.ok()) return finish(status);
-    finish(EncodeModelInferResponse(model->signature(), req.decoded(), req.outputs(), response));
+    const Status answer = status.ok() ? EncodeModelInferResponse(model->signature(), req.decoded(),
+                                                                 req.outputs(), response)
+                                      : status;
+    req.ReleaseSharedMemory();  // before the answer: its client may unregister the regions next
+    finish(answer);
   };
   std::optional<SteadyTime> deadline;
   if (decoded->timeout_us) {

@@ -441,11 +441,16 @@ void KserveHandler::Infer(std::shared_ptr<ServedModel> held, HttpRequest request
       }
       return r;
     };
-    if (!status.ok()) return finish(timed(ErrorFor(status)));
+    // Leases go before the answer: its client may unregister the regions next.
+    if (!status.ok()) {
+      req.ReleaseSharedMemory();
+      return finish(timed(ErrorFor(status)));
+    }
     std::vector<TensorView> outputs;
     outputs.reserve(req.outputs().size());
     for (const Tensor& t : req.outputs()) outputs.push_back(t.View());
     auto encoded = EncodeInferResponse(model->signature(), req.decoded(), outputs);
+    req.ReleaseSharedMemory();
     if (!encoded.ok()) return finish(timed(ErrorFor(encoded.status())));
     HttpResponse r;
     r.status = 200;

@@ -8,7 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "agent/kserve/shared_memory_registry.h"
 #include "tests/agent/batching/fake_executor.h"
+#include "tests/support/shm_object.h"
 
 namespace packrat {
 namespace {
@@ -114,6 +116,38 @@ TEST(InferenceRequestTest, AnOutputThatChangesShapeAfterAnEmptySliceFails) {
   full.byte_size = values.size() * sizeof(float);
   request.DeliverRows(2, 1, {full}, 0);
   EXPECT_EQ(seen.code(), StatusCode::kInternal) << seen.ToString();
+}
+
+// A client may unregister its shared-memory regions as soon as it has its answer: the answer
+// is sent from the completion callback, so the request lets go of its leases there, not when
+// the last slice drops it.
+TEST(InferenceRequestTest, TheCallbackReleasesTheSharedMemoryLeasesBeforeTheAnswer) {
+  testing::ShmObject object(4096);
+  SharedMemoryRegistry regions;
+  ASSERT_TRUE(regions.Register("in", object.key(), 0, 1024).ok());
+  ASSERT_TRUE(regions.Register("out", object.key(), 1024, 1024).ok());
+  DecodedRequest decoded = MakeDecoded(5, 2);
+  {
+    StatusOr<SharedMemorySpan> in = regions.Resolve({"in", 32, 0}, "input 'x'");
+    StatusOr<SharedMemorySpan> out = regions.Resolve({"out", 48, 0}, "output 'y'");
+    ASSERT_TRUE(in.ok() && out.ok());
+    decoded.input_regions.push_back(std::move(in).value());
+    decoded.outputs.push_back({"y", true, std::move(out).value()});
+  }  // the request's are now the only leases
+  Status held = Status::Ok();
+  Status released = Status::Ok();
+  auto request = std::make_shared<InferenceRequest>(
+      std::move(decoded),
+      [&](const Status&, InferenceRequest& req) {
+        held = regions.Unregister("out");
+        req.ReleaseSharedMemory();
+        released = regions.Unregister("");  // what a client that has its answer may do
+      },
+      SteadyTime{});
+  const std::vector<int64_t> values = {1, 2};
+  request->DeliverRows(0, 2, Outputs(values), 0);
+  EXPECT_EQ(held.code(), StatusCode::kAborted);
+  EXPECT_TRUE(released.ok()) << released.ToString();  // the request itself is still alive
 }
 
 }  // namespace
