@@ -244,17 +244,22 @@ Status InstanceSets::Switch(const std::vector<InstanceGroup>& groups,
   std::shared_ptr<InstanceSet> next =
       hooks_.make_set(generation, groups, plan, std::move(workers), std::move(batches));
 
-  // Switch: batches cut from now on go to the new set; the old one is retired in order.
+  // Switch: batches cut from now on go to the new set. Only then is the old one queued to
+  // retire: its drain (Dispatcher::WaitIdle) counts the slices handed to it, and none may be
+  // handed to it after the drain saw it idle.
   {
     MutexLock lock(&mu_);
     draining_.push_back(old);
     active_ = next;
     PublishInstancesLocked();
+  }
+  hooks_.switched(*next);
+  {
+    MutexLock lock(&mu_);
     to_retire_.push_back({old, kept});
     bracket.HandOver();
   }
   retired_cv_.NotifyAll();
-  hooks_.switched(*next);
   Changed();
   NoteSwitched(*next, began, fresh, unparked.size(), restart);
   return Status::Ok();

@@ -65,7 +65,8 @@ struct SetHooks {
       uint64_t generation, std::vector<InstanceGroup> groups, std::optional<Plan> plan,
       std::vector<std::shared_ptr<Worker>> workers, std::vector<int64_t> batches)>
       make_set;
-  // `next` serves from now on: batches cut from now go to it.
+  // `next` serves from now on: batches cut from now go to it. On return no batch is still
+  // being handed to the previous set (its dispatcher then only finishes what it has).
   std::function<void(const InstanceSet& next)> switched;
   // Before a plan's runtimes start (layered batching: its stage profiles). Blocking; an error
   // cancels the switch.
