@@ -241,7 +241,8 @@ struct ModelConfig {
   std::vector<TensorSpec> outputs;
   BatchingConfig batching;
   // The static plan, or empty with auto_instances: the agent profiles the model (or reuses its
-  // stored profile) and starts on the optimizer's plan for B = batching.max_batch (FirstPlan).
+  // stored profile) and starts on the optimizer's plan for B = batching.max_batch, or, with a
+  // batch-latency limit, the smallest B near the most rows/s within it (FirstPlan).
   std::vector<InstanceGroup> instances;
   bool auto_instances = false;
   int auto_threads = 0;  // T for auto plans; 0 = every core the agent may use

@@ -1,8 +1,11 @@
 #include "agent/model/model_profile.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <thread>
 
+#include "agent/planning/batch_for_rate.h"
 #include "agent/pool/virtual_node.h"
 #include "agent/profiling/profile_store.h"
 #include "common/logging.h"
@@ -42,19 +45,23 @@ StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, i
   const double limit = model.batching.max_batch_latency_ms;
   Plan plan;
   if (limit > 0) {
-    // The load is unknown: the most capacity whose batches keep within the limit, else the
+    // The load is unknown: the smallest B near the most capacity whose batches keep within the
+    // limit (StepUpBatch from no batch at all, as the autoscaler's MostCapacity), else the
     // fastest plan. (B = max_batch here would run batches far beyond it until the estimator's
     // first decision.)
     ASSIGN_OR_RETURN(std::vector<Plan> plans, optimizer.SolveAll(threads, max_batch));
     plan = plans.front();
-    double best = 0;  // rows/s
+    std::map<int64_t, const Plan*> within;
     for (const Plan& p : plans) {
-      const double capacity = p.batch / p.latency_ms;
-      if (p.latency_ms <= limit && capacity > best) {
-        plan = p;
-        best = capacity;
-      }
+      if (p.latency_ms <= limit) within[p.batch] = &p;
     }
+    const std::optional<int64_t> b = StepUpBatch(0, max_batch, [&within](int64_t b) {
+      const auto it = within.find(b);
+      return it == within.end()
+                 ? std::nullopt
+                 : std::optional<double>(1e3 * it->second->batch / it->second->latency_ms);
+    });
+    if (b) plan = *within.at(*b);
   } else {
     ASSIGN_OR_RETURN(plan, optimizer.Solve(threads, max_batch));
   }

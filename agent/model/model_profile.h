@@ -37,9 +37,11 @@ StatusOr<Profile> LoadModelProfile(const ModelConfig& model, int threads,
                                    ProfilingProgress* progress);
 
 // The optimizer's plan for T = `threads` to start serving on: B = batching.max_batch, or with
-// batching.max_batch_latency_ms the plan of the most rows/s (B over its batch latency, the
-// smallest B among equals) whose batch latency keeps within it (B = 1 where none does); logged
-// with its predicted latency and the fat instance's.
+// batching.max_batch_latency_ms, among the plans whose batch latency keeps within it, the
+// smallest B (a power of two, or max_batch) whose rows/s are within kBatchForRateNearMost of
+// the most (StepUpBatch: a larger B that serves a few percent more makes every row wait for a
+// longer batch), B = 1 where none keeps within it; logged with its predicted latency and the
+// fat instance's.
 StatusOr<Plan> FirstPlan(const ModelConfig& model, const Optimizer& optimizer, int threads);
 
 }  // namespace packrat
