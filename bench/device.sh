@@ -31,6 +31,13 @@
 #                                Here, unpack robust-data/DRAW into bench/data/robust/ and
 #                                `bench/robust --judge-only` with the same arguments renders it.
 #
+#   bench/device.sh partition S [bench/partition_robust arguments]
+#                                there: as robust, for bench/partition_robust (its results
+#                                under the ignored bench/results/partition-data/DRAW); leaves
+#                                partition.tar.xz (results.json and the joint partition's
+#                                decision traces), its log and lscpu in $OUT. Here, unpack it
+#                                and `bench/partition_robust --judge-only --data DIR` renders it.
+#
 #   bench/device.sh virtual S [bench/virtual arguments]
 #                                there: as session, but runs `bench/virtual --real --no-docs`
 #                                (real runtimes on its cores, each model's profile measured
@@ -97,7 +104,7 @@ if [[ $mode == robust-bundle ]]; then
   ls -l "$ROOT/.device/robust.tar.xz"
   exit 0
 fi
-if [[ $mode == robust ]]; then
+if [[ $mode == robust || $mode == partition ]]; then
   seconds=${1:?seconds}
   shift
   OUT=${OUT:-/tmp/packrat-device-out}
@@ -111,6 +118,25 @@ if [[ $mode == robust ]]; then
   export LD_LIBRARY_PATH=$ROOT/.device/robust/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   lscpu > "$OUT/lscpu.txt" 2>&1 || true
   mkdir -p bench/results
+fi
+if [[ $mode == partition ]]; then
+  if ! pgrep -f "$ROOT/bench/partition_robust" > /dev/null; then
+    PYTHONUNBUFFERED=1 setsid python3 "$ROOT/bench/partition_robust" \
+      --data bench/results/partition-data "$@" > bench/results/partition.log 2>&1 < /dev/null &
+  fi
+  while pgrep -f "$ROOT/bench/partition_robust" > /dev/null && ((SECONDS < seconds)); do
+    sleep 5
+  done
+  pgrep -f "$ROOT/bench/partition_robust" > /dev/null && echo "== still running" ||
+    echo "== finished"
+  (cd bench/results && find partition-data partition_robust -name results.json -o \
+     -name joint-partition.jsonl -o -name base-partition.jsonl 2>/dev/null |
+     tar -cJf "$OUT/partition.tar.xz" -T -) || true
+  cp bench/results/partition.log "$OUT/"
+  tail -n 30 bench/results/partition.log
+  exit 0
+fi
+if [[ $mode == robust ]]; then
   if ! pgrep -f "$ROOT/bench/robust" > /dev/null; then
     # Results in an ignored folder: each call lays the tracked files anew, an ignored one stays.
     PYTHONUNBUFFERED=1 setsid python3 "$ROOT/bench/robust" --data bench/results/robust-data \

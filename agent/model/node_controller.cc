@@ -67,7 +67,8 @@ double PlannedRate(const ServedModel& model, const std::optional<ControllerSnaps
          static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
 }
 
-ModelDemand DemandOf(const ServedModel& model) {
+// `held`: the CPUs the model's share holds now (0: none).
+ModelDemand DemandOf(const ServedModel& model, int held) {
   const ModelConfig& c = model.config();
   const AutoscalerOptions a = AutoscalerOptionsFor(c, 1, false);
   ModelDemand d;
@@ -76,6 +77,7 @@ ModelDemand DemandOf(const ServedModel& model) {
   const std::optional<ControllerSnapshot> snapshot = model.controller_snapshot();
   d.rate = PlannedRate(model, snapshot);
   if (snapshot) d.peak = snapshot->recent_peak.value_or(0.0);
+  d.held_cpus = held;
   if (c.batching.p99_target_ms > 0) d.p99_target_ms = c.batching.p99_target_ms;
   d.weight = c.weight;
   d.min_threads = c.min_threads;
@@ -236,7 +238,7 @@ Status NodeController::MakeRoom(const std::string& model, int cpus) {
     return ResourceExhausted("no CPUs to make room for model '" + model + "'");
   }
   std::vector<ModelDemand> demands;
-  for (const auto& m : models) demands.push_back(DemandOf(*m));
+  for (const auto& m : models) demands.push_back(DemandOf(*m, 0));
   ASSIGN_OR_RETURN(PartitionResult result, partition_.Solve(demands, total));
   Proposal proposal;
   const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
@@ -279,7 +281,11 @@ void NodeController::Decide(SteadyTime now) {
       std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget());
 
   std::vector<ModelDemand> demands;
-  for (const auto& m : models) demands.push_back(DemandOf(*m));
+  for (const auto& m : models) {
+    const auto share = shares.find(m->name());
+    demands.push_back(
+        DemandOf(*m, share == shares.end() ? 0 : static_cast<int>(share->second.size())));
+  }
   {
     MutexLock lock(&mu_);
     for (const ModelDemand& d : demands) planned_[d.name] = d.rate;  // what this decision saw
@@ -329,9 +335,10 @@ NodeController::Proposal NodeController::Propose(
     p.slo_ms = demands[i].p99_target_ms;
     p.p99_target_ms = share.p99_ms;
     p.ratio_target = share.ratio;
-    // The policy weighs both partitions at the rate now: a share planned with a burst reserve
-    // (result.reserve_share) is judged by what it does for the model now, so a reserve shapes
-    // the target and never makes a model that keeps up look unsustained (rule 1 moves at once).
+    // The policy weighs both partitions at the rate now, on the model's own floor: a share
+    // planned with a burst reserve or with floors of held CPUs (SolveWithReserve) is judged by
+    // what it does for the model now, so a reserve shapes the target and never makes a model
+    // that keeps up look unsustained (rule 1 moves at once).
     JointPartition* partition = &partition_;  // the lambda runs here, under decide_mu_
     const auto at_rate = [&](int cpus) {
       const auto envelope = partition->Envelope(demands[i], cpus);
@@ -345,7 +352,7 @@ NodeController::Proposal NodeController::Propose(
     if (p.rate > 0 && p.current_cpus > 0) {
       std::tie(p.p99_now_ms, p.ratio_now) = at_rate(std::min(p.current_cpus, total));
     }
-    if (p.rate > 0 && result.reserve_share > 0 && share.cpus > 0) {
+    if (p.rate > 0 && share.cpus > 0) {
       std::tie(p.p99_target_ms, p.ratio_target) = at_rate(std::min(share.cpus, total));
     }
     proposal.target[p.name] = share.cpus;
@@ -365,7 +372,9 @@ std::string NodeController::DecisionJson(int total, const std::vector<ModelDeman
                      ",\"objective\":{\"worst_ratio\":" + Number(result.worst_ratio) +
                      ",\"ratio_sum\":" + Number(result.ratio_sum) +
                      ",\"all_met\":" + (result.all_met ? "true" : "false") +
-                     ",\"spare_cpus\":" + std::to_string(result.spare_cpus) + "},\"models\":[";
+                     ",\"spare_cpus\":" + std::to_string(result.spare_cpus) +
+                     ",\"reserve_share\":" + Number(result.reserve_share) +
+                     ",\"peaks_kept\":" + (result.peaks_kept ? "true" : "false") + "},\"models\":[";
   for (size_t i = 0; i < proposal.view.size(); ++i) {
     const PartitionModel& p = proposal.view[i];
     const auto current = shares.find(p.name);

@@ -495,34 +495,79 @@ void Summarize(int total, PartitionResult* result) {
 
 StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<ModelDemand>& models,
                                                            int total_cpus) {
-  StatusOr<PartitionResult> at_rates = Solve(models, total_cpus);
-  if (!at_rates.ok()) return at_rates;
-  // Every model that the rates alone sustain keeps its rate now on its share.
-  const auto costs_no_rate = [&](const PartitionResult& reserved) {
+  // Each model keeps what its rate needs of what it holds.
+  std::vector<ModelDemand> floored = models;
+  for (ModelDemand& d : floored) d.min_threads = RateFloor(d);
+  StatusOr<PartitionResult> at_rates = Solve(floored, total_cpus);
+  if (!at_rates.ok()) {
+    floored = models;
+    at_rates = Solve(models, total_cpus);
+    if (!at_rates.ok()) return at_rates;
+  }
+  // Every model that the rates sustain keeps its rate now on its share.
+  const auto room = [&](const StatusOr<PartitionResult>& reserved) {
+    if (!reserved.ok() || reserved->unsustained > at_rates->unsustained) return false;
     for (size_t i = 0; i < models.size(); ++i) {
-      const int cpus = reserved.models[i].cpus;
+      const int cpus = reserved->models[i].cpus;
       if (models[i].rate <= 0 || !at_rates->models[i].sustained || cpus <= 0) continue;
       const auto envelope = Envelope(models[i], cpus);
       if (!envelope.ok() || !(*envelope)[static_cast<size_t>(cpus)]) return false;
     }
     return true;
   };
+  // 1. A share of each burst reserve.
   for (const double share : kReserveShares) {
-    std::vector<ModelDemand> reserved = models;
+    std::vector<ModelDemand> reserved = floored;
     bool any = false;
     for (ModelDemand& d : reserved) {
       const double reserve = std::max(0.0, d.peak - d.rate);
       any = any || reserve > 0;
       d.rate += share * reserve;
     }
-    if (!any) break;
+    if (!any) return at_rates;
     StatusOr<PartitionResult> result = Solve(reserved, total_cpus);
-    if (result.ok() && result->unsustained <= at_rates->unsustained && costs_no_rate(*result)) {
+    if (room(result)) {
       result->reserve_share = share;
       return result;
     }
   }
+  // 2. What each peak needs of the CPUs its model holds.
+  std::vector<ModelDemand> kept = models;
+  bool any = false;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    kept[i].min_threads = PeakFloor(models[i]);
+    any = any || kept[i].min_threads > floored[i].min_threads;
+  }
+  if (!any) return at_rates;
+  StatusOr<PartitionResult> result = Solve(kept, total_cpus);
+  if (room(result)) {
+    result->peaks_kept = true;
+    return result;
+  }
   return at_rates;
+}
+
+std::optional<int> JointPartition::FewestHeld(const ModelDemand& model, double rate) {
+  const int held = std::min(model.held_cpus, kMaxCpus);
+  if (held < model.min_threads) return std::nullopt;
+  if (rate <= 0) return model.min_threads;
+  ModelDemand at = model;
+  at.rate = rate;
+  const auto envelope = Envelope(at, held);
+  if (!envelope.ok()) return std::nullopt;
+  for (int c = model.min_threads; c <= held; ++c) {
+    if ((*envelope)[static_cast<size_t>(c)]) return c;
+  }
+  return std::nullopt;
+}
+
+int JointPartition::RateFloor(const ModelDemand& model) {
+  return FewestHeld(model, model.rate).value_or(model.min_threads);
+}
+
+int JointPartition::PeakFloor(const ModelDemand& model) {
+  if (!(model.peak > model.rate)) return RateFloor(model);
+  return FewestHeld(model, model.peak).value_or(std::max(model.min_threads, model.held_cpus));
 }
 
 StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& models,

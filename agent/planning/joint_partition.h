@@ -96,6 +96,10 @@ struct ModelDemand {
   // Rows/s of its recent peak (ControllerSnapshot::recent_peak); SolveWithReserve plans for a
   // share of what it exceeds `rate` by. Solve ignores it.
   double peak = 0;
+  // CPUs the model holds now (its share; 0: none). SolveWithReserve lets it keep as many of
+  // them as its rate needs (RateFloor), and where it can, as its recent peak needs
+  // (PeakFloor). Solve ignores it.
+  int held_cpus = 0;
   std::optional<double> p99_target_ms;  // batching.p99_target_ms (> 0); nullopt = none
   double weight = 1;                    // > 0: scales the model's ratio
   int min_threads = 1;                  // ≥ 1: the fewest CPUs the model keeps
@@ -135,6 +139,7 @@ struct PartitionResult {
   int cpus_assigned = 0;           // Σ cpus
   int spare_cpus = 0;              // T − cpus_assigned: CPUs that lower no model's ratio
   double reserve_share = 0;        // the share of each burst reserve solved for (SolveWithReserve)
+  bool peaks_kept = false;         // SolveWithReserve's second reserve: PeakFloor
   // What the call cost (for benchmarks and logs).
   struct Stats {
     int64_t rule_evaluations = 0;  // ⟨model, c⟩ pairs the rule was asked about
@@ -173,19 +178,34 @@ class JointPartition {
   // thread hand it off.
   StatusOr<PartitionResult> Solve(const std::vector<ModelDemand>& models, int total_cpus);
 
-  // Solve for each model's rate plus a share of its burst reserve (peak − rate, where
-  // positive): the largest of kReserveShares that the node has room for (no more models
-  // unsustained than at the rates alone) and whose shares still sustain, at its rate now, every
-  // model that the rates alone sustain; else none (PartitionResult::reserve_share says which).
+  // Solve for the rates now, where every model keeps as many of the CPUs it holds as its rate
+  // needs (RateFloor): a move for one model's rate never costs another its rate, whether it
+  // gives a model that lacks CPUs what it needs or leaves fewer models lacking than before.
+  // (Where those floors do not fit the node, a plain Solve.) Then, in this order, the first
+  // of two reserves for each model's recent peak that the node has room for — no more models
+  // unsustained than at the rates, and each model that the rates sustain still sustained at
+  // its rate now on its share — else the rates:
+  //   1. each model's rate plus a share of its burst reserve (peak − rate, where positive), the
+  //      largest of kReserveShares (PartitionResult::reserve_share);
+  //   2. each model keeps as many of the CPUs it holds as its peak needs (PeakFloor), and the
+  //      rest goes where the rates need it (PartitionResult::peaks_kept).
   // Between its bursts an on-off model keeps the CPUs its next burst needs, as a static split
-  // keeps them, where the node has room for them; without the reserve each burst finds them
-  // given away and waits out a move to get them back (seconds of queue). Where the node has no
-  // room, the rates now win: a reserve never costs a model its rate. Up to three Solve()s. The
-  // shares and plans are for the reserved rates; what a share does for a model now is its
-  // Envelope at its rate.
+  // keeps them, where the node has room; without a reserve each burst finds them given away and
+  // waits out a move to get them back (seconds of queue). A reserve never costs a model its
+  // rate. Up to five Solve()s. The shares and plans are for the reserved rates or floors; what
+  // a share does for a model now is its Envelope at its rate.
   static constexpr double kReserveShares[] = {1.0, 0.5};
   StatusOr<PartitionResult> SolveWithReserve(const std::vector<ModelDemand>& models,
                                              int total_cpus);
+
+  // The floors SolveWithReserve gives `model`, of the CPUs it holds (held_cpus), never below
+  // min_threads. RateFloor: the fewest on which its keep-up rule sustains its rate now
+  // (min_threads without traffic, or where none of them sustains it: a model that lacks CPUs
+  // keeps none of them from a move that sustains another lacking one). PeakFloor: likewise for
+  // its recent peak, where above its rate (else its RateFloor), and all it holds where none
+  // of them sustains the peak.
+  int RateFloor(const ModelDemand& model);
+  int PeakFloor(const ModelDemand& model);
 
   // The model's keep-up plan on exactly `cpus` CPUs (no envelope),
   // or nullopt where none sustains the rate. For tests and diagnostics. kInvalidArgument for a bad
@@ -210,6 +230,9 @@ class JointPartition {
   struct Pass;   // one model at one rate, within one call
 
   Plans& PlansFor(const Optimizer& optimizer);
+  // The fewest of the CPUs `model` holds on which its keep-up rule sustains `rate` (min_threads
+  // at no rate); nullopt where none does or it holds fewer than min_threads.
+  std::optional<int> FewestHeld(const ModelDemand& model, double rate);
 
   const BatchingSimulator policy_simulator_;    // the autoscaler's: 5000 arrivals, seed 1
   const BatchingSimulator estimate_simulator_;  // simulated_requests arrivals, seed 1

@@ -7,7 +7,9 @@
 // requests arriving meanwhile wait longer. So the rule, evaluated at each decision:
 //
 //   1. Always move where the current partition leaves a model unable to sustain its rate and
-//      the target partition does not (fewer unsustained models), or where a model holds fewer
+//      the target partition does not (fewer unsustained models; the node controller's target,
+//      JointPartition::SolveWithReserve, never takes from a model that keeps up what its rate
+//      needs of the CPUs it holds), or where a model holds fewer
 //      CPUs than its floor or is new (no current CPUs): correctness first. Likewise where a
 //      model sustains its rate neither now nor at the target and the target gives it more CPUs
 //      (an overload: JointPartition hands such a model the CPUs no one else needs, and each

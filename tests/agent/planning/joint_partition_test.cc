@@ -296,6 +296,93 @@ TEST(JointPartitionTest, WhereTheNodeHasNoRoomForTheReserveTheRatesWin) {
   EXPECT_EQ(same->reserve_share, 0);
 }
 
+// The fewest CPUs on which `model` sustains its rate (T + 1 where none of T does).
+int Fewest(JointPartition& partition, const ModelDemand& model, int total) {
+  auto envelope = partition.Envelope(model, total);
+  EXPECT_TRUE(envelope.ok()) << envelope.status().ToString();
+  int fewest = model.min_threads;
+  while (fewest <= total && !(*envelope)[static_cast<size_t>(fewest)]) ++fewest;
+  return fewest;
+}
+
+// Three models that the node cannot all sustain: the plain Solve leaves the fewest lacking,
+// by taking the CPUs of the one that keeps up now to sustain the two that lack them.
+// SolveWithReserve lets a model keep what its rate needs of the CPUs it holds: a move for one
+// model's rate never costs another its rate.
+TEST(JointPartitionTest, AModelThatKeepsUpKeepsWhatItsRateNeedsOfItsCpus) {
+  const Optimizer optimizer(AmdahlProfile(1, 16, 5, 40, 0.05));  // one thread: a CPU each
+  JointPartition partition;
+  constexpr int kCpus = 12;
+  ModelDemand a = Demand("a", optimizer, 120, 16);
+  ModelDemand b = Demand("b", optimizer, 60, 16);
+  ModelDemand c = Demand("c", optimizer, 60, 16);
+  const int a_needs = Fewest(partition, a, kCpus);
+  const int b_needs = Fewest(partition, b, kCpus);
+  ASSERT_EQ(a_needs + b_needs, kCpus);  // a and one other fit, with nothing left for the third
+  ASSERT_EQ(2 * b_needs, a_needs);  // b and c together need what a does
+  a.held_cpus = a_needs;
+  b.held_cpus = c.held_cpus = (kCpus - a_needs) / 2;
+  ASSERT_LT(b.held_cpus, b_needs);
+  EXPECT_EQ(partition.RateFloor(a), a_needs);
+  EXPECT_EQ(partition.RateFloor(b), 1);  // lacking: it keeps none from a move for the other
+  auto plain = partition.Solve({a, b, c}, kCpus);
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->unsustained, 1);
+  ASSERT_FALSE(plain->models[0].sustained);  // the trade
+  auto r = partition.SolveWithReserve({a, b, c}, kCpus);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->models[0].sustained);
+  EXPECT_EQ(r->models[0].cpus, a_needs);
+  EXPECT_EQ(r->unsustained, 2);
+}
+
+// An on-off model between bursts (1 row/s now, 150 at its recent peak) beside a busy one, where
+// the node has room for neither reserve share: it keeps the CPUs it holds up to what its peak
+// needs, where the busy model's rate fits in the rest. The rates alone would leave it one.
+TEST(JointPartitionTest, WithoutRoomForAReserveAModelKeepsWhatItsPeakNeedsOfItsCpus) {
+  const Optimizer optimizer(AmdahlProfile(1, 16, 5, 40, 0.05));  // one thread: a CPU each
+  JointPartition partition;
+  constexpr int kCpus = 11;
+  ModelDemand busy = Demand("busy", optimizer, 120, 16);
+  const int busy_needs = Fewest(partition, busy, kCpus);
+  ModelDemand at_peak = Demand("between", optimizer, 150, 16);
+  const int peak_needs = Fewest(partition, at_peak, kCpus);
+  ASSERT_GT(peak_needs + busy_needs, kCpus);  // no room for the whole reserve
+  at_peak.rate = 75.5;
+  ASSERT_GT(Fewest(partition, at_peak, kCpus) + busy_needs, kCpus);  // nor for half of it
+
+  ModelDemand between = Demand("between", optimizer, 1, 16);
+  between.peak = 150;
+  between.held_cpus = kCpus - busy_needs;
+  busy.held_cpus = 2;  // what it holds does not bound its growth
+  EXPECT_EQ(partition.PeakFloor(between), between.held_cpus);  // all it holds: the peak needs more
+  auto at_rates = partition.Solve({between, busy}, kCpus);
+  ASSERT_TRUE(at_rates.ok());
+  EXPECT_EQ(at_rates->models[0].cpus, 1);
+  auto r = partition.SolveWithReserve({between, busy}, kCpus);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->reserve_share, 0);
+  EXPECT_TRUE(r->peaks_kept);
+  EXPECT_EQ(r->unsustained, 0);
+  EXPECT_EQ(r->models[0].cpus, between.held_cpus);
+  EXPECT_EQ(r->models[1].cpus, busy_needs);
+
+  // Holding more than its peak needs, it keeps only that much.
+  between.peak = 60;
+  between.held_cpus = kCpus - 1;
+  const int sixty_needs = Fewest(partition, Demand("x", optimizer, 60, 16), kCpus);
+  ASSERT_LT(sixty_needs, between.held_cpus);
+  EXPECT_EQ(partition.PeakFloor(between), sixty_needs);
+  // Where the busy model's rate does not fit beside what the peak needs, the rates win.
+  between.peak = 150;
+  between.held_cpus = kCpus - busy_needs + 2;
+  auto rates_win = partition.SolveWithReserve({between, busy}, kCpus);
+  ASSERT_TRUE(rates_win.ok());
+  EXPECT_FALSE(rates_win->peaks_kept);
+  EXPECT_EQ(rates_win->unsustained, 0);
+  EXPECT_EQ(rates_win->models[0].cpus, 1);
+}
+
 TEST(JointPartitionTest, TargetsThatCannotAllBeMetGiveTheLeastWorstRatio) {
   const Optimizer a(AmdahlProfile(16, 8, 5, 40, 0.05));
   const Optimizer b(AmdahlProfile(16, 8, 10, 60, 0.1));
