@@ -372,9 +372,8 @@ std::string NodeController::DecisionJson(int total, const std::vector<ModelDeman
                      ",\"objective\":{\"worst_ratio\":" + Number(result.worst_ratio) +
                      ",\"ratio_sum\":" + Number(result.ratio_sum) +
                      ",\"all_met\":" + (result.all_met ? "true" : "false") +
-                     ",\"spare_cpus\":" + std::to_string(result.spare_cpus) +
-                     ",\"reserve_share\":" + Number(result.reserve_share) +
-                     ",\"peaks_kept\":" + (result.peaks_kept ? "true" : "false") + "},\"models\":[";
+                     ",\"spare_cpus\":" + std::to_string(result.spare_cpus) + ",\"reserve\":\"" +
+                     std::string(PeakReserveName(result.reserve)) + "\"},\"models\":[";
   for (size_t i = 0; i < proposal.view.size(); ++i) {
     const PartitionModel& p = proposal.view[i];
     const auto current = shares.find(p.name);

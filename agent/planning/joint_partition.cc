@@ -493,6 +493,18 @@ void Summarize(int total, PartitionResult* result) {
 
 }  // namespace
 
+std::string_view PeakReserveName(PeakReserve reserve) {
+  switch (reserve) {
+    case PeakReserve::kNone:
+      return "none";
+    case PeakReserve::kPlanned:
+      return "planned";
+    case PeakReserve::kKept:
+      return "kept";
+  }
+  return "none";
+}
+
 StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<ModelDemand>& models,
                                                            int total_cpus) {
   // Each model keeps what its rate needs of what it holds.
@@ -515,33 +527,30 @@ StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<Mod
     }
     return true;
   };
-  // 1. A share of each burst reserve.
-  for (const double share : kReserveShares) {
-    std::vector<ModelDemand> reserved = floored;
-    bool any = false;
-    for (ModelDemand& d : reserved) {
-      const double reserve = std::max(0.0, d.peak - d.rate);
-      any = any || reserve > 0;
-      d.rate += share * reserve;
-    }
-    if (!any) return at_rates;
-    StatusOr<PartitionResult> result = Solve(reserved, total_cpus);
-    if (room(result)) {
-      result->reserve_share = share;
-      return result;
-    }
+  // 1. The peaks, planned for.
+  std::vector<ModelDemand> peaks = floored;
+  bool any = false;
+  for (ModelDemand& d : peaks) {
+    any = any || d.peak > d.rate;
+    d.rate = std::max(d.rate, d.peak);
+  }
+  if (!any) return at_rates;
+  StatusOr<PartitionResult> planned = Solve(peaks, total_cpus);
+  if (room(planned)) {
+    planned->reserve = PeakReserve::kPlanned;
+    return planned;
   }
   // 2. What each peak needs of the CPUs its model holds.
-  std::vector<ModelDemand> kept = models;
-  bool any = false;
+  std::vector<ModelDemand> kept = floored;
+  any = false;
   for (size_t i = 0; i < kept.size(); ++i) {
-    kept[i].min_threads = PeakFloor(models[i]);
+    kept[i].min_threads = std::max(floored[i].min_threads, PeakFloor(models[i]));
     any = any || kept[i].min_threads > floored[i].min_threads;
   }
   if (!any) return at_rates;
   StatusOr<PartitionResult> result = Solve(kept, total_cpus);
   if (room(result)) {
-    result->peaks_kept = true;
+    result->reserve = PeakReserve::kKept;
     return result;
   }
   return at_rates;
@@ -562,12 +571,14 @@ std::optional<int> JointPartition::FewestHeld(const ModelDemand& model, double r
 }
 
 int JointPartition::RateFloor(const ModelDemand& model) {
-  return FewestHeld(model, model.rate).value_or(model.min_threads);
+  return FewestHeld(model, model.rate)
+      .value_or(std::max(model.min_threads, std::min(model.held_cpus, kMaxCpus)));
 }
 
 int JointPartition::PeakFloor(const ModelDemand& model) {
   if (!(model.peak > model.rate)) return RateFloor(model);
-  return FewestHeld(model, model.peak).value_or(std::max(model.min_threads, model.held_cpus));
+  return FewestHeld(model, model.peak)
+      .value_or(std::max(model.min_threads, std::min(model.held_cpus, kMaxCpus)));
 }
 
 StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& models,

@@ -77,6 +77,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/planning/batching_simulator.h"
@@ -97,7 +98,7 @@ struct ModelDemand {
   // share of what it exceeds `rate` by. Solve ignores it.
   double peak = 0;
   // CPUs the model holds now (its share; 0: none). SolveWithReserve lets it keep as many of
-  // them as its rate needs (RateFloor), and where it can, as its recent peak needs
+  // them as its rate needs (RateFloor), and where the node has room, as its recent peak needs
   // (PeakFloor). Solve ignores it.
   int held_cpus = 0;
   std::optional<double> p99_target_ms;  // batching.p99_target_ms (> 0); nullopt = none
@@ -130,6 +131,15 @@ struct ModelShare {
   bool sustained = true;    // a plan on `cpus` serves the rate (always, without traffic)
 };
 
+// What SolveWithReserve kept in reserve for the models' recent peaks.
+enum class PeakReserve {
+  kNone,     // the rates now
+  kPlanned,  // each model's recent peak, planned for
+  kKept,     // of the CPUs each model holds, as many as its recent peak needs (PeakFloor)
+};
+// "none", "planned", "kept".
+std::string_view PeakReserveName(PeakReserve reserve);
+
 struct PartitionResult {
   std::vector<ModelShare> models;  // in the order of the demands
   double worst_ratio = 0;          // the largest ratio (∞ if a model is not sustained)
@@ -138,8 +148,7 @@ struct PartitionResult {
   bool all_met = true;             // every targeted model with traffic within its target
   int cpus_assigned = 0;           // Σ cpus
   int spare_cpus = 0;              // T − cpus_assigned: CPUs that lower no model's ratio
-  double reserve_share = 0;        // the share of each burst reserve solved for (SolveWithReserve)
-  bool peaks_kept = false;         // SolveWithReserve's second reserve: PeakFloor
+  PeakReserve reserve = PeakReserve::kNone;  // SolveWithReserve's: which it solved for
   // What the call cost (for benchmarks and logs).
   struct Stats {
     int64_t rule_evaluations = 0;  // ⟨model, c⟩ pairs the rule was asked about
@@ -179,31 +188,27 @@ class JointPartition {
   StatusOr<PartitionResult> Solve(const std::vector<ModelDemand>& models, int total_cpus);
 
   // Solve for the rates now, where every model keeps as many of the CPUs it holds as its rate
-  // needs (RateFloor): a move for one model's rate never costs another its rate, whether it
-  // gives a model that lacks CPUs what it needs or leaves fewer models lacking than before.
-  // (Where those floors do not fit the node, a plain Solve.) Then, in this order, the first
-  // of two reserves for each model's recent peak that the node has room for — no more models
-  // unsustained than at the rates, and each model that the rates sustain still sustained at
-  // its rate now on its share — else the rates:
-  //   1. each model's rate plus a share of its burst reserve (peak − rate, where positive), the
-  //      largest of kReserveShares (PartitionResult::reserve_share);
-  //   2. each model keeps as many of the CPUs it holds as its peak needs (PeakFloor), and the
-  //      rest goes where the rates need it (PartitionResult::peaks_kept).
+  // needs (RateFloor): a move for one model never costs another the CPUs its rate needs.
+  // (Where those floors do not fit the node, a plain Solve.) Then the first of two reserves
+  // for the models' recent peaks that the node has room for — no more models unsustained than
+  // at the rates, and each model that the rates sustain still sustained at its rate now on its
+  // share — else the rates (PartitionResult::reserve says which):
+  //   1. each model's recent peak where above its rate, planned for (kPlanned);
+  //   2. each model keeps as many of the CPUs it holds as its recent peak needs (PeakFloor),
+  //      and the rest goes where the rates need it (kKept).
   // Between its bursts an on-off model keeps the CPUs its next burst needs, as a static split
-  // keeps them, where the node has room; without a reserve each burst finds them given away and
-  // waits out a move to get them back (seconds of queue). A reserve never costs a model its
-  // rate. Up to five Solve()s. The shares and plans are for the reserved rates or floors; what
-  // a share does for a model now is its Envelope at its rate.
-  static constexpr double kReserveShares[] = {1.0, 0.5};
+  // keeps them, where the node has room; without a reserve each burst finds them given away
+  // and waits out a move to get them back (seconds of queue). A reserve never costs a model
+  // its rate. Up to four Solve()s. The shares and plans are for the peaks or floors; what a
+  // share does for a model now is its Envelope at its rate.
   StatusOr<PartitionResult> SolveWithReserve(const std::vector<ModelDemand>& models,
                                              int total_cpus);
 
   // The floors SolveWithReserve gives `model`, of the CPUs it holds (held_cpus), never below
   // min_threads. RateFloor: the fewest on which its keep-up rule sustains its rate now
-  // (min_threads without traffic, or where none of them sustains it: a model that lacks CPUs
-  // keeps none of them from a move that sustains another lacking one). PeakFloor: likewise for
-  // its recent peak, where above its rate (else its RateFloor), and all it holds where none
-  // of them sustains the peak.
+  // (min_threads without traffic), and all it holds where none of them does: a model that
+  // lacks CPUs gains capacity with each. PeakFloor: likewise for its recent peak, where above
+  // its rate (else its RateFloor).
   int RateFloor(const ModelDemand& model);
   int PeakFloor(const ModelDemand& model);
 

@@ -267,7 +267,7 @@ TEST(JointPartitionTest, AReserveForARecentPeakIsKeptWhereTheNodeHasRoom) {
   ASSERT_TRUE(at_rates.ok());
   auto reserved = partition.SolveWithReserve({between, busy}, 16);
   ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
-  EXPECT_EQ(reserved->reserve_share, 1);  // the whole reserve: the node has room for both peaks
+  EXPECT_EQ(reserved->reserve, PeakReserve::kPlanned);  // the node has room for both peaks
   EXPECT_GT(reserved->models[0].cpus, at_rates->models[0].cpus);
   EXPECT_EQ(reserved->models[0].cpus, reserved->models[1].cpus);  // two models alike
   EXPECT_EQ(reserved->unsustained, 0);
@@ -284,16 +284,16 @@ TEST(JointPartitionTest, WhereTheNodeHasNoRoomForTheReserveTheRatesWin) {
   int fewest = 1;  // the fewest CPUs that keep the busy model up
   while (!(*envelope)[static_cast<size_t>(fewest)]) ++fewest;
   // One CPU more than the rates need: no room for the between model's peak (it needs what the
-  // busy one does), nor for half of it.
+  // busy one does), and it holds no CPUs to keep.
   auto r = partition.SolveWithReserve({between, busy}, fewest + 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->unsustained, 0);
-  EXPECT_EQ(r->reserve_share, 0);
+  EXPECT_EQ(r->reserve, PeakReserve::kNone);
   EXPECT_EQ(r->models[1].cpus, fewest);
   // Without a reserve: the rates alone.
   auto same = partition.SolveWithReserve({Demand("a", optimizer, 10), busy}, 16);
   ASSERT_TRUE(same.ok());
-  EXPECT_EQ(same->reserve_share, 0);
+  EXPECT_EQ(same->reserve, PeakReserve::kNone);
 }
 
 // The fewest CPUs on which `model` sustains its rate (T + 1 where none of T does).
@@ -307,8 +307,8 @@ int Fewest(JointPartition& partition, const ModelDemand& model, int total) {
 
 // Three models that the node cannot all sustain: the plain Solve leaves the fewest lacking,
 // by taking the CPUs of the one that keeps up now to sustain the two that lack them.
-// SolveWithReserve lets a model keep what its rate needs of the CPUs it holds: a move for one
-// model's rate never costs another its rate.
+// SolveWithReserve lets a model keep what its rate needs of the CPUs it holds (all of them for
+// one that lacks CPUs): a move for one model never costs another the CPUs its rate needs.
 TEST(JointPartitionTest, AModelThatKeepsUpKeepsWhatItsRateNeedsOfItsCpus) {
   const Optimizer optimizer(AmdahlProfile(1, 16, 5, 40, 0.05));  // one thread: a CPU each
   JointPartition partition;
@@ -319,12 +319,12 @@ TEST(JointPartitionTest, AModelThatKeepsUpKeepsWhatItsRateNeedsOfItsCpus) {
   const int a_needs = Fewest(partition, a, kCpus);
   const int b_needs = Fewest(partition, b, kCpus);
   ASSERT_EQ(a_needs + b_needs, kCpus);  // a and one other fit, with nothing left for the third
-  ASSERT_EQ(2 * b_needs, a_needs);  // b and c together need what a does
+  ASSERT_EQ(2 * b_needs, a_needs);      // b and c together need what a does
   a.held_cpus = a_needs;
   b.held_cpus = c.held_cpus = (kCpus - a_needs) / 2;
   ASSERT_LT(b.held_cpus, b_needs);
   EXPECT_EQ(partition.RateFloor(a), a_needs);
-  EXPECT_EQ(partition.RateFloor(b), 1);  // lacking: it keeps none from a move for the other
+  EXPECT_EQ(partition.RateFloor(b), b.held_cpus);  // lacking: each CPU it holds adds capacity
   auto plain = partition.Solve({a, b, c}, kCpus);
   ASSERT_TRUE(plain.ok());
   ASSERT_EQ(plain->unsustained, 1);
@@ -337,7 +337,7 @@ TEST(JointPartitionTest, AModelThatKeepsUpKeepsWhatItsRateNeedsOfItsCpus) {
 }
 
 // An on-off model between bursts (1 row/s now, 150 at its recent peak) beside a busy one, where
-// the node has room for neither reserve share: it keeps the CPUs it holds up to what its peak
+// the node has no room to plan for the peak: it keeps the CPUs it holds up to what its peak
 // needs, where the busy model's rate fits in the rest. The rates alone would leave it one.
 TEST(JointPartitionTest, WithoutRoomForAReserveAModelKeepsWhatItsPeakNeedsOfItsCpus) {
   const Optimizer optimizer(AmdahlProfile(1, 16, 5, 40, 0.05));  // one thread: a CPU each
@@ -347,9 +347,7 @@ TEST(JointPartitionTest, WithoutRoomForAReserveAModelKeepsWhatItsPeakNeedsOfItsC
   const int busy_needs = Fewest(partition, busy, kCpus);
   ModelDemand at_peak = Demand("between", optimizer, 150, 16);
   const int peak_needs = Fewest(partition, at_peak, kCpus);
-  ASSERT_GT(peak_needs + busy_needs, kCpus);  // no room for the whole reserve
-  at_peak.rate = 75.5;
-  ASSERT_GT(Fewest(partition, at_peak, kCpus) + busy_needs, kCpus);  // nor for half of it
+  ASSERT_GT(peak_needs + busy_needs, kCpus);  // no room to plan for the peak
 
   ModelDemand between = Demand("between", optimizer, 1, 16);
   between.peak = 150;
@@ -361,8 +359,7 @@ TEST(JointPartitionTest, WithoutRoomForAReserveAModelKeepsWhatItsPeakNeedsOfItsC
   EXPECT_EQ(at_rates->models[0].cpus, 1);
   auto r = partition.SolveWithReserve({between, busy}, kCpus);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->reserve_share, 0);
-  EXPECT_TRUE(r->peaks_kept);
+  EXPECT_EQ(r->reserve, PeakReserve::kKept);
   EXPECT_EQ(r->unsustained, 0);
   EXPECT_EQ(r->models[0].cpus, between.held_cpus);
   EXPECT_EQ(r->models[1].cpus, busy_needs);
@@ -378,7 +375,7 @@ TEST(JointPartitionTest, WithoutRoomForAReserveAModelKeepsWhatItsPeakNeedsOfItsC
   between.held_cpus = kCpus - busy_needs + 2;
   auto rates_win = partition.SolveWithReserve({between, busy}, kCpus);
   ASSERT_TRUE(rates_win.ok());
-  EXPECT_FALSE(rates_win->peaks_kept);
+  EXPECT_EQ(rates_win->reserve, PeakReserve::kNone);
   EXPECT_EQ(rates_win->unsustained, 0);
   EXPECT_EQ(rates_win->models[0].cpus, 1);
 }
