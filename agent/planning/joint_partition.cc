@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -494,15 +495,9 @@ void Summarize(int total, PartitionResult* result) {
 }  // namespace
 
 std::string_view PeakReserveName(PeakReserve reserve) {
-  switch (reserve) {
-    case PeakReserve::kNone:
-      return "none";
-    case PeakReserve::kPlanned:
-      return "planned";
-    case PeakReserve::kKept:
-      return "kept";
-  }
-  return "none";
+  static constexpr std::string_view kNames[] = {"none", "planned", "kept"};
+  static_assert(std::size(kNames) == static_cast<size_t>(PeakReserve::kKept) + 1);
+  return kNames[static_cast<size_t>(reserve)];
 }
 
 StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<ModelDemand>& models,

@@ -136,6 +136,7 @@ enum class PeakReserve {
   kNone,     // the rates now
   kPlanned,  // each model's recent peak, planned for
   kKept,     // of the CPUs each model holds, as many as its recent peak needs (PeakFloor)
+  // Keep kKept last, or change PeakReserveName's table, which counts to it.
 };
 // "none", "planned", "kept".
 std::string_view PeakReserveName(PeakReserve reserve);
