@@ -94,8 +94,8 @@ struct ModelDemand {
   // JointPartition caches plans per Optimizer address and checks the profile on each use.
   const Optimizer* optimizer = nullptr;
   double rate = 0;  // single-row requests/s arriving, ≥ 0; 0 = no traffic
-  // Rows/s of its recent peak (ControllerSnapshot::recent_peak); SolveWithReserve plans for a
-  // share of what it exceeds `rate` by. Solve ignores it.
+  // Rows/s of its recent peak (ControllerSnapshot::recent_peak); SolveWithReserve keeps a
+  // reserve for it where above `rate`. Solve ignores it.
   double peak = 0;
   // CPUs the model holds now (its share; 0: none). SolveWithReserve lets it keep as many of
   // them as its rate needs (RateFloor), and where the node has room, as its recent peak needs
@@ -200,8 +200,9 @@ class JointPartition {
   // Between its bursts an on-off model keeps the CPUs its next burst needs, as a static split
   // keeps them, where the node has room; without a reserve each burst finds them given away
   // and waits out a move to get them back (seconds of queue). A reserve never costs a model
-  // its rate. Up to four Solve()s. The shares and plans are for the peaks or floors; what a
-  // share does for a model now is its Envelope at its rate.
+  // its rate. Up to four Solve()s, and up to two Envelope()s a model for its floors. The shares
+  // and plans are for the peaks or floors; what a share does for a model now is its Envelope
+  // at its rate.
   StatusOr<PartitionResult> SolveWithReserve(const std::vector<ModelDemand>& models,
                                              int total_cpus);
 
