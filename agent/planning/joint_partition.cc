@@ -551,29 +551,23 @@ StatusOr<PartitionResult> JointPartition::SolveWithReserve(const std::vector<Mod
   return at_rates;
 }
 
-std::optional<int> JointPartition::FewestHeld(const ModelDemand& model, double rate) {
+int JointPartition::HeldFloor(const ModelDemand& model, double rate) {
   const int held = std::min(model.held_cpus, kMaxCpus);
-  if (held < model.min_threads) return std::nullopt;
-  if (rate <= 0) return model.min_threads;
+  if (held < model.min_threads || rate <= 0) return model.min_threads;
   ModelDemand at = model;
   at.rate = rate;
   const auto envelope = Envelope(at, held);
-  if (!envelope.ok()) return std::nullopt;
+  if (!envelope.ok()) return held;
   for (int c = model.min_threads; c <= held; ++c) {
     if ((*envelope)[static_cast<size_t>(c)]) return c;
   }
-  return std::nullopt;
+  return held;
 }
 
-int JointPartition::RateFloor(const ModelDemand& model) {
-  return FewestHeld(model, model.rate)
-      .value_or(std::max(model.min_threads, std::min(model.held_cpus, kMaxCpus)));
-}
+int JointPartition::RateFloor(const ModelDemand& model) { return HeldFloor(model, model.rate); }
 
 int JointPartition::PeakFloor(const ModelDemand& model) {
-  if (!(model.peak > model.rate)) return RateFloor(model);
-  return FewestHeld(model, model.peak)
-      .value_or(std::max(model.min_threads, std::min(model.held_cpus, kMaxCpus)));
+  return model.peak > model.rate ? HeldFloor(model, model.peak) : RateFloor(model);
 }
 
 StatusOr<PartitionResult> JointPartition::Solve(const std::vector<ModelDemand>& models,

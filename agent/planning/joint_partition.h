@@ -237,9 +237,9 @@ class JointPartition {
   struct Pass;   // one model at one rate, within one call
 
   Plans& PlansFor(const Optimizer& optimizer);
-  // The fewest of the CPUs `model` holds on which its keep-up rule sustains `rate` (min_threads
-  // at no rate); nullopt where none does or it holds fewer than min_threads.
-  std::optional<int> FewestHeld(const ModelDemand& model, double rate);
+  // The fewest of the CPUs `model` holds on which its keep-up rule sustains `rate`, all it
+  // holds where none does; min_threads at no rate or where it holds fewer.
+  int HeldFloor(const ModelDemand& model, double rate);
 
   const BatchingSimulator policy_simulator_;    // the autoscaler's: 5000 arrivals, seed 1
   const BatchingSimulator estimate_simulator_;  // simulated_requests arrivals, seed 1
