@@ -139,9 +139,25 @@ std::optional<double> ModelController::RecentPeak() const {
 
 ControllerSnapshot ModelController::Snapshot() const {
   MutexLock lock(&mu_);
-  return {rate_,        rate_measured_, rate_shift_,
-          recent_peak_, ewma_,          estimate_,
-          adaptive_,    last_hold_,     {moves_.begin(), moves_.end()}};
+  return {rate_,
+          rate_measured_,
+          rate_shift_,
+          recent_peak_,
+          behind_,
+          rate_since_,
+          ewma_,
+          estimate_,
+          adaptive_,
+          last_hold_,
+          {moves_.begin(), moves_.end()}};
+}
+
+void ModelController::NoteBehind(SteadyTime now) {
+  const std::optional<SteadyTime>& since = autoscaler_.state().behind_since;
+  const auto window = std::chrono::milliseconds(autoscaler_.options().overload_window_ms);
+  const bool behind = since && window.count() > 0 && now - *since >= window;
+  MutexLock lock(&mu_);
+  behind_ = behind;
 }
 
 std::string_view MoveStateName(MoveRecord::State state) {
@@ -214,6 +230,7 @@ void ModelController::Tick(SteadyTime now) {
     if (slow || fast) rate_ = std::max(slow.value_or(0.0), fast.value_or(0.0));
     rate_measured_ = rate_measured_ || slow.has_value();
     rate_shift_ = load_.arrivals().Shift(rate_, kShiftMinSpan, kRiseSpan, kShiftSigmas);
+    if (rate_shift_ || !rate_since_) rate_since_ = now;
     recent_peak_ = RecentPeak();
     ewma_ = load_.estimator().ewma();
     estimate_ = load_.estimator().Estimate();
@@ -233,6 +250,7 @@ void ModelController::Tick(SteadyTime now) {
   view.last_start_s = starts.last;
   view.adaptive = adaptive;
   Decision d = autoscaler_.Decide(view, load_, now);
+  NoteBehind(now);
   if (d.hold) NoteHold(*d.hold);
   if (!d.move) return;
   const Move& move = *d.move;
@@ -246,6 +264,7 @@ void ModelController::Tick(SteadyTime now) {
                        << s.message();
   }
   autoscaler_.Applied(move, s.ok(), options_.clock->Now(), load_);
+  NoteBehind(options_.clock->Now());
 }
 
 Status ModelController::SwitchForMove(const Move& move) {
@@ -290,7 +309,10 @@ Status ModelController::Resize(const ResizeRequest& request) {
   // A shrink another model waits for is done once the runtimes outside the smaller share have
   // drained and stopped (or parked inside it): their CPUs are the other model's.
   if (request.at_once) options_.sets->WaitRetired();
-  if (status.ok()) autoscaler_.Reset();  // its holds and timers were for the old budget
+  if (status.ok()) {
+    autoscaler_.Reset();  // its holds and timers were for the old budget
+    NoteBehind(options_.clock->Now());
+  }
   Changed();
   return status;
 }

@@ -106,6 +106,16 @@ struct ControllerSnapshot {
   // the arrivals restart, and where scale_down_delay_ms is 0): the peak that a move to less
   // capacity must respect, as the autoscaler's step down does (PeakAllows).
   std::optional<double> recent_peak;
+  // Behind, observed: the oldest queued row has waited beyond Autoscaler::BehindWaitMs for a
+  // whole reconfiguration.overload_window_ms on the serving set (the autoscaler's rule 0
+  // signal, whether or not rule 0 could move: at the most capacity its CPUs allow, a model
+  // stays behind). False where that window is 0, and again after each move or resize (the new
+  // set's window starts when it serves). The node partition's rule 1 moves on it.
+  bool behind = false;
+  // Since when the arrivals have held their rate: the last sample that saw them step beyond
+  // Poisson noise (rate_shift), or the first sample (nullopt before it). The node partition
+  // expects a rate to hold about as long again as it has held (PartitionModel::rate_age).
+  std::optional<SteadyTime> rate_since;
   double ewma = 0;
   int64_t estimate = 0;
   bool adaptive = false;
@@ -212,6 +222,8 @@ class ModelController {
   static constexpr int kMaxResizeStages = Autoscaler::kMaxHandoverStages;
   // ControllerSnapshot::recent_peak, from the arrivals (the control thread).
   std::optional<double> RecentPeak() const;
+  // Records ControllerSnapshot::behind from the autoscaler's state at `now` (the control thread).
+  void NoteBehind(SteadyTime now) EXCLUDES(mu_);
   // Records `r` as the last hold and logs it (a quiet hold is not logged).
   void NoteHold(const Reason& r) EXCLUDES(mu_);
   // Records a move as switching, then (Done) how its switch ended.
@@ -241,6 +253,8 @@ class ModelController {
   bool rate_measured_ GUARDED_BY(mu_) = false;
   std::optional<double> rate_shift_ GUARDED_BY(mu_);
   std::optional<double> recent_peak_ GUARDED_BY(mu_);
+  bool behind_ GUARDED_BY(mu_) = false;
+  std::optional<SteadyTime> rate_since_ GUARDED_BY(mu_);
   double ewma_ GUARDED_BY(mu_) = 0;
   int64_t estimate_ GUARDED_BY(mu_) = 0;
   static constexpr size_t kRecentMoves = 16;

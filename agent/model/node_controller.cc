@@ -67,14 +67,15 @@ double PlannedRate(const ServedModel& model, const std::optional<ControllerSnaps
          static_cast<double>(model.backlog_rows()) / kBacklogDrainSeconds;
 }
 
-// `held`: the CPUs the model's share holds now (0: none).
-ModelDemand DemandOf(const ServedModel& model, int held) {
+// `snapshot`: the model's controller_snapshot(), taken once by the caller; `held`: the CPUs
+// the model's share holds now (0: none).
+ModelDemand DemandOf(const ServedModel& model, const std::optional<ControllerSnapshot>& snapshot,
+                     int held) {
   const ModelConfig& c = model.config();
   const AutoscalerOptions a = AutoscalerOptionsFor(c, 1, false);
   ModelDemand d;
   d.name = c.name;
   d.optimizer = model.optimizer();
-  const std::optional<ControllerSnapshot> snapshot = model.controller_snapshot();
   d.rate = PlannedRate(model, snapshot);
   if (snapshot) d.peak = snapshot->recent_peak.value_or(0.0);
   d.held_cpus = held;
@@ -156,16 +157,19 @@ bool NodeController::Stepped() const {
   // A model counts where its arrivals stepped (arrival_rate_shift), or where no decision has
   // planned for it yet; not where only its 1-s rate is climbing, which would decide on part of a
   // step before its size is known.
-  std::vector<std::tuple<std::string, bool, double>> rates;
+  // A model that fell behind since the last decision counts too.
+  std::vector<std::tuple<std::string, bool, double, bool>> rates;
   for (const auto& m : models) {
     const std::optional<ControllerSnapshot> c = m->controller_snapshot();
-    rates.emplace_back(m->name(), c && c->rate_shift.has_value(), PlannedRate(*m, c));
+    rates.emplace_back(m->name(), c && c->rate_shift.has_value(), PlannedRate(*m, c),
+                       c && c->behind);
   }
   MutexLock lock(&mu_);
-  for (const auto& [name, shifted, rate] : rates) {
+  for (const auto& [name, shifted, rate, behind] : rates) {
     const auto found = planned_.find(name);
+    if (behind && (found == planned_.end() || !found->second.behind)) return true;
     if (found != planned_.end() && !shifted) continue;
-    const double planned = found == planned_.end() ? 0.0 : found->second;
+    const double planned = found == planned_.end() ? 0.0 : found->second.rate;
     // Beyond a fraction kWatchRise − 1 of the planned rate, and beyond Poisson noise over a
     // second at it (an idle model's 2 req/s that read 4 is no step).
     if (std::abs(rate - planned) > (kWatchRise - 1) * planned &&
@@ -238,7 +242,7 @@ Status NodeController::MakeRoom(const std::string& model, int cpus) {
     return ResourceExhausted("no CPUs to make room for model '" + model + "'");
   }
   std::vector<ModelDemand> demands;
-  for (const auto& m : models) demands.push_back(DemandOf(*m, 0));
+  for (const auto& m : models) demands.push_back(DemandOf(*m, m->controller_snapshot(), 0));
   ASSIGN_OR_RETURN(PartitionResult result, partition_.Solve(demands, total));
   Proposal proposal;
   const std::map<std::string, std::vector<int>> shares = options_.allocator->Shares();
@@ -281,14 +285,18 @@ void NodeController::Decide(SteadyTime now) {
       std::min<int>(static_cast<int>(pool.size()), options_.allocator->thread_budget());
 
   std::vector<ModelDemand> demands;
+  std::vector<std::optional<ControllerSnapshot>> snapshots;
   for (const auto& m : models) {
     const auto share = shares.find(m->name());
-    demands.push_back(
-        DemandOf(*m, share == shares.end() ? 0 : static_cast<int>(share->second.size())));
+    snapshots.push_back(m->controller_snapshot());
+    demands.push_back(DemandOf(*m, snapshots.back(),
+                               share == shares.end() ? 0 : static_cast<int>(share->second.size())));
   }
   {
     MutexLock lock(&mu_);
-    for (const ModelDemand& d : demands) planned_[d.name] = d.rate;  // what this decision saw
+    for (size_t i = 0; i < demands.size(); ++i) {  // what this decision saw
+      planned_[demands[i].name] = {demands[i].rate, snapshots[i] && snapshots[i]->behind};
+    }
   }
   StatusOr<PartitionResult> result = partition_.SolveWithReserve(demands, total);
   if (!result.ok()) {
@@ -300,7 +308,7 @@ void NodeController::Decide(SteadyTime now) {
     return;
   }
 
-  Proposal proposal = Propose(models, demands, *result, shares, total);
+  Proposal proposal = Propose(models, snapshots, demands, *result, shares, total, now);
   PartitionDecision decision = policy_.Decide(proposal.view, now);
   if (decision.move && decision.reason == PartitionReason::kGain) {
     HoldRestartingShrink(models, proposal, &decision);
@@ -320,13 +328,21 @@ void NodeController::Decide(SteadyTime now) {
 
 NodeController::Proposal NodeController::Propose(
     const std::vector<std::shared_ptr<ServedModel>>& models,
+    const std::vector<std::optional<ControllerSnapshot>>& snapshots,
     const std::vector<ModelDemand>& demands, const PartitionResult& result,
-    const std::map<std::string, std::vector<int>>& shares, int total) {
+    const std::map<std::string, std::vector<int>>& shares, int total, SteadyTime now) {
   Proposal proposal;
   for (size_t i = 0; i < models.size(); ++i) {
     const ModelShare& share = result.models[i];
     PartitionModel p;
     p.name = models[i]->name();
+    if (const std::optional<ControllerSnapshot>& c = snapshots[i]) {
+      p.behind = c->behind;
+      if (c->rate_since) {
+        p.rate_age = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::max(SteadyTime::duration::zero(), now - *c->rate_since));
+      }
+    }
     const auto current = shares.find(p.name);
     p.current_cpus = current == shares.end() ? 0 : static_cast<int>(current->second.size());
     p.target_cpus = share.cpus;
@@ -340,8 +356,8 @@ NodeController::Proposal NodeController::Propose(
     // what it does for the model now, so a reserve shapes the target and never makes a model
     // that keeps up look unsustained (rule 1 moves at once).
     JointPartition* partition = &partition_;  // the lambda runs here, under decide_mu_
-    const auto at_rate = [&](int cpus) {
-      const auto envelope = partition->Envelope(demands[i], cpus);
+    const auto at_rate = [&](const ModelDemand& demand, int cpus) {
+      const auto envelope = partition->Envelope(demand, cpus);
       const std::optional<RatePlan>* at = envelope.ok() ? &(*envelope)[cpus] : nullptr;
       const double p99 = at && *at ? (*at)->simulated.p99_ms : kInf;
       const double ratio = std::isfinite(p99) && share.reference_ms > 0
@@ -350,10 +366,19 @@ NodeController::Proposal NodeController::Propose(
       return std::make_pair(p99, ratio);
     };
     if (p.rate > 0 && p.current_cpus > 0) {
-      std::tie(p.p99_now_ms, p.ratio_now) = at_rate(std::min(p.current_cpus, total));
+      const int cpus = std::min(p.current_cpus, total);
+      std::tie(p.p99_now_ms, p.ratio_now) = at_rate(demands[i], cpus);
+      // Where no plan on the share keeps max_utilization to spare, the share is judged as it
+      // runs now, fully busy: a finite p99 where it still serves the rate. That spare is for
+      // choosing a share, not for describing the one that serves.
+      if (std::isinf(p.p99_now_ms)) {
+        ModelDemand busy = demands[i];
+        busy.max_utilization = 1;
+        std::tie(p.p99_now_ms, p.ratio_now) = at_rate(busy, cpus);
+      }
     }
     if (p.rate > 0 && share.cpus > 0) {
-      std::tie(p.p99_target_ms, p.ratio_target) = at_rate(std::min(share.cpus, total));
+      std::tie(p.p99_target_ms, p.ratio_target) = at_rate(demands[i], std::min(share.cpus, total));
     }
     proposal.target[p.name] = share.cpus;
     proposal.plans[p.name] = share.plan;
@@ -386,6 +411,8 @@ std::string NodeController::DecisionJson(int total, const std::vector<ModelDeman
             ",\"plan\":" + PlanJson(proposal.plans.at(p.name)) + ",\"rate\":" + Number(p.rate) +
             ",\"predicted_p99_ms\":" + Number(p.p99_target_ms) +
             ",\"current_p99_ms\":" + Number(p.p99_now_ms) +
+            ",\"behind\":" + (p.behind ? "true" : "false") + ",\"rate_held_s\":" +
+            (p.rate_age ? Number(static_cast<double>(p.rate_age->count()) / 1e3) : "null") +
             ",\"target_p99_ms\":" + Number(demands[i].p99_target_ms.value_or(kInf)) +
             ",\"ratio\":" + Number(p.ratio_target) + "}";
   }

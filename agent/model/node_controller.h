@@ -9,8 +9,8 @@
 // them apart.
 //
 // Each decision (every `interval`, at once after a model is loaded or unloaded, and at once when
-// a model's arrivals step away from what the last decision planned for: `watch`; none until
-// every model's rate is measured, a second after it is ready): the
+// a model's arrivals step away from what the last decision planned for, or a model falls
+// behind: `watch`; none until every model's rate is measured, a second after it is ready): the
 // models' demands (profile; rate: arrivals plus backlog, see PlannedRate; p99 target,
 // weight, floor) go to JointPartition, the target and the current partition to PartitionPolicy (the
 // hysteresis rule: partition_policy.h). A move then runs in two phases:
@@ -95,8 +95,8 @@ class NodeController {
 
   // GET /v2/node/partition: {"cpus":T,"active":bool,"objective":{"worst_ratio","ratio_sum",
   // "all_met"},"models":[{"name","cpus","share","target_cpus","plan":[...],"rate",
-  // "predicted_p99_ms","target_p99_ms","ratio"}],"decision":{"move","why",...},
-  // "last_move":{"at_unix_ms","why","took_ms","from":{m:n},"to":{m:n}}}
+  // "predicted_p99_ms","current_p99_ms","behind","rate_held_s","target_p99_ms","ratio"}],
+  // "decision":{"move","why",...},"last_move":{"at_unix_ms","why","took_ms","from":{m:n},"to":{m:n}}}
   std::string Json() const EXCLUDES(mu_);
 
  private:
@@ -104,7 +104,8 @@ class NodeController {
   // Whether a participant's arrivals stepped (ServedModel::arrival_rate_shift) so that its
   // planned rate moved away from the one the last decision planned for it, up or down, by more
   // than a fraction kWatchRise − 1 of it and than Poisson noise; or, for a model no decision has
-  // planned for yet, whether its planned rate is beyond noise.
+  // planned for yet, whether its planned rate is beyond noise; or whether a participant is
+  // behind (ControllerSnapshot::behind) that the last decision did not see behind.
   bool Stepped() const EXCLUDES(mu_);
   static constexpr double kWatchRise = 1.2;
   struct Moved {
@@ -120,10 +121,12 @@ class NodeController {
     std::map<std::string, double> rates;
   };
   // The proposal of `result` (the joint partition of `total` CPUs for `demands`, one per model)
-  // against the models' `shares` now.
+  // against the models' `shares` and controller `snapshots` (whether each is behind, and how
+  // long its rate has held) at `now`.
   Proposal Propose(const std::vector<std::shared_ptr<ServedModel>>& models,
+                   const std::vector<std::optional<ControllerSnapshot>>& snapshots,
                    const std::vector<ModelDemand>& demands, const PartitionResult& result,
-                   const std::map<std::string, std::vector<int>>& shares, int total)
+                   const std::map<std::string, std::vector<int>>& shares, int total, SteadyTime now)
       REQUIRES(decide_mu_);
   // GET /v2/node/partition's body for a decision, less its closing brace (and last move).
   static std::string DecisionJson(int total, const std::vector<ModelDemand>& demands,
@@ -177,7 +180,12 @@ class NodeController {
   bool changed_ GUARDED_BY(mu_) = false;
   std::string json_ GUARDED_BY(mu_) = "{\"active\":false}";
   std::string last_move_json_ GUARDED_BY(mu_);
-  std::map<std::string, double> planned_ GUARDED_BY(mu_);  // the last decision's rates
+  // What the last decision saw of each model: its planned rate, and whether it was behind.
+  struct Planned {
+    double rate = 0;
+    bool behind = false;
+  };
+  std::map<std::string, Planned> planned_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

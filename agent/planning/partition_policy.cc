@@ -16,11 +16,18 @@ double Worst(const std::vector<PartitionModel>& models, bool target) {
   return worst;
 }
 
-int Unsustained(const std::vector<PartitionModel>& models, bool target) {
+// Whether `m` lacks CPUs (rule 1) now, or at the target.
+bool Lacks(const PartitionModel& m, bool target) {
+  if (m.rate <= 0) return false;
+  if (!target) return m.behind;
+  const bool unsustained = std::isinf(m.p99_target_ms);
+  if (m.target_cpus < m.current_cpus) return m.behind || unsustained;
+  return m.behind && (m.target_cpus == m.current_cpus || unsustained);
+}
+
+int Lacking(const std::vector<PartitionModel>& models, bool target) {
   int n = 0;
-  for (const PartitionModel& m : models) {
-    if (m.rate > 0 && std::isinf(target ? m.p99_target_ms : m.p99_now_ms)) ++n;
-  }
+  for (const PartitionModel& m : models) n += Lacks(m, target) ? 1 : 0;
   return n;
 }
 
@@ -77,15 +84,13 @@ std::optional<PartitionReason> PartitionPolicy::Needed(const std::vector<Partiti
   for (const PartitionModel& m : models) {
     if (m.current_cpus < m.min_threads) return PartitionReason::kFloor;
   }
-  const int before = Unsustained(models, false);
-  const int after = Unsustained(models, true);
+  const int before = Lacking(models, false);
+  const int after = Lacking(models, true);
   if (after < before) return PartitionReason::kUnsustained;
   if (after > before) return std::nullopt;
-  // A model that sustains its rate neither now nor at the target gains capacity with every CPU
-  // it gets.
+  // A model that lacks CPUs both now and at the target gains capacity with every CPU it gets.
   for (const PartitionModel& m : models) {
-    if (m.rate > 0 && std::isinf(m.p99_now_ms) && std::isinf(m.p99_target_ms) &&
-        m.target_cpus > m.current_cpus) {
+    if (Lacks(m, false) && Lacks(m, true) && m.target_cpus > m.current_cpus) {
       return PartitionReason::kOverloaded;
     }
   }
@@ -95,9 +100,13 @@ std::optional<PartitionReason> PartitionPolicy::Needed(const std::vector<Partiti
 void PartitionPolicy::Weigh(const std::vector<PartitionModel>& models, PartitionDecision* d) const {
   const double switch_s =
       std::chrono::duration<double>(switch_time_.value_or(options_.default_switch)).count();
-  const double horizon_s = std::chrono::duration<double>(options_.horizon).count();
   for (const PartitionModel& m : models) {
     if (m.rate <= 0) continue;
+    const double horizon_s =
+        std::chrono::duration<double>(std::min<std::chrono::milliseconds>(
+                                          options_.horizon, m.rate_age.value_or(options_.horizon)))
+            .count();
+    // An infinite p99 now (a share that does not serve the rate at all) counts neither.
     const double now_ms = std::isinf(m.p99_now_ms) ? 0 : m.p99_now_ms;
     if (std::isfinite(m.p99_now_ms) && std::isfinite(m.p99_target_ms)) {
       d->gain_ms += horizon_s * m.rate * std::max(0.0, m.p99_now_ms - m.p99_target_ms);

@@ -6,14 +6,20 @@
 // the shrinking model's new set warms up beside its old one, the growing model's too, and
 // requests arriving meanwhile wait longer. So the rule, evaluated at each decision:
 //
-//   1. Always move where the current partition leaves a model unable to sustain its rate and
-//      the target partition does not (fewer unsustained models; the node controller's target,
-//      JointPartition::SolveWithReserve, never takes from a model that keeps up what its rate
-//      needs of the CPUs it holds), or where a model holds fewer
-//      CPUs than its floor or is new (no current CPUs): correctness first. Likewise where a
-//      model sustains its rate neither now nor at the target and the target gives it more CPUs
-//      (an overload: JointPartition hands such a model the CPUs no one else needs, and each
-//      adds capacity), unless that leaves more models unsustained.
+//   1. Always move where the target leaves fewer models lacking CPUs than now, or where a model
+//      holds fewer CPUs than its floor or is new (no current CPUs): correctness first. A model
+//      lacks CPUs now where it is behind, observed: its oldest queued row has waited too long
+//      for a whole window, on the plan of most capacity its share allows
+//      (ControllerSnapshot::behind). Not where only the planner says that its rate exceeds
+//      max_utilization of its share: a share that queues through a burst lacks nothing, and a
+//      move for each burst costs a switch that outlasts it. At the target a model lacks CPUs
+//      where it is behind now and gets no more, or where the planner says it cannot sustain
+//      its rate on the target's CPUs and the target shrinks it or it is behind now. (The node
+//      controller's target, JointPartition::SolveWithReserve, never takes from a model that
+//      keeps up what its rate needs of the CPUs it holds.) Likewise where a model
+//      behind now lacks CPUs at the target too and the target gives it more (an overload:
+//      JointPartition hands such a model the CPUs no one else needs, and each adds capacity),
+//      unless that leaves more models lacking CPUs.
 //   2. Otherwise move only if no model it shrinks would then fall behind (sustain its rate
 //      on the target CPUs: a move for gain never costs another model its rate), nor where
 //      every model with traffic has a p99 target (batching.p99_target_ms) and meets it now and
@@ -22,12 +28,18 @@
 //      down holds so too), and all of:
 //      a. the target's worst ratio is at most (1 − min_gain) × the current one's (noise in the
 //         measured rates moves a ratio by a few percent; min_gain = 10% keeps that still);
-//      b. the gain over the horizon exceeds the switch's cost, in request-milliseconds:
-//           gain = horizon_s × Σ_m rate_m × max(0, p99_now_m − p99_target_m)
+//      b. the gain over the time the rates are expected to hold exceeds the switch's cost, in
+//         request-milliseconds:
+//           gain = Σ_m min(horizon_s, age_m) × rate_m × max(0, p99_now_m − p99_target_m)
 //           cost = switch_s × Σ_{m whose CPUs change} rate_m × p99_now_m
-//         (every request arriving during a switch is assumed to wait one more p99 of the
+//         (a rate is expected to hold about as long again as it has held since the model's
+//         arrivals last stepped beyond noise, age_m, and at most the horizon: a burst a few
+//         seconds old does not repay a switch of seconds, a phase that has held for a minute
+//         may; every request arriving during a switch is assumed to wait one more p99 of the
 //         current plan: the shadow set competes for the cores; switch_s is how long the last
-//         move took, or the default before one);
+//         move took, or the default before one). A p99 now that is infinite (the rate beyond
+//         what the share serves at all; the node controller judges the share now fully busy)
+//         counts neither gain nor cost: such a model is behind soon, and rule 1's;
 //      c. the same target (CPU counts) has come out of `confirmations` consecutive decisions
 //         (a rate spike of one decision does not move cores);
 //      d. at least `cooldown` has passed since the last move ended.
@@ -50,7 +62,7 @@ namespace packrat {
 
 struct PartitionPolicyOptions {
   double min_gain = 0.10;                          // 2a
-  std::chrono::seconds horizon{60};                // 2b
+  std::chrono::seconds horizon{60};                // 2b, the longest a rate is expected to hold
   std::chrono::milliseconds default_switch{5000};  // 2b, until a switch was measured
   int confirmations = 2;                           // 2c
   std::chrono::milliseconds cooldown{10000};       // 2d
@@ -68,13 +80,17 @@ struct PartitionModel {
   double ratio_target = 0;
   int min_threads = 1;
   std::optional<double> slo_ms;  // batching.p99_target_ms, where set
+  bool behind = false;           // observed on current_cpus (ControllerSnapshot::behind)
+  // How long its rate has held (since its arrivals last stepped beyond Poisson noise); nullopt:
+  // not known (the horizon counts).
+  std::optional<std::chrono::milliseconds> rate_age;
 };
 
 enum class PartitionReason {
   // Moves, by the rule that takes them.
   kFloor,        // 1: a model below its floor, or new
-  kUnsustained,  // 1: the target leaves fewer models unable to sustain their rates
-  kOverloaded,   // 1: a model sustained neither now nor at the target gets more CPUs
+  kUnsustained,  // 1: the target leaves fewer models lacking CPUs
+  kOverloaded,   // 1: a model behind now and not sustained at the target gets more CPUs
   kGain,         // 2: the target is better by min_gain, repays its switch, confirmed
   // Holds, by the condition that held the move.
   kNoChange,         // the target is the current partition
