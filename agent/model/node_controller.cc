@@ -354,7 +354,7 @@ NodeController::Proposal NodeController::Propose(
     // The policy weighs both partitions at the rate now, on the model's own floor: a share
     // planned with a burst reserve or with floors of held CPUs (SolveWithReserve) is judged by
     // what it does for the model now, so a reserve shapes the target and never makes a model
-    // that keeps up look unsustained (rule 1 moves at once).
+    // that keeps up on it look unable to (which rule 1 and rule 2's starves hold read).
     JointPartition* partition = &partition_;  // the lambda runs here, under decide_mu_
     const auto at_rate = [&](const ModelDemand& demand, int cpus) {
       const auto envelope = partition->Envelope(demand, cpus);
